@@ -1,0 +1,21 @@
+// Awa for Node.js — public API.
+export {
+  AwaError,
+  InvalidArgsError,
+  InvalidOptionError,
+  PayloadTooLargeError,
+  PayloadNotSerialisableError,
+  UnknownKindError,
+  ConnectionError,
+  SchemaNotMigratedError,
+  SchemaTooNewError,
+  DatabaseError,
+  type AwaErrorCode,
+} from './model/errors.js';
+export { RetryAfter, Snooze, CancelJob, FailJob } from './model/outcomes.js';
+export { defineJob, type JobKind, type JobKindOptions, type ArgsOf, type Execution } from './model/job-kind.js';
+export type { Job, JobContext, JobHandler, JobState, AttemptError } from './model/job.js';
+export type { JobOptions } from './model/enqueue-options.js';
+export type { Priority } from './model/validation.js';
+export type { QueueCounts, JobRecord, MigrateResult, PruneResult, Settlement } from './storage/index.js';
+export * from './runtime/index.js';

@@ -1,0 +1,113 @@
+// Every error Awa throws on purpose is an AwaError with a stable `code`, so callers can branch on
+// `err.code` without parsing messages. Messages say what to do next.
+
+export type AwaErrorCode =
+  | 'AWA_INVALID_ARGS'
+  | 'AWA_INVALID_OPTION'
+  | 'AWA_INVALID_CONFIG'
+  | 'AWA_PAYLOAD_TOO_LARGE'
+  | 'AWA_PAYLOAD_NOT_SERIALISABLE'
+  | 'AWA_UNKNOWN_KIND'
+  | 'AWA_CONNECTION_FAILED'
+  | 'AWA_SCHEMA_NOT_MIGRATED'
+  | 'AWA_SCHEMA_TOO_NEW'
+  | 'AWA_MIGRATION_FAILED'
+  | 'AWA_DATABASE_ERROR'
+  | 'AWA_SHUTDOWN_TIMEOUT'
+  | 'AWA_HOST_STATE';
+
+export class AwaError extends Error {
+  readonly code: AwaErrorCode;
+  constructor(code: AwaErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** Job args failed the kind's schema, or are not a JSON object/array. */
+export class InvalidArgsError extends AwaError {
+  readonly kind: string;
+  readonly issues: readonly { message: string; path?: string }[];
+  constructor(kind: string, issues: readonly { message: string; path?: string }[]) {
+    const detail = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+    super('AWA_INVALID_ARGS', `Invalid args for job kind "${kind}": ${detail}. Fix the args or the kind's schema.`);
+    this.kind = kind;
+    this.issues = issues;
+  }
+}
+
+/** An enqueue or worker option is out of range or of the wrong type; `field` names it. */
+export class InvalidOptionError extends AwaError {
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super('AWA_INVALID_OPTION', `Invalid option "${field}": ${message}`);
+    this.field = field;
+  }
+}
+
+export class PayloadTooLargeError extends AwaError {
+  constructor(kind: string, bytes: number, limit: number) {
+    super(
+      'AWA_PAYLOAD_TOO_LARGE',
+      `Args for job kind "${kind}" are ${bytes} bytes encoded; the limit is ${limit}. ` +
+        'Store large data elsewhere and pass a reference, or raise maxPayloadBytes.',
+    );
+  }
+}
+
+export class PayloadNotSerialisableError extends AwaError {
+  constructor(kind: string, reason: string) {
+    super(
+      'AWA_PAYLOAD_NOT_SERIALISABLE',
+      `Args for job kind "${kind}" cannot be stored as JSON: ${reason}. Pass plain JSON data.`,
+    );
+  }
+}
+
+export class UnknownKindError extends AwaError {
+  constructor(kind: string, known: readonly string[]) {
+    super(
+      'AWA_UNKNOWN_KIND',
+      `No handler is registered for job kind "${kind}" (known: ${known.join(', ') || 'none'}). ` +
+        'Register it on a worker that serves this queue.',
+    );
+  }
+}
+
+export class ConnectionError extends AwaError {
+  constructor(target: string, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      'AWA_CONNECTION_FAILED',
+      `Cannot connect to PostgreSQL at ${target}: ${reason}. Check DATABASE_URL (host, port, user, password, database) and that the server is running.`,
+      { cause },
+    );
+  }
+}
+
+export class SchemaNotMigratedError extends AwaError {
+  constructor(schema: string, have: number, want: number) {
+    super(
+      'AWA_SCHEMA_NOT_MIGRATED',
+      `Schema "${schema}" is at version ${have}, this build needs ${want}. Run \`awa migrate\` (or migrate()) first.`,
+    );
+  }
+}
+
+export class SchemaTooNewError extends AwaError {
+  constructor(schema: string, have: number, want: number) {
+    super(
+      'AWA_SCHEMA_TOO_NEW',
+      `Schema "${schema}" is at version ${have}, newer than this build knows (${want}). Upgrade awa-node.`,
+    );
+  }
+}
+
+/** A database call failed for a reason that is not the caller's input; the cause is attached. */
+export class DatabaseError extends AwaError {
+  constructor(operation: string, cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super('AWA_DATABASE_ERROR', `${operation} failed: ${reason}`, { cause });
+  }
+}

@@ -1,0 +1,75 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { InvalidArgsError } from './errors.js';
+import { validateMaxAttempts, validateName, validatePriority, type Priority } from './validation.js';
+
+export type Execution = 'inline' | 'pool';
+
+export interface JobKindOptions<Args> {
+  /** Stable name stored with every job, e.g. "send_email". */
+  kind: string;
+  /** Queue jobs of this kind go to unless enqueue says otherwise. Default "default". */
+  queue?: string;
+  /** 1 (most urgent) to 4. Default 2. */
+  priority?: Priority;
+  /** Attempts before the job fails for good. Default 25. */
+  maxAttempts?: number;
+  /** Any Standard Schema validator (zod, valibot, arktype…); args are checked at enqueue. */
+  schema?: StandardSchemaV1<unknown, Args>;
+  /** Where the handler runs: on the coordinator's thread (default) or in the worker-thread pool. */
+  execution?: Execution;
+}
+
+/** A typed job kind: the contract between producers and the handler. */
+export interface JobKind<Args = unknown> {
+  readonly kind: string;
+  readonly queue: string;
+  readonly priority: Priority;
+  readonly maxAttempts: number;
+  readonly execution: Execution;
+  readonly schema?: StandardSchemaV1<unknown, Args>;
+  /** Checks args against the schema (if any) and returns the validated value. */
+  validate(args: unknown): Promise<Args>;
+}
+
+export const DEFAULT_QUEUE = 'default';
+export const DEFAULT_PRIORITY: Priority = 2;
+export const DEFAULT_MAX_ATTEMPTS = 25;
+
+export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKind<Args> {
+  const kind = validateName('kind', options.kind);
+  const queue = validateName('queue', options.queue ?? DEFAULT_QUEUE);
+  const priority = validatePriority('priority', options.priority ?? DEFAULT_PRIORITY);
+  const maxAttempts = validateMaxAttempts('maxAttempts', options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
+  const execution = options.execution ?? 'inline';
+  if (execution !== 'inline' && execution !== 'pool') {
+    throw new InvalidArgsError(kind, [{ message: `execution must be "inline" or "pool", got ${String(execution)}` }]);
+  }
+  const schema = options.schema;
+  return {
+    kind,
+    queue,
+    priority,
+    maxAttempts,
+    execution,
+    schema,
+    async validate(args: unknown): Promise<Args> {
+      if (!schema) return args as Args;
+      const result = await schema['~standard'].validate(args);
+      if (result.issues) {
+        throw new InvalidArgsError(
+          kind,
+          result.issues.map((issue) => ({ message: issue.message, path: issuePath(issue.path) })),
+        );
+      }
+      return result.value;
+    },
+  };
+}
+
+function issuePath(path: StandardSchemaV1.Issue['path']): string | undefined {
+  if (!path || path.length === 0) return undefined;
+  return path.map((p) => String(typeof p === 'object' ? p.key : p)).join('.');
+}
+
+/** The args type a JobKind carries, for typing handlers and enqueue calls. */
+export type ArgsOf<K> = K extends JobKind<infer A> ? A : never;

@@ -1,0 +1,47 @@
+import type { Priority } from './validation.js';
+
+/** One recorded failure of an attempt, kept in the job's history (newest 20). */
+export interface AttemptError {
+  attempt: number;
+  at: string;
+  error: string;
+  name?: string;
+  stack?: string;
+}
+
+/** A job as its handler sees it: one attempt of it. */
+export interface Job<Args = unknown> {
+  readonly id: string;
+  readonly kind: string;
+  readonly queue: string;
+  readonly priority: Priority;
+  readonly args: Args;
+  /** 1 on the first attempt. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** Fencing token of this attempt; writes by an older attempt are ignored. */
+  readonly runLease: number;
+  readonly enqueuedAt: Date;
+  /** When the job last became runnable (enqueue, or promotion from scheduled/retry). */
+  readonly readyAt: Date;
+  readonly metadata: Record<string, unknown>;
+  readonly tags: readonly string[];
+  readonly errors: readonly AttemptError[];
+}
+
+/** What a handler gets beside the job. */
+export interface JobContext {
+  /** Aborted when the attempt is cancelled, rescued, or the host stops past its drain timeout. */
+  readonly signal: AbortSignal;
+}
+
+export type JobHandler<Args = unknown> = (job: Job<Args>, ctx: JobContext) => unknown;
+
+export type JobState =
+  | 'available'
+  | 'scheduled'
+  | 'retryable'
+  | 'running'
+  | 'completed'
+  | 'failed'
+  | 'cancelled';

@@ -1,0 +1,38 @@
+// What a handler can ask for besides plain success or a thrown error. Handlers throw (or return) one of
+// these; the executor turns it into the matching storage outcome.
+
+/** Retry after an explicit delay. Counts as a failed attempt, so it is bounded by maxAttempts. */
+export class RetryAfter extends Error {
+  readonly delayMs: number;
+  constructor(delayMs: number, reason = `retry requested in ${delayMs} ms`) {
+    super(reason);
+    this.name = 'RetryAfter';
+    this.delayMs = delayMs;
+  }
+}
+
+/** Run again later without spending an attempt (polling an external state, say). */
+export class Snooze extends Error {
+  readonly delayMs: number;
+  constructor(delayMs: number, reason = `snoozed for ${delayMs} ms`) {
+    super(reason);
+    this.name = 'Snooze';
+    this.delayMs = delayMs;
+  }
+}
+
+/** Stop for good: the job ends as cancelled, with no retry. */
+export class CancelJob extends Error {
+  constructor(reason = 'cancelled by handler') {
+    super(reason);
+    this.name = 'CancelJob';
+  }
+}
+
+/** Fail for good without retrying, whatever attempts remain. */
+export class FailJob extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'FailJob';
+  }
+}

@@ -1,0 +1,198 @@
+import type pg from 'pg';
+import { InvalidOptionError } from '../model/errors.js';
+import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
+import { defineJob, type JobKind } from '../model/job-kind.js';
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '../model/payload.js';
+import { rejectUnknownKeys, validateInt, validatePlainObject } from '../model/validation.js';
+import {
+  applyMigrations,
+  connect,
+  copyEnqueueChunk,
+  createPool,
+  enqueueRows,
+  findJob,
+  pendingSql,
+  queueCounts,
+  redact,
+  resolveSchema,
+  validateConnectionString,
+  wrapDatabaseError,
+  type JobRecord,
+  type MigrateResult,
+  type QueueCounts,
+  type Schema,
+} from '../storage/index.js';
+
+// The producer-and-operator handle: migrate, enqueue (on the caller's transaction if given one), bulk
+// COPY enqueue, and admin reads. It owns its pool unless the caller passed one.
+
+export interface ClientOptions {
+  connectionString?: string;
+  pool?: pg.Pool;
+  schema?: string;
+  /** Pool size when the client creates its pool. Default 10. */
+  poolSize?: number;
+  /** Largest encoded args accepted. Default 1 MiB. */
+  maxPayloadBytes?: number;
+}
+
+const CLIENT_OPTION_KEYS = ['connectionString', 'pool', 'schema', 'poolSize', 'maxPayloadBytes'] as const;
+
+export interface EnqueueOptions extends JobOptions {
+  /** Run on this client, inside whatever transaction it has open. */
+  client?: pg.ClientBase;
+}
+
+/** A job for enqueueMany / copyEnqueue. */
+export interface JobInput<Args = unknown> {
+  kind: JobKind<Args> | string;
+  args: Args;
+  options?: JobOptions;
+}
+
+export interface CopyEnqueueOptions {
+  /** Run inside this client's open transaction instead of a transaction of our own. */
+  client?: pg.ClientBase;
+  /** Rows per COPY chunk (memory bound). Default 20,000. */
+  chunkSize?: number;
+  onProgress?: (enqueued: number) => void;
+}
+
+export class AwaClient {
+  readonly schema: Schema;
+  readonly pool: pg.Pool;
+  private readonly ownsPool: boolean;
+  private readonly target: string;
+  private readonly maxPayloadBytes: number;
+  private readonly adHocKinds = new Map<string, JobKind<unknown>>();
+
+  constructor(options: ClientOptions) {
+    validatePlainObject('options', options);
+    rejectUnknownKeys('options', options, CLIENT_OPTION_KEYS);
+    this.schema = resolveSchema(options.schema);
+    this.maxPayloadBytes =
+      options.maxPayloadBytes === undefined
+        ? DEFAULT_MAX_PAYLOAD_BYTES
+        : validateInt('maxPayloadBytes', options.maxPayloadBytes, 16, 256 * 1024 * 1024);
+    if (options.pool) {
+      this.pool = options.pool;
+      this.ownsPool = false;
+      this.target = 'the given pool';
+    } else {
+      const url = validateConnectionString(options.connectionString);
+      const size = options.poolSize === undefined ? 10 : validateInt('poolSize', options.poolSize, 1, 1000);
+      this.pool = createPool(url, size, 'awa-client');
+      this.ownsPool = true;
+      this.target = redact(url);
+    }
+  }
+
+  /** Applies pending migrations under an advisory lock (safe to run from several processes). */
+  async migrate(): Promise<MigrateResult> {
+    const client = await connect(this.pool, this.target);
+    try {
+      return await applyMigrations(client, this.schema);
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The SQL `migrate()` would run on an empty database. */
+  migrationSql(): string {
+    return pendingSql(this.schema);
+  }
+
+  async enqueue<Args>(kind: JobKind<Args> | string, args: Args, options?: EnqueueOptions): Promise<string> {
+    const { client, ...jobOptions } = options ?? {};
+    const row = await toJobRow(this.kindOf(kind), args, options && jobOptions, this.maxPayloadBytes);
+    const [id] = await this.run('enqueue', client, (db) => enqueueRows(db, this.schema, [row]));
+    return id!;
+  }
+
+  /** Enqueues many jobs in one statement; returns their ids in input order. */
+  async enqueueMany(jobs: readonly JobInput[], options?: { client?: pg.ClientBase }): Promise<string[]> {
+    if (!Array.isArray(jobs)) throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
+    const rows = await Promise.all(jobs.map((j) => this.toRow(j)));
+    return this.run('enqueueMany', options?.client, (db) => enqueueRows(db, this.schema, rows));
+  }
+
+  /**
+   * Bulk enqueue through COPY, streaming: accepts any (async) iterable and holds at most one chunk in
+   * memory. All rows commit together. Returns how many jobs were enqueued.
+   */
+  async copyEnqueue(jobs: Iterable<JobInput> | AsyncIterable<JobInput>, options: CopyEnqueueOptions = {}): Promise<number> {
+    const chunkSize = options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
+    const load = async (client: pg.ClientBase): Promise<number> => {
+      let chunk: JobRow[] = [];
+      let total = 0;
+      const flush = async () => {
+        await copyEnqueueChunk(client, this.schema, chunk);
+        total += chunk.length;
+        chunk = [];
+        options.onProgress?.(total);
+      };
+      for await (const job of jobs) {
+        chunk.push(await this.toRow(job));
+        if (chunk.length >= chunkSize) await flush();
+      }
+      if (chunk.length > 0) await flush();
+      return total;
+    };
+    if (options.client) return this.wrap('copyEnqueue', () => load(options.client!));
+    const client = await connect(this.pool, this.target);
+    try {
+      await client.query('begin');
+      const total = await load(client);
+      await client.query('commit');
+      return total;
+    } catch (err) {
+      await client.query('rollback').catch(() => {});
+      throw wrapDatabaseError('copyEnqueue', err);
+    } finally {
+      client.release();
+    }
+  }
+
+  async counts(): Promise<QueueCounts[]> {
+    return this.run('counts', undefined, (db) => queueCounts(db, this.schema));
+  }
+
+  async getJob(id: string): Promise<JobRecord | null> {
+    return this.run('getJob', undefined, (db) => findJob(db, this.schema, id));
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsPool) await this.pool.end();
+  }
+
+  private kindOf(kind: JobKind<unknown> | string): JobKind<unknown> {
+    if (typeof kind !== 'string') {
+      if (!kind || typeof kind.validate !== 'function') {
+        throw new InvalidOptionError('kind', 'must be a kind name or a definition from defineJob()');
+      }
+      return kind;
+    }
+    let def = this.adHocKinds.get(kind);
+    if (!def) this.adHocKinds.set(kind, (def = defineJob({ kind })));
+    return def;
+  }
+
+  private toRow(job: JobInput): Promise<JobRow> {
+    if (typeof job !== 'object' || job === null) {
+      throw new InvalidOptionError('jobs[]', 'each job must be an object { kind, args, options? }');
+    }
+    return toJobRow(this.kindOf(job.kind), job.args, job.options, this.maxPayloadBytes);
+  }
+
+  private async run<T>(op: string, client: pg.ClientBase | undefined, fn: (db: pg.Pool | pg.ClientBase) => Promise<T>): Promise<T> {
+    return this.wrap(op, () => fn(client ?? this.pool));
+  }
+
+  private async wrap<T>(op: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw wrapDatabaseError(op, err);
+    }
+  }
+}

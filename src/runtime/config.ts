@@ -1,0 +1,118 @@
+import type pg from 'pg';
+import { InvalidOptionError } from '../model/errors.js';
+import { rejectUnknownKeys, validateInt, validateName, validatePlainObject, validatePositive } from '../model/validation.js';
+import { resolveSchema, validateConnectionString, type Schema } from '../storage/index.js';
+
+// Worker-host configuration: validated once, here, with errors that name the field. Everything after
+// this point trusts HostConfig.
+
+export interface QueueOptions {
+  /** Jobs of this queue running at once in this process. Default 50. */
+  concurrency?: number;
+}
+
+export interface WorkerOptions {
+  connectionString?: string;
+  pool?: pg.Pool;
+  schema?: string;
+  /** Queues to serve: a name → options (or just its concurrency). Default { default: 50 }. */
+  queues?: Record<string, QueueOptions | number>;
+  /** Most jobs one claim call takes. Default 512. */
+  claimBatchSize?: number;
+  /** Fallback poll when no notification arrives. Default 200 ms. */
+  pollIntervalMs?: number;
+  /** Completion flush at this many results… Default 512. */
+  completionBatchSize?: number;
+  /** …or after this long. Default 1 ms. */
+  completionFlushMs?: number;
+  /** Effective priority improves one level per this much waiting. Default 60 s. */
+  priorityAgingMs?: number;
+  /** How long stop() lets running jobs finish before aborting them. Default 30 s. */
+  shutdownTimeoutMs?: number;
+  /** A job whose kind no handler knows is handed back (snoozed) for this long. Default 60 s. */
+  unknownKindDelayMs?: number;
+  /** Take part in maintenance-leader election. Default true. */
+  maintenance?: boolean;
+  /** How often a non-leader tries to become leader. Default 2 s. */
+  leaderElectionIntervalMs?: number;
+  /** Promotion of due scheduled/retry jobs. Default every 250 ms. */
+  promoteIntervalMs?: number;
+  /** Ring rotation and prune. Default every 1 s. */
+  ringIntervalMs?: number;
+  /** Keep completed-job history at least this long before prune may drop it. Default 0. */
+  completedRetentionMs?: number;
+  /** Pool size when the host creates its pool. Default: enough for claims, flushes and maintenance. */
+  poolSize?: number;
+  /** Stable id of this process in receipts; default a random UUID. */
+  instanceId?: string;
+}
+
+const KEYS = [
+  'connectionString', 'pool', 'schema', 'queues', 'claimBatchSize', 'pollIntervalMs', 'completionBatchSize',
+  'completionFlushMs', 'priorityAgingMs', 'shutdownTimeoutMs', 'unknownKindDelayMs', 'maintenance',
+  'leaderElectionIntervalMs', 'promoteIntervalMs', 'ringIntervalMs', 'completedRetentionMs', 'poolSize', 'instanceId',
+] as const;
+
+export interface HostConfig {
+  connectionString: string | undefined;
+  pool: pg.Pool | undefined;
+  schema: Schema;
+  queues: Map<string, { concurrency: number }>;
+  claimBatchSize: number;
+  pollIntervalMs: number;
+  completionBatchSize: number;
+  completionFlushMs: number;
+  priorityAgingSeconds: number;
+  shutdownTimeoutMs: number;
+  unknownKindDelayMs: number;
+  maintenance: boolean;
+  leaderElectionIntervalMs: number;
+  promoteIntervalMs: number;
+  ringIntervalMs: number;
+  completedRetentionMs: number;
+  poolSize: number;
+  instanceId: string;
+}
+
+export function resolveHostConfig(options: WorkerOptions): HostConfig {
+  validatePlainObject('options', options);
+  rejectUnknownKeys('options', options, KEYS);
+  if (!options.pool && !options.connectionString) {
+    throw new InvalidOptionError('connectionString', 'is required (or pass `pool`); set DATABASE_URL or pass it');
+  }
+  const connectionString = options.connectionString === undefined ? undefined : validateConnectionString(options.connectionString);
+  const queues = new Map<string, { concurrency: number }>();
+  for (const [name, q] of Object.entries(options.queues ?? { default: 50 })) {
+    const concurrency = typeof q === 'number' ? q : (validatePlainObject(`queues.${name}`, q), q.concurrency ?? 50);
+    queues.set(validateName('queues', name), { concurrency: validateInt(`queues.${name}.concurrency`, concurrency, 1, 100_000) });
+  }
+  if (queues.size === 0) throw new InvalidOptionError('queues', 'must name at least one queue');
+  const int = (field: (typeof KEYS)[number], dflt: number, min: number, max: number): number => {
+    const v = options[field as keyof WorkerOptions];
+    return v === undefined ? dflt : validateInt(field, v, min, max);
+  };
+  if (options.maintenance !== undefined && typeof options.maintenance !== 'boolean') {
+    throw new InvalidOptionError('maintenance', 'must be true or false');
+  }
+  const agingMs = options.priorityAgingMs === undefined ? 60_000 : validatePositive('priorityAgingMs', options.priorityAgingMs);
+  return {
+    connectionString,
+    pool: options.pool,
+    schema: resolveSchema(options.schema),
+    queues,
+    claimBatchSize: int('claimBatchSize', 512, 1, 10_000),
+    pollIntervalMs: int('pollIntervalMs', 200, 1, 3_600_000),
+    completionBatchSize: int('completionBatchSize', 512, 1, 10_000),
+    completionFlushMs: int('completionFlushMs', 1, 0, 60_000),
+    priorityAgingSeconds: Math.max(1, Math.round(agingMs / 1000)),
+    shutdownTimeoutMs: int('shutdownTimeoutMs', 30_000, 0, 86_400_000),
+    unknownKindDelayMs: int('unknownKindDelayMs', 60_000, 0, 86_400_000),
+    maintenance: options.maintenance ?? true,
+    leaderElectionIntervalMs: int('leaderElectionIntervalMs', 2_000, 10, 3_600_000),
+    promoteIntervalMs: int('promoteIntervalMs', 250, 10, 3_600_000),
+    ringIntervalMs: int('ringIntervalMs', 1_000, 10, 3_600_000),
+    completedRetentionMs: int('completedRetentionMs', 0, 0, 30 * 86_400_000),
+    poolSize: int('poolSize', Math.min(4 + queues.size * 2, 50), 2, 1000),
+    instanceId: options.instanceId === undefined ? crypto.randomUUID() : validateName('instanceId', options.instanceId),
+  };
+}

@@ -1,0 +1,123 @@
+import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
+
+// One per queue. Holds the queue's permits: it claims only as many jobs as it has free permits (so every
+// claimed job can start at once), claims again straight away while batches come back full, and
+// otherwise waits for a wake-up (notification, poll tick, or enough permits coming back).
+
+export interface DispatcherDeps {
+  claim(queue: string, max: number): Promise<ClaimBatch[]>;
+  execute(queue: string, batch: ClaimBatch, job: ClaimedJob): void;
+  /** True while results are piling up faster than they are flushed: claiming more would only add to it. */
+  backpressure(): boolean;
+  onError(err: unknown): void;
+}
+
+export class Dispatcher {
+  private inFlight = 0;
+  private claiming = false;
+  private again = false;
+  private stopped = true;
+  private pollTimer: NodeJS.Timeout | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private errorDelayMs = 0;
+  private readonly refillAt: number;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    readonly queue: string,
+    private readonly concurrency: number,
+    private readonly batchSize: number,
+    private readonly pollIntervalMs: number,
+    private readonly deps: DispatcherDeps,
+  ) {
+    // Waiting for a quarter of a batch of free permits keeps claims large under load without leaving
+    // capacity idle for long.
+    this.refillAt = Math.max(1, Math.ceil(Math.min(batchSize, concurrency) / 4));
+  }
+
+  get running(): number {
+    return this.inFlight;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.pollTimer = setInterval(() => this.wake(), this.pollIntervalMs);
+    this.wake();
+  }
+
+  /** Stop claiming; running jobs carry on. */
+  stopClaiming(): void {
+    this.stopped = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.pollTimer = this.retryTimer = null;
+  }
+
+  /** Resolves when no job of this queue is running. */
+  idle(): Promise<void> {
+    if (this.inFlight === 0 && !this.claiming) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  wake(): void {
+    if (this.stopped || this.retryTimer) return;
+    if (this.claiming) {
+      this.again = true;
+      return;
+    }
+    void this.claimLoop();
+  }
+
+  /** A job of this queue finished (its result is queued for flushing). */
+  release(): void {
+    this.inFlight--;
+    const free = this.concurrency - this.inFlight;
+    if (free >= this.refillAt || this.inFlight === 0) this.wake();
+    if (this.inFlight === 0 && !this.claiming) this.notifyIdle();
+  }
+
+  private async claimLoop(): Promise<void> {
+    this.claiming = true;
+    try {
+      while (!this.stopped) {
+        const free = this.concurrency - this.inFlight;
+        if (free <= 0 || this.deps.backpressure()) break;
+        const max = Math.min(free, this.batchSize);
+        this.again = false;
+        this.inFlight += max;
+        let batches: ClaimBatch[];
+        try {
+          batches = await this.deps.claim(this.queue, max);
+        } catch (err) {
+          this.inFlight -= max;
+          this.deps.onError(err);
+          this.backOff();
+          break;
+        }
+        this.errorDelayMs = 0;
+        let got = 0;
+        for (const b of batches) got += b.jobs.length;
+        this.inFlight -= max - got;
+        for (const b of batches) for (const job of b.jobs) this.deps.execute(this.queue, b, job);
+        if (got < max && !this.again) break;
+      }
+    } finally {
+      this.claiming = false;
+      if (this.inFlight === 0) this.notifyIdle();
+    }
+  }
+
+  private backOff(): void {
+    this.errorDelayMs = Math.min(Math.max(this.errorDelayMs * 2, 100), 5_000);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.wake();
+    }, this.errorDelayMs);
+  }
+
+  private notifyIdle(): void {
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+}

@@ -1,0 +1,151 @@
+import type pg from 'pg';
+import { promoteDue, pruneRing, releaseLeadership, rotateRing, tryAcquireLeadership, type PruneResult, type Schema } from '../storage/index.js';
+import { openDedicated, type Dedicated } from './dedicated.js';
+
+// Maintenance leadership: every host may stand; the one holding the session advisory lock runs
+// promotion and ring rotation/prune on its dedicated connection. Losing that connection loses the lock
+// (the server drops it with the session), so leadership and the work it guards end together; the host
+// then stands again after the election interval.
+
+export interface LeaderConfig {
+  schema: Schema;
+  electionIntervalMs: number;
+  promoteIntervalMs: number;
+  ringIntervalMs: number;
+  completedRetentionMs: number;
+}
+
+export interface LeaderEvents {
+  onLeadership(isLeader: boolean): void;
+  onPrune(result: PruneResult): void;
+  onError(err: unknown): void;
+}
+
+const PROMOTE_BATCH = 4096;
+const PRUNE_LOCK_TIMEOUT_MS = 50;
+
+export class MaintenanceLeader {
+  private conn: Dedicated | null = null;
+  private stopped = true;
+  private electionTimer: NodeJS.Timeout | null = null;
+  private promoteTimer: NodeJS.Timeout | null = null;
+  private ringTimer: NodeJS.Timeout | null = null;
+  private busy: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly source: { connectionString?: string; pool?: pg.Pool },
+    private readonly cfg: LeaderConfig,
+    private readonly events: LeaderEvents,
+  ) {}
+
+  get isLeader(): boolean {
+    return this.conn !== null;
+  }
+
+  start(): void {
+    this.stopped = false;
+    void this.stand();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.electionTimer) clearTimeout(this.electionTimer);
+    this.clearTicks();
+    await this.busy.catch(() => {});
+    const conn = this.conn;
+    this.conn = null;
+    if (conn) {
+      await releaseLeadership(conn.client, this.cfg.schema).catch(() => {});
+      await conn.close();
+      this.events.onLeadership(false);
+    }
+  }
+
+  /** Runs one promotion pass now (tests and `stop` use it); no-op unless leader. */
+  promoteNow(): Promise<number> {
+    return this.serial(() => this.promote());
+  }
+
+  private async stand(): Promise<void> {
+    if (this.stopped || this.conn) return;
+    let conn: Dedicated | null = null;
+    try {
+      conn = await openDedicated(this.source, 'awa-leader', (err) => this.lost(err));
+      if (!this.stopped && (await tryAcquireLeadership(conn.client, this.cfg.schema))) {
+        this.conn = conn;
+        this.events.onLeadership(true);
+        this.scheduleTicks();
+        return;
+      }
+      await conn.close();
+    } catch (err) {
+      await conn?.close();
+      this.events.onError(err);
+    }
+    this.scheduleElection();
+  }
+
+  private lost(err: Error): void {
+    if (!this.conn) return;
+    this.conn = null;
+    this.clearTicks();
+    this.events.onLeadership(false);
+    if (this.stopped) return;
+    this.events.onError(err);
+    this.scheduleElection();
+  }
+
+  private scheduleElection(): void {
+    if (this.stopped) return;
+    this.electionTimer = setTimeout(() => void this.stand(), this.cfg.electionIntervalMs);
+  }
+
+  private scheduleTicks(): void {
+    const loop = (interval: number, task: () => Promise<unknown>, set: (t: NodeJS.Timeout) => void) => {
+      const tick = () => {
+        if (!this.conn) return;
+        void this.serial(task).finally(() => {
+          if (this.conn) set(setTimeout(tick, interval));
+        });
+      };
+      set(setTimeout(tick, 0));
+    };
+    loop(this.cfg.promoteIntervalMs, () => this.promote(), (t) => (this.promoteTimer = t));
+    loop(this.cfg.ringIntervalMs, () => this.maintainRing(), (t) => (this.ringTimer = t));
+  }
+
+  private clearTicks(): void {
+    if (this.promoteTimer) clearTimeout(this.promoteTimer);
+    if (this.ringTimer) clearTimeout(this.ringTimer);
+    this.promoteTimer = this.ringTimer = null;
+  }
+
+  /** One statement at a time on the leader connection. */
+  private serial<T>(task: () => Promise<T>): Promise<T> {
+    const next = this.busy.then(task, task);
+    this.busy = next.catch((err) => this.events.onError(err));
+    return next;
+  }
+
+  private async promote(): Promise<number> {
+    let total = 0;
+    // A bounded number of full batches per tick keeps one tick from monopolising the connection.
+    for (let i = 0; i < 8 && this.conn; i++) {
+      const n = await promoteDue(this.conn.client, this.cfg.schema, PROMOTE_BATCH);
+      total += n;
+      if (n < PROMOTE_BATCH) break;
+    }
+    return total;
+  }
+
+  private async maintainRing(): Promise<void> {
+    if (!this.conn) return;
+    await rotateRing(this.conn.client, this.cfg.schema);
+    if (!this.conn) return;
+    const result = await pruneRing(this.conn.client, this.cfg.schema, {
+      completedRetentionSeconds: this.cfg.completedRetentionMs / 1000,
+      lockTimeoutMs: PRUNE_LOCK_TIMEOUT_MS,
+    });
+    this.events.onPrune(result);
+  }
+}

@@ -1,0 +1,38 @@
+import { retryDelayMs } from '../model/backoff.js';
+import { CancelJob, FailJob, RetryAfter, Snooze } from '../model/outcomes.js';
+import type { Outcome } from '../storage/index.js';
+
+// Turns how a handler ended into the storage outcome: the retry policy lives here.
+
+export interface Decision {
+  outcome: Outcome;
+  runAt?: Date;
+  error?: Record<string, unknown>;
+}
+
+const COMPLETED: Decision = { outcome: 'completed' };
+
+export function decide(thrown: unknown, failed: boolean, attempt: number, maxAttempts: number, now = Date.now()): Decision {
+  if (!failed) return COMPLETED;
+  if (thrown instanceof Snooze) return { outcome: 'snooze', runAt: new Date(now + thrown.delayMs) };
+  const error = errorRecord(thrown, attempt, now);
+  if (thrown instanceof CancelJob) return { outcome: 'cancelled', error };
+  if (thrown instanceof FailJob || attempt >= maxAttempts) return { outcome: 'failed', error };
+  const delay = thrown instanceof RetryAfter ? thrown.delayMs : retryDelayMs(attempt);
+  return { outcome: 'retry', runAt: new Date(now + delay), error };
+}
+
+/** A handler may throw anything, including non-Errors; record something readable either way. */
+export function errorRecord(thrown: unknown, attempt: number, now = Date.now()): Record<string, unknown> {
+  const at = new Date(now).toISOString();
+  if (thrown instanceof Error) {
+    return { attempt, at, error: thrown.message, name: thrown.name, stack: thrown.stack?.split('\n').slice(0, 8).join('\n') };
+  }
+  let text: string;
+  try {
+    text = typeof thrown === 'string' ? thrown : JSON.stringify(thrown) ?? String(thrown);
+  } catch {
+    text = String(thrown);
+  }
+  return { attempt, at, error: `non-Error thrown: ${text}`, name: typeof thrown };
+}

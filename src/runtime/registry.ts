@@ -1,0 +1,34 @@
+import { InvalidOptionError } from '../model/errors.js';
+import type { JobHandler } from '../model/job.js';
+import type { JobKind } from '../model/job-kind.js';
+
+// Which handler runs which kind, in this process.
+
+export interface HandlerEntry<Args = unknown> {
+  kind: JobKind<Args>;
+  handle: JobHandler<Args>;
+}
+
+/** Pairs a kind with its handler, e.g. for the handlers module `awa work` loads. */
+export function defineHandler<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): HandlerEntry<Args> {
+  return { kind, handle };
+}
+
+export class HandlerRegistry {
+  private readonly entries = new Map<string, HandlerEntry>();
+
+  add<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): void {
+    if (!kind || typeof kind.kind !== 'string') throw new InvalidOptionError('kind', 'must be a definition from defineJob()');
+    if (typeof handle !== 'function') throw new InvalidOptionError(`handler for "${kind.kind}"`, 'must be a function');
+    if (this.entries.has(kind.kind)) throw new InvalidOptionError('kind', `"${kind.kind}" already has a handler`);
+    this.entries.set(kind.kind, { kind, handle } as HandlerEntry);
+  }
+
+  get(kind: string): HandlerEntry | undefined {
+    return this.entries.get(kind);
+  }
+
+  kinds(): string[] {
+    return [...this.entries.keys()];
+  }
+}

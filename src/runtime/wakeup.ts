@@ -1,0 +1,67 @@
+import type pg from 'pg';
+import { listenForJobs, type Schema } from '../storage/index.js';
+import { openDedicated, type Dedicated } from './dedicated.js';
+
+// Keeps one LISTEN connection alive: on loss it reconnects with exponential backoff (100 ms → 5 s), and
+// after every (re)connect asks for a poll of every queue, because notifications sent while it was down
+// are gone for good.
+
+export class Wakeup {
+  private conn: Dedicated | null = null;
+  private stopped = false;
+  private delayMs = 0;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly source: { connectionString?: string; pool?: pg.Pool },
+    private readonly schema: Schema,
+    private readonly onQueue: (queue: string) => void,
+    private readonly onConnected: () => void,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.conn?.close();
+    this.conn = null;
+  }
+
+  private async connect(): Promise<void> {
+    const conn = await openDedicated(this.source, 'awa-listen', (err) => this.lost(err));
+    try {
+      await listenForJobs(conn.client, this.schema, this.onQueue);
+    } catch (err) {
+      await conn.close();
+      throw err;
+    }
+    if (this.stopped) return conn.close();
+    this.conn = conn;
+    this.delayMs = 0;
+    this.onConnected();
+  }
+
+  private lost(err: Error): void {
+    this.conn = null;
+    if (this.stopped) return;
+    this.onError(err);
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    this.delayMs = Math.min(Math.max(this.delayMs * 2, 100), 5_000);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.connect().catch((err) => {
+        if (this.stopped) return;
+        this.onError(err);
+        this.scheduleReconnect();
+      });
+    }, this.delayMs);
+    this.timer.unref();
+  }
+}

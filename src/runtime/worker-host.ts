@@ -1,0 +1,268 @@
+import { EventEmitter } from 'node:events';
+import type pg from 'pg';
+import { AwaError } from '../model/errors.js';
+import type { JobContext, JobHandler } from '../model/job.js';
+import type { JobKind } from '../model/job-kind.js';
+import {
+  assertMigrated,
+  claimJobs,
+  connect,
+  createPool,
+  finishAttempts,
+  redact,
+  type ClaimBatch,
+  type ClaimedJob,
+  type PruneResult,
+  type Settlement,
+} from '../storage/index.js';
+import { CompletionBatcher } from './completion-batcher.js';
+import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
+import { Dispatcher } from './dispatcher.js';
+import { jobView } from './job-view.js';
+import { MaintenanceLeader } from './leader.js';
+import { decide, errorRecord } from './outcome.js';
+import { HandlerRegistry, type HandlerEntry } from './registry.js';
+import { HostStats } from './stats.js';
+import { Wakeup } from './wakeup.js';
+
+// The worker host: the main-thread coordinator of one process. It owns every database conversation
+// (claims through the dispatchers, results through the completion batcher, the LISTEN connection, the
+// maintenance leader) and runs handlers inline.
+
+export interface HostEvents {
+  /** A non-fatal problem (lost connection, failed flush…); the host carries on. */
+  error: [err: unknown];
+  /** Each settlement once the database has answered for it; accepted=false means the fence rejected it. */
+  settled: [settlement: Settlement, accepted: boolean];
+  leadership: [isLeader: boolean];
+  prune: [result: PruneResult];
+}
+
+type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
+
+interface Running {
+  controller: AbortController | null;
+}
+
+export class WorkerHost extends EventEmitter<HostEvents> {
+  readonly config: HostConfig;
+  readonly stats = new HostStats();
+  private readonly registry = new HandlerRegistry();
+  private readonly pool: pg.Pool;
+  private readonly ownsPool: boolean;
+  private readonly dispatchers = new Map<string, Dispatcher>();
+  private readonly batcher: CompletionBatcher;
+  private readonly running = new Map<string, Running>();
+  private readonly leader: MaintenanceLeader | null;
+  private readonly wakeup: Wakeup;
+  private readonly warnedKinds = new Set<string>();
+  private state: State = 'new';
+
+  constructor(options: WorkerOptions) {
+    super();
+    this.config = resolveHostConfig(options);
+    const c = this.config;
+    this.ownsPool = !c.pool;
+    this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker');
+    const source = { connectionString: c.connectionString, pool: this.pool };
+    this.batcher = new CompletionBatcher(
+      {
+        flush: (items) => finishAttempts(this.pool, c.schema, items),
+        onFlushed: (items, accepted) => this.onFlushed(items, accepted),
+        onError: (err) => this.reportError(err),
+      },
+      c.completionBatchSize,
+      c.completionFlushMs,
+    );
+    for (const [queue, q] of c.queues) {
+      this.dispatchers.set(
+        queue,
+        new Dispatcher(queue, q.concurrency, c.claimBatchSize, c.pollIntervalMs, {
+          claim: (name, max) => this.claim(name, max),
+          execute: (name, batch, job) => this.execute(name, batch, job),
+          backpressure: () => this.batcher.backlog > c.completionBatchSize * 8,
+          onError: (err) => this.reportError(err),
+        }),
+      );
+    }
+    this.wakeup = new Wakeup(
+      source,
+      c.schema,
+      (queue) => this.dispatchers.get(queue)?.wake(),
+      () => this.wakeAll(),
+      (err) => this.reportError(err),
+    );
+    this.leader = c.maintenance
+      ? new MaintenanceLeader(
+          source,
+          {
+            schema: c.schema,
+            electionIntervalMs: c.leaderElectionIntervalMs,
+            promoteIntervalMs: c.promoteIntervalMs,
+            ringIntervalMs: c.ringIntervalMs,
+            completedRetentionMs: c.completedRetentionMs,
+          },
+          {
+            onLeadership: (isLeader) => this.emit('leadership', isLeader),
+            onPrune: (result) => this.emit('prune', result),
+            onError: (err) => this.reportError(err),
+          },
+        )
+      : null;
+  }
+
+  /** Registers the handler for a kind. Call before start(). */
+  register<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): this {
+    this.registry.add(kind, handle);
+    return this;
+  }
+
+  registerAll(entries: readonly HandlerEntry<never>[]): this {
+    for (const e of entries) this.registry.add(e.kind as JobKind<unknown>, e.handle as JobHandler<unknown>);
+    return this;
+  }
+
+  get isLeader(): boolean {
+    return this.leader?.isLeader ?? false;
+  }
+
+  /** Jobs running right now, across queues. */
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Checks the database and schema, then starts listening, claiming and standing for leadership. */
+  async start(): Promise<void> {
+    if (this.state !== 'new') throw new AwaError('AWA_HOST_STATE', `start() called on a host that is ${this.state}`);
+    this.state = 'starting';
+    try {
+      const client = await connect(this.pool, this.config.connectionString ? redact(this.config.connectionString) : 'the given pool');
+      try {
+        await assertMigrated(client, this.config.schema);
+      } finally {
+        client.release();
+      }
+      await this.wakeup.start();
+    } catch (err) {
+      this.state = 'stopped';
+      if (this.ownsPool) await this.pool.end().catch(() => {});
+      throw err;
+    }
+    this.state = 'running';
+    for (const d of this.dispatchers.values()) d.start();
+    this.leader?.start();
+  }
+
+  /**
+   * Graceful stop: stop claiming → let running jobs finish (up to shutdownTimeoutMs, then abort their
+   * signals) → flush results → release leadership → close connections. Jobs still running at the end
+   * keep open receipts and are rescued later; nothing is lost.
+   */
+  async stop(): Promise<void> {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    this.state = 'stopping';
+    for (const d of this.dispatchers.values()) d.stopClaiming();
+    const idle = Promise.all([...this.dispatchers.values()].map((d) => d.idle()));
+    const timedOut = await raceTimeout(idle, this.config.shutdownTimeoutMs);
+    if (timedOut) for (const r of this.running.values()) r.controller?.abort(new Error('worker host is stopping'));
+    await raceTimeout(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, 5_000));
+    await this.leader?.stop();
+    await this.wakeup.stop();
+    if (this.ownsPool) await this.pool.end().catch(() => {});
+    this.state = 'stopped';
+  }
+
+  private async claim(queue: string, max: number): Promise<ClaimBatch[]> {
+    const batches = await claimJobs(this.pool, this.config.schema, {
+      queue,
+      max,
+      instanceId: this.config.instanceId,
+      agingSeconds: this.config.priorityAgingSeconds,
+      deadlineSeconds: 0,
+    });
+    this.stats.claimCalls++;
+    return batches;
+  }
+
+  private execute(queue: string, batch: ClaimBatch, c: ClaimedJob): void {
+    const now = Date.now();
+    this.stats.claimed++;
+    this.stats.recordPickup(now - c.readyAtMs);
+    const entry = this.registry.get(c.kind);
+    if (!entry) return this.handBack(queue, batch, c, now);
+    const slot: Running = { controller: null };
+    this.running.set(c.id, slot);
+    const ctx: JobContext = {
+      get signal() {
+        slot.controller ??= new AbortController();
+        return slot.controller.signal;
+      },
+    };
+    const done = (thrown: unknown, failed: boolean) => {
+      this.running.delete(c.id);
+      const d = decide(thrown, failed, c.attempt, c.maxAttempts);
+      this.settle(queue, batch, c, d.outcome, d.runAt, d.error);
+    };
+    let result: unknown;
+    try {
+      result = entry.handle(jobView(queue, c), ctx);
+    } catch (err) {
+      return done(err, true);
+    }
+    if (result instanceof Promise) result.then(() => done(undefined, false), (err: unknown) => done(err, true));
+    else done(undefined, false);
+  }
+
+  /** A kind no handler here knows: snooze it (no attempt spent) so a host that knows it can run it. */
+  private handBack(queue: string, batch: ClaimBatch, c: ClaimedJob, now: number): void {
+    const known = this.registry.kinds();
+    if (!this.warnedKinds.has(c.kind)) {
+      this.warnedKinds.add(c.kind);
+      this.reportError(new AwaError('AWA_UNKNOWN_KIND', `No handler for job kind "${c.kind}" on queue "${queue}" (known: ${known.join(', ') || 'none'}); handing such jobs back for ${this.config.unknownKindDelayMs} ms.`));
+    }
+    const error = errorRecord(new Error(`unknown job kind "${c.kind}" on instance ${this.config.instanceId}`), c.attempt, now);
+    this.settle(queue, batch, c, 'snooze', new Date(now + this.config.unknownKindDelayMs), error);
+  }
+
+  private settle(queue: string, batch: ClaimBatch, c: ClaimedJob, outcome: Settlement['outcome'], runAt?: Date, error?: Record<string, unknown>): void {
+    this.batcher.add({ claimSlot: batch.claimSlot, batchId: batch.batchId, idx: c.idx, jobId: c.id, runLease: c.runLease, outcome, runAt, error });
+    this.dispatchers.get(queue)!.release();
+  }
+
+  private onFlushed(items: readonly Settlement[], accepted: Set<string>): void {
+    const s = this.stats;
+    s.flushes++;
+    const listen = this.listenerCount('settled') > 0;
+    for (const item of items) {
+      const ok = accepted.has(item.jobId);
+      if (!ok) s.stale++;
+      else if (item.outcome === 'completed') s.completed++;
+      else if (item.outcome === 'retry') s.retried++;
+      else if (item.outcome === 'failed') s.failed++;
+      else if (item.outcome === 'cancelled') s.cancelled++;
+      else s.snoozed++;
+      if (listen) this.emit('settled', item, ok);
+    }
+    if (this.batcher.backlog === 0) this.wakeAll();
+  }
+
+  private wakeAll(): void {
+    if (this.state !== 'running') return;
+    for (const d of this.dispatchers.values()) d.wake();
+  }
+
+  private reportError(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+    else console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+async function raceTimeout(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), ms)));
+  try {
+    return await Promise.race([p.then(() => false), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

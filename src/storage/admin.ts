@@ -1,0 +1,109 @@
+import type { JobState } from '../model/job.js';
+import type { Queryable } from './database.js';
+import type { Schema } from './schema.js';
+
+// Operator reads. Off the hot path: they may scan claim batches and use the BRIN id index.
+
+export interface QueueCounts {
+  queue: string;
+  available: number;
+  running: number;
+  scheduled: number;
+  retryable: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+}
+
+export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueCounts[]> {
+  const { rows } = await db.query<Record<keyof QueueCounts, string>>(`select * from ${schema.ident}.queue_counts()`);
+  return rows.map((r) => ({
+    queue: r.queue,
+    available: Number(r.available),
+    running: Number(r.running),
+    scheduled: Number(r.scheduled),
+    retryable: Number(r.retryable),
+    completed: Number(r.completed),
+    failed: Number(r.failed),
+    cancelled: Number(r.cancelled),
+  }));
+}
+
+export interface JobRecord {
+  id: string;
+  state: JobState;
+  kind: string;
+  queue: string;
+  priority: number;
+  args: unknown;
+  /** Attempts started so far. */
+  attempt: number;
+  maxAttempts: number;
+  runLease: number;
+  runAt: Date | null;
+  meta: { metadata?: Record<string, unknown>; tags?: string[]; errors?: { error: string; attempt: number }[] } | null;
+}
+
+interface BodyRow {
+  kind: string;
+  queue: string;
+  priority: number;
+  args: unknown;
+  attempt: number;
+  max_attempts: number;
+  run_lease: string;
+  meta: JobRecord['meta'];
+}
+
+/** Where job `id` stands now, or null if it never existed or its history was pruned. */
+export async function findJob(db: Queryable, schema: Schema, id: string): Promise<JobRecord | null> {
+  const s = schema.ident;
+  const done = await db.query<BodyRow & { state: 'failed' | 'cancelled' }>(
+    `select * from ${s}.done_entries where job_id = $1 order by run_lease desc limit 1`,
+    [id],
+  );
+  if (done.rows[0]) return record(id, done.rows[0].state, done.rows[0], null);
+  const deferred = await db.query<BodyRow & { state: 'scheduled' | 'retryable'; run_at: Date }>(
+    `select * from ${s}.deferred_jobs where job_id = $1`,
+    [id],
+  );
+  if (deferred.rows[0]) return record(id, deferred.rows[0].state, deferred.rows[0], deferred.rows[0].run_at);
+  const ready = await db.query<BodyRow & { lane_id: number; lane_seq: string; slot: number; dead: boolean }>(
+    `select r.*, exists (select 1 from ${s}.ready_tombstones t where t.slot = r.slot and t.lane_id = r.lane_id
+                          and t.lane_seq = r.lane_seq) as dead
+       from ${s}.ready_entries r where r.job_id = $1 order by r.run_lease desc limit 1`,
+    [id],
+  );
+  const body = ready.rows[0];
+  if (!body) return null;
+  if (body.dead) return record(id, 'cancelled', body, null);
+  const claim = await db.query<{ outcome: string | null }>(
+    `select (select c.outcome from ${s}.closure_batches c
+              where c.slot = b.slot and c.batch_id = b.batch_id and i = any(c.idxs) limit 1) as outcome
+       from ${s}.claim_batches b, generate_subscripts(b.job_ids, 1) i
+      where b.job_ids[i] = $1 and b.run_leases[i] = $2`,
+    [id, Number(body.run_lease) + 1],
+  );
+  const c = claim.rows[0];
+  if (!c) return record(id, 'available', body, null);
+  const claimed = { ...body, attempt: body.attempt + 1, run_lease: String(Number(body.run_lease) + 1) };
+  // A settled-but-not-completed receipt whose job is in neither done_entries nor deferred_jobs has been
+  // promoted again; its newer ready row would have been found above, so here it means "running".
+  return record(id, c.outcome === 'completed' ? 'completed' : 'running', claimed, null);
+}
+
+function record(id: string, state: JobState, row: BodyRow, runAt: Date | null): JobRecord {
+  return {
+    id,
+    state,
+    kind: row.kind,
+    queue: row.queue,
+    priority: row.priority,
+    args: row.args,
+    attempt: row.attempt,
+    maxAttempts: row.max_attempts,
+    runLease: Number(row.run_lease),
+    runAt,
+    meta: row.meta,
+  };
+}

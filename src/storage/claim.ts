@@ -1,0 +1,63 @@
+import type { Priority } from '../model/validation.js';
+import type { Queryable } from './database.js';
+import type { Schema } from './schema.js';
+
+// Claiming: one call of the claim() SQL function takes up to `max` jobs of a queue as one or more claim
+// batches (one compact receipt row per lane), committed before any handler runs.
+
+export interface ClaimedJob {
+  /** 1-based member index inside its claim batch: with (claimSlot, batchId) it names the receipt. */
+  idx: number;
+  id: string;
+  kind: string;
+  args: unknown;
+  attempt: number;
+  maxAttempts: number;
+  runLease: number;
+  priority: Priority;
+  enqueuedAtMs: number;
+  readyAtMs: number;
+  meta: { metadata?: Record<string, unknown>; tags?: string[]; errors?: unknown[] } | null;
+}
+
+export interface ClaimBatch {
+  batchId: string;
+  claimSlot: number;
+  jobs: ClaimedJob[];
+}
+
+export interface ClaimRequest {
+  queue: string;
+  max: number;
+  instanceId: string;
+  agingSeconds: number;
+  deadlineSeconds: number;
+}
+
+type JobTuple = [number, string, string, unknown, number, number, number, Priority, number, number, ClaimedJob['meta']];
+
+export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimBatch[]> {
+  const { rows } = await db.query<{ batch_id: string; claim_slot: number; jobs: string }>({
+    name: `awa-claim-${schema.name}`,
+    text: `select batch_id::text, claim_slot, jobs::text from ${schema.ident}.claim($1, $2, $3, $4, $5)`,
+    values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds],
+  });
+  return rows.map((r) => ({
+    batchId: r.batch_id,
+    claimSlot: r.claim_slot,
+    // One JSON.parse per batch is far cheaper than the driver building hundreds of row objects.
+    jobs: (JSON.parse(r.jobs) as JobTuple[]).map((t) => ({
+      idx: t[0],
+      id: t[1],
+      kind: t[2],
+      args: t[3],
+      attempt: t[4],
+      maxAttempts: t[5],
+      runLease: t[6],
+      priority: t[7],
+      enqueuedAtMs: t[8],
+      readyAtMs: t[9],
+      meta: t[10],
+    })),
+  }));
+}

@@ -1,0 +1,97 @@
+import pg from 'pg';
+import { ConnectionError, DatabaseError, InvalidOptionError } from '../model/errors.js';
+
+// Connection handling: one place that builds pools and turns driver failures into typed errors.
+
+export type Queryable = pg.Pool | pg.ClientBase;
+
+export interface ConnectionOptions {
+  /** postgres://user:pass@host:port/db */
+  connectionString?: string;
+  /** An existing pool to use; Awa will not end it. */
+  pool?: pg.Pool;
+  /** Pool size when Awa creates the pool. */
+  max?: number;
+}
+
+export function validateConnectionString(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0) {
+    throw new InvalidOptionError('connectionString', 'is required (or pass `pool`); set DATABASE_URL or pass it');
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidOptionError('connectionString', `is not a URL: ${redact(value)}`);
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new InvalidOptionError('connectionString', `must start with postgres:// or postgresql://, got ${url.protocol}//`);
+  }
+  return value;
+}
+
+export function createPool(connectionString: string, max: number, applicationName = 'awa'): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    application_name: applicationName,
+    connectionTimeoutMillis: 10_000,
+    keepAlive: true,
+  });
+  // An idle client that loses its server emits 'error' on the pool; without a listener that would crash
+  // the process. The next checkout simply gets a fresh connection.
+  pool.on('error', () => {});
+  return pool;
+}
+
+export function createClient(connectionString: string, applicationName = 'awa'): pg.Client {
+  return new pg.Client({ connectionString, application_name: applicationName, keepAlive: true, connectionTimeoutMillis: 10_000 });
+}
+
+/** Checks out a client, mapping a failed connect to ConnectionError. */
+export async function connect(pool: pg.Pool, target: string): Promise<pg.PoolClient> {
+  try {
+    return await pool.connect();
+  } catch (err) {
+    throw new ConnectionError(target, err);
+  }
+}
+
+/** Runs `fn` in a transaction on a pooled client. */
+export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await connect(pool, 'the pool');
+  try {
+    await client.query('begin');
+    const result = await fn(client);
+    await client.query('commit');
+    return result;
+  } catch (err) {
+    await client.query('rollback').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** True for errors that mean "the connection or server went away", worth a retry after reconnecting. */
+export function isConnectionLoss(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | null;
+  if (!e) return false;
+  if (e.code && /^(08|57P0[1-3])/.test(e.code)) return true;
+  if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.code === 'ETIMEDOUT') return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(
+    e.message ?? '',
+  );
+}
+
+export function wrapDatabaseError(operation: string, err: unknown): Error {
+  if (err instanceof Error && 'code' in err && typeof (err as { code: unknown }).code === 'string') {
+    const code = (err as { code: string }).code;
+    if (code.startsWith('AWA_')) return err;
+  }
+  return new DatabaseError(operation, err);
+}
+
+export function redact(url: string): string {
+  return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+}
