@@ -4,8 +4,8 @@
 --
 -- Shape, in one paragraph: every hot table is list-partitioned by `slot` into a ring of 16 slots. Producers
 -- append immutable job bodies (ready_entries) into the ring's current slot, one segment row per enqueue
--- call and lane. A claim appends ONE claim_batches row (the receipt plane: ids, run leases, lane range) per
--- batch; a completion flush appends ONE closure_batches row per claim batch it settles. A receipt is open
+-- call and lane. A claim appends ONE claim_batches row (the receipt plane: a lane range and a run lease)
+-- per batch; a completion flush appends ONE closure_batches row per claim batch it settles. A receipt is open
 -- while no closure names it. Lane cursors are sequences (non-transactional, no dead tuples). Rotation
 -- appends to a ledger; prune proves a sealed slot spent and TRUNCATEs it. Nothing on the claim/complete
 -- loop updates or deletes a row.
@@ -84,9 +84,12 @@ create table {{schema}}.ready_tombstones (
   primary key (lane_id, lane_seq, slot)
 ) partition by list (slot);
 
--- The receipt plane: one row per claim call and lane. Member i (1-based) is job_ids[i] at run_leases[i].
--- first_seq..last_seq is the lane range this batch consumed (tombstoned rows included), which is the
--- evidence that heals a claim cursor that lags behind.
+-- The receipt plane: one row per claim call and lane, naming a lane range rather than listing jobs, so
+-- it stays a few dozen bytes however large the batch. Member i (1-based, i <= size) is the ready row at
+-- lane_seq first_seq + i - 1 claimed with run lease `lease`; lane_seqs / run_leases are stored only when
+-- that rule does not hold (tombstones or rolled-back gaps inside the range; mixed leases after retries).
+-- first_seq..last_seq is the lane range this batch consumed, which is also the evidence that heals a
+-- claim cursor that lags behind.
 create table {{schema}}.claim_batches (
   slot        smallint not null,
   batch_id    bigint not null,
@@ -94,25 +97,49 @@ create table {{schema}}.claim_batches (
   ready_slot  smallint not null,
   first_seq   bigint not null,
   last_seq    bigint not null,
-  job_ids     bigint[] not null,
-  run_leases  bigint[] not null,
-  lane_seqs   bigint[] not null,
+  size        int not null,
+  lease       bigint,
+  lane_seqs   bigint[],
+  run_leases  bigint[],
   instance_id text not null,
   claimed_at  timestamptz not null default now(),
   deadline_at timestamptz,
   primary key (batch_id, slot)
 ) partition by list (slot);
 
--- One row per (flush, claim batch, outcome class): which members of that batch are settled. Lives in the
--- claim batch's slot, so a slot's receipts and their closures are truncated together. outcome='completed'
--- rows are also the compact success history.
+-- One row per (flush, claim batch, outcome class): which members of that batch are settled, as a
+-- multirange of member indexes (completions arrive in near claim order, so this is usually one range).
+-- Lives in the claim batch's slot, so a slot's receipts and their closures are truncated together.
+-- outcome='completed' rows are also the compact success history.
 create table {{schema}}.closure_batches (
   slot      smallint not null,
   batch_id  bigint not null,
-  idxs      int[] not null,
+  idxs      int4multirange not null,
+  n         int not null,
   outcome   text not null,
   closed_at timestamptz not null default now()
 ) partition by list (slot);
+
+-- Members of one claim batch, expanded: idx -> ready row key and run lease. The stored arrays, when
+-- present, are unnested once rather than subscripted per member (each subscript would detoast them).
+create function {{schema}}.receipt_members(p_slot smallint, p_batch bigint)
+  returns table (idx int, lane_id int, ready_slot smallint, lane_seq bigint, run_lease bigint)
+  language sql stable
+  as $$
+    select m.i, b.lane_id, b.ready_slot,
+           case when b.lane_seqs is null then b.first_seq + m.i - 1 else m.seq end,
+           coalesce(b.lease, m.lease)
+      from {{schema}}.claim_batches b
+      cross join lateral (
+        select g.i::int as i, null::bigint as seq, null::bigint as lease
+          from generate_series(1, b.size) g(i)
+         where b.lane_seqs is null and b.run_leases is null
+        union all
+        select x.o::int, x.seq, x.lease
+          from unnest(b.lane_seqs, b.run_leases) with ordinality x(seq, lease, o)
+         where b.lane_seqs is not null or b.run_leases is not null) m
+     where b.slot = p_slot and b.batch_id = p_batch
+  $$;
 
 do $ring$
 declare
@@ -241,6 +268,43 @@ begin
 end
 $$;
 
+-- Enqueues jobs given as parallel arrays, in one statement (so it is atomic on a client with or without
+-- an open transaction). Runnable jobs go to the ready ring, one lane reservation per (queue, priority),
+-- keeping input order within a lane; future ones go to deferred_jobs. Returns ids in input order.
+create function {{schema}}.enqueue(p_kinds text[], p_queues text[], p_priorities smallint[], p_args jsonb[],
+    p_max_attempts smallint[], p_run_ats timestamptz[], p_metas jsonb[])
+  returns setof bigint
+  language plpgsql
+  as $$
+declare
+  v_n int := cardinality(p_kinds);
+  v_ids bigint[];
+  g record;
+  v record;
+begin
+  select array_agg(nextval('{{schema}}.job_id_seq')) into v_ids from generate_series(1, v_n);
+  insert into {{schema}}.deferred_jobs
+    (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
+  select v_ids[i], p_kinds[i], p_queues[i], p_priorities[i], p_args[i], 0, p_max_attempts[i], 0, p_run_ats[i],
+         'scheduled', now(), p_metas[i]
+    from generate_series(1, v_n) i
+   where p_run_ats[i] > now();
+  for g in
+    select p_queues[i] as queue, p_priorities[i] as priority, array_agg(i order by i) as idx
+      from generate_series(1, v_n) i
+     where p_run_ats[i] is null or p_run_ats[i] <= now()
+     group by 1, 2 order by 1, 2
+  loop
+    select * into v from {{schema}}.reserve_lane(g.queue, g.priority, 0::smallint, cardinality(g.idx));
+    insert into {{schema}}.ready_entries (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, max_attempts, meta)
+    select v.slot, v.lane_id, v.first_seq + u.o - 1, v_ids[u.i], p_kinds[u.i], g.queue, g.priority, p_args[u.i],
+           p_max_attempts[u.i], p_metas[u.i]
+      from unnest(g.idx) with ordinality as u(i, o);
+  end loop;
+  return query select unnest(v_ids);
+end
+$$;
+
 -- Claimed-through position of a lane, healed from claim-batch evidence: the cursor sequence is advanced
 -- lazily, so the newest claim batch may already cover more. Advancing a cursor to committed evidence is
 -- always safe, even if the calling transaction later aborts.
@@ -264,7 +328,7 @@ $$;
 -- Claims up to p_max jobs of one queue. Lanes are taken in aged-priority order (a job's effective
 -- priority improves by one level per p_aging_secs of waiting), each under a try-lock so concurrent
 -- claimers skip a busy lane instead of queueing on it. Returns one row per claim batch with its jobs as a
--- JSON array: one text value to parse instead of hundreds of rows.
+-- JSON array (member i is element i): one text value to parse instead of hundreds of rows.
 create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int)
   returns table (batch_id bigint, claim_slot smallint, jobs json)
   language plpgsql
@@ -277,6 +341,13 @@ declare
   v_head_slot smallint;
   v_batch bigint;
   v_jobs json;
+  v_first bigint;
+  v_last bigint;
+  v_n int;
+  v_seqs bigint[];
+  v_leases bigint[];
+  v_uniform boolean;
+  v_has_tombstones boolean;
 begin
   for v_lane in
     select l.*
@@ -298,40 +369,42 @@ begin
      where r.lane_id = v_lane.lane_id and r.lane_seq > v_through
      order by r.lane_seq limit 1;
     continue when v_head_slot is null;
-    v_batch := nextval('{{schema}}.claim_batch_seq');
+    v_has_tombstones := exists (select 1 from {{schema}}.ready_tombstones t
+                                 where t.slot = v_head_slot and t.lane_id = v_lane.lane_id and t.lane_seq > v_through);
     -- One batch reads one ready slot (the lane continues in the next slot on the next call), so a batch
-    -- names exactly one ready slot and prune can tell which receipts pin which slot.
-    with picked as (
-      select r.*, (t.lane_seq is not null) as dead
-        from {{schema}}.ready_entries r
-        left join {{schema}}.ready_tombstones t
-          on t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq
-       where r.slot = v_head_slot and r.lane_id = v_lane.lane_id and r.lane_seq > v_through
-       order by r.lane_seq
-       limit v_left
-    ), live as (
-      select p.*, row_number() over (order by p.lane_seq)::int as idx from picked p where not p.dead
-    ), ins as (
-      insert into {{schema}}.claim_batches
-        (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, job_ids, run_leases, lane_seqs, instance_id, deadline_at)
-      select v_slot, v_batch, v_lane.lane_id, v_head_slot,
-             (select min(lane_seq) from picked), (select max(lane_seq) from picked),
-             coalesce((select array_agg(job_id order by idx) from live), '{}'),
-             coalesce((select array_agg(run_lease + 1 order by idx) from live), '{}'),
-             coalesce((select array_agg(lane_seq order by idx) from live), '{}'),
-             p_instance,
-             case when p_deadline_secs > 0 then now() + make_interval(secs => p_deadline_secs) end
-       where exists (select 1 from picked)
-    )
+    -- names exactly one ready slot and prune can tell which receipts pin which slot. The subquery's order
+    -- feeds the aggregates in lane order.
+    select min(r.lane_seq), max(r.lane_seq),
+           count(*) filter (where not r.dead),
+           array_agg(r.lane_seq) filter (where not r.dead),
+           array_agg(r.run_lease + 1) filter (where not r.dead),
+           json_agg(json_build_array(r.job_id::text, r.kind, r.args, r.attempt + 1, r.max_attempts, r.run_lease + 1,
+                                     r.priority, date_part('epoch', r.enqueued_at) * 1000,
+                                     date_part('epoch', r.ready_at) * 1000, r.meta)) filter (where not r.dead)
+      into v_first, v_last, v_n, v_seqs, v_leases, v_jobs
+      from (select r.*, (v_has_tombstones and exists (
+                   select 1 from {{schema}}.ready_tombstones t
+                    where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) as dead
+              from {{schema}}.ready_entries r
+             where r.slot = v_head_slot and r.lane_id = v_lane.lane_id and r.lane_seq > v_through
+             order by r.lane_seq
+             limit v_left) r;
+    continue when v_first is null;
+    v_batch := nextval('{{schema}}.claim_batch_seq');
+    v_uniform := v_n > 0 and (select min(x) = max(x) from unnest(v_leases) x);
     -- A range of only tombstoned rows still gets its (empty) batch: that is the evidence moving the
     -- cursor past them.
-    select json_agg(json_build_array(l.idx, l.job_id::text, l.kind, l.args, l.attempt + 1, l.max_attempts,
-                                     l.run_lease + 1, l.priority, (extract(epoch from l.enqueued_at) * 1000)::float8,
-                                     (extract(epoch from l.ready_at) * 1000)::float8, l.meta) order by l.idx)
-      into v_jobs
-      from live l;
-    if v_jobs is not null then
-      v_left := v_left - json_array_length(v_jobs);
+    insert into {{schema}}.claim_batches
+      (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, lease, lane_seqs, run_leases,
+       instance_id, deadline_at)
+    values (v_slot, v_batch, v_lane.lane_id, v_head_slot, v_first, v_last, v_n,
+            case when v_uniform then v_leases[1] end,
+            case when v_last - v_first + 1 <> v_n then v_seqs end,
+            case when not v_uniform and v_n > 0 then v_leases end,
+            p_instance,
+            case when p_deadline_secs > 0 then now() + make_interval(secs => p_deadline_secs) end);
+    if v_n > 0 then
+      v_left := v_left - v_n;
       batch_id := v_batch;
       claim_slot := v_slot;
       jobs := v_jobs;
@@ -375,19 +448,20 @@ begin
   with input as (
     select * from unnest(p_slots, p_batches, p_idxs, p_job_ids, p_leases, p_outcomes, p_run_ats, p_errors)
       as u(slot, batch_id, idx, job_id, run_lease, outcome, run_at, error)
-  ), closed as (
-    select c.slot, c.batch_id, unnest(c.idxs) as idx
-      from {{schema}}.closure_batches c
-     where (c.slot, c.batch_id) in (select distinct i.slot, i.batch_id from input i)
   ), valid as (
-    select distinct on (i.slot, i.batch_id, i.idx) i.*, b.ready_slot, b.lane_id, b.lane_seqs[i.idx] as lane_seq
+    -- Member idx of a batch: arithmetic on the lane range in the common case; the stored arrays only
+    -- when the claim recorded them.
+    select distinct on (i.slot, i.batch_id, i.idx) i.*, b.ready_slot, b.lane_id,
+           case when b.lane_seqs is null then b.first_seq + i.idx - 1 else b.lane_seqs[i.idx] end as lane_seq
       from input i
       join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
-     where b.job_ids[i.idx] = i.job_id and b.run_leases[i.idx] = i.run_lease
-       and not exists (select 1 from closed c where c.slot = i.slot and c.batch_id = i.batch_id and c.idx = i.idx)
+     where i.idx between 1 and b.size
+       and coalesce(b.lease, b.run_leases[i.idx]) = i.run_lease
+       and not exists (select 1 from {{schema}}.closure_batches c
+                        where c.slot = i.slot and c.batch_id = i.batch_id and c.idxs @> i.idx)
   ), closure as (
-    insert into {{schema}}.closure_batches (slot, batch_id, idxs, outcome)
-    select v.slot, v.batch_id, array_agg(v.idx order by v.idx),
+    insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
+    select v.slot, v.batch_id, range_agg(int4range(v.idx, v.idx + 1)), count(*),
            case when v.outcome = 'completed' then 'completed' else 'settled' end
       from valid v
      group by v.slot, v.batch_id, v.outcome = 'completed'
@@ -511,8 +585,8 @@ begin
   if exists (
     select 1 from {{schema}}.claim_batches b
      where (b.ready_slot = p_slot or b.slot = p_slot)
-       and cardinality(b.job_ids) > (select coalesce(sum(cardinality(c.idxs)), 0) from {{schema}}.closure_batches c
-                                      where c.slot = b.slot and c.batch_id = b.batch_id)) then
+       and b.size > (select coalesce(sum(c.n), 0) from {{schema}}.closure_batches c
+                      where c.slot = b.slot and c.batch_id = b.batch_id)) then
     return 'open_receipts';
   end if;
   if p_retention_secs > 0 and exists (
@@ -592,11 +666,10 @@ create function {{schema}}.queue_counts()
                                    - coalesce(pg_sequence_last_value(l.claim_seq), 0), 0))::bigint as n
         from {{schema}}.lanes l group by l.queue
     ), batches as (
-      select b.slot, b.batch_id, l.queue, cardinality(b.job_ids) as size
+      select b.slot, b.batch_id, l.queue, b.size
         from {{schema}}.claim_batches b join {{schema}}.lanes l on l.lane_id = b.lane_id
     ), closures as (
-      select c.slot, c.batch_id, sum(cardinality(c.idxs)) filter (where true) as closed,
-             sum(cardinality(c.idxs)) filter (where c.outcome = 'completed') as completed
+      select c.slot, c.batch_id, sum(c.n) as closed, sum(c.n) filter (where c.outcome = 'completed') as completed
         from {{schema}}.closure_batches c group by c.slot, c.batch_id
     ), receipts as (
       select b.queue, sum(b.size - coalesce(c.closed, 0))::bigint as running,

@@ -79,10 +79,12 @@ export async function findJob(db: Queryable, schema: Schema, id: string): Promis
   if (body.dead) return record(id, 'cancelled', body, null);
   const claim = await db.query<{ outcome: string | null }>(
     `select (select c.outcome from ${s}.closure_batches c
-              where c.slot = b.slot and c.batch_id = b.batch_id and i = any(c.idxs) limit 1) as outcome
-       from ${s}.claim_batches b, generate_subscripts(b.job_ids, 1) i
-      where b.job_ids[i] = $1 and b.run_leases[i] = $2`,
-    [id, Number(body.run_lease) + 1],
+              where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx limit 1) as outcome
+       from ${s}.claim_batches b
+       cross join lateral ${s}.receipt_members(b.slot, b.batch_id) m
+      where b.lane_id = $1 and b.first_seq <= $2 and b.last_seq >= $2
+        and m.lane_seq = $2 and m.run_lease = $3`,
+    [body.lane_id, body.lane_seq, Number(body.run_lease) + 1],
   );
   const c = claim.rows[0];
   if (!c) return record(id, 'available', body, null);

@@ -34,7 +34,7 @@ export interface ClaimRequest {
   deadlineSeconds: number;
 }
 
-type JobTuple = [number, string, string, unknown, number, number, number, Priority, number, number, ClaimedJob['meta']];
+type JobTuple = [string, string, unknown, number, number, number, Priority, number, number, ClaimedJob['meta']];
 
 export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimBatch[]> {
   const { rows } = await db.query<{ batch_id: string; claim_slot: number; jobs: string }>({
@@ -46,18 +46,18 @@ export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest
     batchId: r.batch_id,
     claimSlot: r.claim_slot,
     // One JSON.parse per batch is far cheaper than the driver building hundreds of row objects.
-    jobs: (JSON.parse(r.jobs) as JobTuple[]).map((t) => ({
-      idx: t[0],
-      id: t[1],
-      kind: t[2],
-      args: t[3],
-      attempt: t[4],
-      maxAttempts: t[5],
-      runLease: t[6],
-      priority: t[7],
-      enqueuedAtMs: t[8],
-      readyAtMs: t[9],
-      meta: t[10],
+    jobs: (JSON.parse(r.jobs) as JobTuple[]).map((t, i) => ({
+      idx: i + 1,
+      id: t[0],
+      kind: t[1],
+      args: t[2],
+      attempt: t[3],
+      maxAttempts: t[4],
+      runLease: t[5],
+      priority: t[6],
+      enqueuedAtMs: t[7],
+      readyAtMs: t[8],
+      meta: t[9],
     })),
   }));
 }
