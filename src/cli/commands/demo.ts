@@ -1,0 +1,133 @@
+import type { EmbeddedPostgres } from '../../embedded/launcher.js';
+import { defineJob } from '../../model/job-kind.js';
+import { AwaClient, WorkerHost } from '../../runtime/index.js';
+import { parseArgs, type OptionSpec } from '../args.js';
+import { ProgressBar } from '../progress.js';
+
+export const demoOptions: Record<string, OptionSpec> = {
+  'database-url': { type: 'string', description: 'use this PostgreSQL (default: $DATABASE_URL, else an embedded one)' },
+  jobs: { type: 'number', description: 'jobs to enqueue and drain (default 100000)' },
+  concurrency: { type: 'number', description: 'handler concurrency of the worker host (default 1000)' },
+  json: { type: 'boolean', description: 'print the figures as one JSON object' },
+};
+
+const demoJob = defineJob<{ n: number }>({ kind: 'demo_noop', queue: 'demo' });
+
+/**
+ * The main job, end to end: bulk-enqueue N jobs through COPY, drain them with a worker host, then probe
+ * pickup latency with single enqueues into the idle queue. Runs on an embedded PostgreSQL when no
+ * database is given, in a schema of its own that it drops afterwards when the database is yours.
+ */
+export async function demoCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs(argv, demoOptions);
+  const jobs = Math.max(1, Math.floor((values.jobs as number | undefined) ?? 100_000));
+  const concurrency = Math.max(1, Math.floor((values.concurrency as number | undefined) ?? 1000));
+  let url = (values['database-url'] as string | undefined) ?? process.env.DATABASE_URL;
+  let embedded: EmbeddedPostgres | null = null;
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  if (!url) {
+    log('no DATABASE_URL: starting an embedded PostgreSQL…');
+    // Loaded only when needed: a demo against your own database never touches the launcher.
+    const { EmbeddedPostgres: Launcher } = await import('../../embedded/launcher.js');
+    embedded = await Launcher.start();
+    url = embedded.url;
+    log(`embedded PostgreSQL ready on port ${embedded.port}`);
+  }
+  const schema = embedded ? 'awa' : `awa_demo_${process.pid}_${Date.now().toString(36)}`;
+  const client = new AwaClient({ connectionString: url, schema });
+  let host: WorkerHost | null = null;
+  const cleanup = async () => {
+    await host?.stop().catch(() => {});
+    if (!embedded) await client.pool.query(`drop schema if exists ${client.schema.ident} cascade`).catch(() => {});
+    await client.close().catch(() => {});
+    await embedded?.destroy().catch(() => {});
+  };
+  const onSignal = () => {
+    log('\ninterrupted: cleaning up…');
+    void cleanup().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    await client.migrate();
+    log(`schema "${schema}" migrated; enqueueing ${jobs.toLocaleString('en-US')} jobs through COPY`);
+
+    const enqueueBar = new ProgressBar('enqueue', jobs);
+    const t0 = performance.now();
+    const source = (function* () {
+      for (let n = 0; n < jobs; n++) yield { kind: demoJob, args: { n } };
+    })();
+    await client.copyEnqueue(source, { onProgress: (n) => enqueueBar.update(n) });
+    const enqueueSeconds = (performance.now() - t0) / 1000;
+    enqueueBar.finish(jobs);
+
+    host = new WorkerHost({ connectionString: url, schema, queues: { demo: { concurrency } } });
+    let handled = 0;
+    host.register(demoJob, () => {
+      handled++;
+    });
+    const drainBar = new ProgressBar('drain', jobs);
+    const t1 = performance.now();
+    await host.start();
+    await waitFor(() => host!.stats.completed >= jobs, () => drainBar.update(host!.stats.completed));
+    const drainSeconds = (performance.now() - t1) / 1000;
+    drainBar.finish(host.stats.completed);
+
+    // Latency probe: single enqueues, spaced out, into a queue the host is idling on.
+    host.stats.pickupUs.reset();
+    const probes = Math.min(500, jobs);
+    const before = host.stats.completed;
+    for (let i = 0; i < probes; i++) {
+      await client.enqueue(demoJob, { n: -i });
+      await sleep(4);
+    }
+    await waitFor(() => host!.stats.completed >= before + probes, () => {});
+    const stats = host.stats.snapshot();
+    const counts = await client.counts();
+    const figures = {
+      jobs,
+      concurrency,
+      enqueueJobsPerSec: Math.round(jobs / enqueueSeconds),
+      drainJobsPerSec: Math.round(jobs / drainSeconds),
+      handled,
+      pickupProbes: probes,
+      pickupP50Ms: stats.pickupP50Ms,
+      pickupP99Ms: stats.pickupP99Ms,
+      claimCalls: stats.claimCalls,
+      completionFlushes: stats.flushes,
+      queue: counts.find((c) => c.queue === 'demo') ?? null,
+      postgres: embedded ? 'embedded' : 'DATABASE_URL',
+    };
+    if (values.json) console.log(JSON.stringify(figures));
+    else printFigures(figures);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await cleanup();
+  }
+}
+
+function printFigures(f: Record<string, unknown> & { queue: unknown }): void {
+  const q = f.queue as { failed: number; available: number; running: number } | null;
+  console.log(`
+Awa demo (${f.postgres as string} PostgreSQL)
+  enqueue (COPY)    ${fmt(f.enqueueJobsPerSec)} jobs/s   (${fmt(f.jobs)} jobs)
+  drain             ${fmt(f.drainJobsPerSec)} jobs/s   (concurrency ${fmt(f.concurrency)}, ${fmt(f.claimCalls)} claim calls, ${fmt(f.completionFlushes)} completion flushes)
+  pickup latency    p50 ${String(f.pickupP50Ms)} ms, p99 ${String(f.pickupP99Ms)} ms   (${fmt(f.pickupProbes)} single enqueues into an idle queue)
+  queue "demo"      ${q ? `${fmt(q.failed)} failed, ${fmt(q.available)} waiting, ${fmt(q.running)} running` : "n/a"}`);
+}
+
+function fmt(v: unknown): string {
+  return typeof v === 'number' ? v.toLocaleString('en-US') : String(v);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+async function waitFor(done: () => boolean, tick: () => void): Promise<void> {
+  while (!done()) {
+    tick();
+    await sleep(20);
+  }
+}

@@ -1,0 +1,31 @@
+import { AwaClient } from '../../runtime/index.js';
+import { parseArgs, type OptionSpec } from '../args.js';
+import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+
+export const migrateOptions: Record<string, OptionSpec> = {
+  ...DB_OPTIONS,
+  sql: { type: 'boolean', description: 'print the SQL instead of running it' },
+};
+
+export async function migrateCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs(argv, migrateOptions);
+  const schema = values.schema as string | undefined;
+  if (values.sql) {
+    // Printing needs no database; a placeholder URL keeps the client's validation happy.
+    const client = new AwaClient({ connectionString: 'postgres://localhost/unused', schema });
+    process.stdout.write(client.migrationSql());
+    await client.close();
+    return;
+  }
+  const client = new AwaClient({ connectionString: databaseUrl(values), schema, poolSize: 1 });
+  try {
+    const result = await client.migrate();
+    console.log(
+      result.applied.length === 0
+        ? `schema "${client.schema.name}" is up to date (version ${result.to})`
+        : `migrated schema "${client.schema.name}" from version ${result.from} to ${result.to}`,
+    );
+  } finally {
+    await client.close();
+  }
+}

@@ -1,0 +1,51 @@
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { InvalidOptionError } from '../../model/errors.js';
+import { WorkerHost, type HandlerEntry, type QueueOptions } from '../../runtime/index.js';
+import { parseArgs, UsageError, type OptionSpec } from '../args.js';
+import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+
+export const workOptions: Record<string, OptionSpec> = {
+  ...DB_OPTIONS,
+  handlers: { type: 'string', description: 'module exporting `handlers` (array of defineHandler(...))' },
+  queue: { type: 'string', multiple: true, description: 'queue to serve, as name or name=concurrency (repeatable)' },
+  'no-maintenance': { type: 'boolean', description: 'never become the maintenance leader' },
+};
+
+/** Runs a worker host until SIGINT/SIGTERM, then stops it gracefully. */
+export async function workCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs(argv, workOptions);
+  const path = values.handlers as string | undefined;
+  if (!path) throw new UsageError('--handlers <module> is required');
+  const mod = (await import(pathToFileURL(resolve(path)).href)) as { handlers?: unknown; default?: unknown };
+  const handlers = (mod.handlers ?? mod.default) as HandlerEntry<never>[] | undefined;
+  if (!Array.isArray(handlers)) {
+    throw new InvalidOptionError('handlers', `${path} must export \`handlers\` (or a default export): an array of defineHandler(kind, fn)`);
+  }
+  const queues: Record<string, QueueOptions> = {};
+  for (const q of (values.queue as string[] | undefined) ?? ['default']) {
+    const [name, concurrency] = String(q).split('=');
+    queues[name!] = { concurrency: concurrency === undefined ? 50 : Number(concurrency) };
+  }
+  const host = new WorkerHost({
+    connectionString: databaseUrl(values),
+    schema: values.schema as string | undefined,
+    queues,
+    maintenance: !values['no-maintenance'],
+  });
+  host.registerAll(handlers);
+  host.on('error', (err) => console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`));
+  host.on('leadership', (leader) => console.error(`[awa] ${leader ? 'became' : 'gave up being'} maintenance leader`));
+  await host.start();
+  console.error(`[awa] worker ${host.config.instanceId} serving ${Object.keys(queues).join(', ')}; Ctrl-C to stop`);
+  await new Promise<void>((done) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      console.error('[awa] stopping: finishing running jobs…');
+      host.stop().then(done, done);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
