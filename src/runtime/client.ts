@@ -147,7 +147,7 @@ export class AwaClient {
       return total;
     } catch (err) {
       await client.query('rollback').catch(() => {});
-      throw wrapDatabaseError('copyEnqueue', err);
+      throw wrapDatabaseError('copyEnqueue', err, this.target);
     } finally {
       client.release();
     }
@@ -192,7 +192,7 @@ export class AwaClient {
     try {
       return await fn();
     } catch (err) {
-      throw wrapDatabaseError(op, err);
+      throw wrapDatabaseError(op, err, this.target);
     }
   }
 }

@@ -84,11 +84,13 @@ export function isConnectionLoss(err: unknown): boolean {
   );
 }
 
-export function wrapDatabaseError(operation: string, err: unknown): Error {
+/** Leaves Awa's own errors alone; a lost or refused connection becomes ConnectionError, the rest DatabaseError. */
+export function wrapDatabaseError(operation: string, err: unknown, target = 'the database'): Error {
   if (err instanceof Error && 'code' in err && typeof (err as { code: unknown }).code === 'string') {
     const code = (err as { code: string }).code;
     if (code.startsWith('AWA_')) return err;
   }
+  if (isConnectionLoss(err)) return new ConnectionError(target, err);
   return new DatabaseError(operation, err);
 }
 

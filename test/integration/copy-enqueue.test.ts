@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineJob, InvalidArgsError } from '../../src/index.js';
+import { z } from 'zod';
+import { storageFixture, type StorageFixture } from './storage-fixture.js';
+
+const item = defineJob({ kind: 'bulk_item', queue: 'bulk', schema: z.object({ n: z.number().int() }) });
+
+describe('COPY enqueue', () => {
+  let f: StorageFixture;
+  beforeAll(async () => {
+    f = await storageFixture('copy');
+  });
+  afterAll(async () => {
+    await f.close();
+  });
+
+  it('streams 100k jobs from a generator in bounded chunks, in lane order', async () => {
+    const progress: number[] = [];
+    const total = await f.client.copyEnqueue(
+      (function* () {
+        for (let n = 0; n < 100_000; n++) yield { kind: item, args: { n } };
+      })(),
+      { chunkSize: 25_000, onProgress: (n) => progress.push(n) },
+    );
+    expect(total).toBe(100_000);
+    expect(progress).toEqual([25_000, 50_000, 75_000, 100_000]);
+    const { rows } = await f.pool.query(
+      `select count(*)::int as n, count(distinct job_id)::int as ids,
+              bool_and((args->>'n')::bigint = lane_seq - 1) as in_order
+         from awa.ready_entries where queue = 'bulk'`,
+    );
+    expect(rows[0]).toEqual({ n: 100_000, ids: 100_000, in_order: true });
+    expect((await f.client.counts()).find((c) => c.queue === 'bulk')?.available).toBe(100_000);
+  });
+
+  it('routes mixed queues, priorities and future jobs, with backslashes and unicode intact', async () => {
+    const runAt = new Date(Date.now() + 60_000);
+    const total = await f.client.copyEnqueue([
+      { kind: 'mixed', args: { path: 'C:\\tmp\\x', text: 'tab\there "quoted" ü' }, options: { queue: 'mx', priority: 1 } },
+      { kind: 'mixed', args: { n: 2 }, options: { queue: 'mx', priority: 4, tags: ['t'] } },
+      { kind: 'mixed', args: { n: 3 }, options: { queue: 'my', runAt } },
+    ]);
+    expect(total).toBe(3);
+    const { rows } = await f.pool.query(
+      `select queue, priority, args, meta from awa.ready_entries where kind = 'mixed' order by priority`,
+    );
+    expect(rows).toEqual([
+      { queue: 'mx', priority: 1, args: { path: 'C:\\tmp\\x', text: 'tab\there "quoted" ü' }, meta: null },
+      { queue: 'mx', priority: 4, args: { n: 2 }, meta: { tags: ['t'] } },
+    ]);
+    const deferred = await f.pool.query(`select queue, state, run_at from awa.deferred_jobs where kind = 'mixed'`);
+    expect(deferred.rows).toEqual([{ queue: 'my', state: 'scheduled', run_at: runAt }]);
+  });
+
+  it("inside the caller's transaction, a rollback removes the whole load", async () => {
+    const conn = await f.pool.connect();
+    try {
+      await conn.query('begin');
+      const n = await f.client.copyEnqueue(
+        Array.from({ length: 5000 }, (_, i) => ({ kind: item, args: { n: i }, options: { queue: 'rolled' } })),
+        { client: conn },
+      );
+      expect(n).toBe(5000);
+      await conn.query('rollback');
+    } finally {
+      conn.release();
+    }
+    const { rows } = await f.pool.query(`select count(*)::int as n from awa.ready_entries where queue = 'rolled'`);
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('validates every row and writes nothing when one is invalid', async () => {
+    const rows = [{ kind: item, args: { n: 1 }, options: { queue: 'bad' } }, { kind: item, args: { n: 'x' }, options: { queue: 'bad' } }];
+    await expect(f.client.copyEnqueue(rows)).rejects.toBeInstanceOf(InvalidArgsError);
+    const { rows: left } = await f.pool.query(`select count(*)::int as n from awa.ready_entries where queue = 'bad'`);
+    expect(left[0].n).toBe(0);
+  });
+});

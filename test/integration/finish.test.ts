@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimJobs, finishAttempts, type ClaimBatch, type ClaimedJob, type Outcome, type Settlement } from '../../src/storage/index.js';
+import { storageFixture, type StorageFixture } from './storage-fixture.js';
+
+describe('finish (the fenced settle path)', () => {
+  let f: StorageFixture;
+  beforeAll(async () => {
+    f = await storageFixture('finish');
+  });
+  afterAll(async () => {
+    await f.close();
+  });
+
+  const claimOne = async (queue: string): Promise<{ batch: ClaimBatch; job: ClaimedJob }> => {
+    const [batch] = await claimJobs(f.pool, f.schema, { queue, max: 1, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 });
+    return { batch: batch!, job: batch!.jobs[0]! };
+  };
+  const settle = (b: ClaimBatch, j: ClaimedJob, outcome: Outcome, extra: Partial<Settlement> = {}): Settlement => ({
+    claimSlot: b.claimSlot,
+    batchId: b.batchId,
+    idx: j.idx,
+    jobId: j.id,
+    runLease: j.runLease,
+    outcome,
+    ...extra,
+  });
+
+  it('completes once; a second completion of the same attempt is a no-op', async () => {
+    const id = await f.client.enqueue('k', {}, { queue: 'once' });
+    const { batch, job } = await claimOne('once');
+    expect((await f.client.getJob(id))?.state).toBe('running');
+    expect(await finishAttempts(f.pool, f.schema, [settle(batch, job, 'completed')])).toEqual(new Set([id]));
+    expect(await finishAttempts(f.pool, f.schema, [settle(batch, job, 'failed')])).toEqual(new Set());
+    expect((await f.client.getJob(id))?.state).toBe('completed');
+  });
+
+  it('rejects a completion carrying a stale run lease (the fence)', async () => {
+    const id = await f.client.enqueue('k', {}, { queue: 'fence' });
+    const first = await claimOne('fence');
+    // Attempt 1 is retried immediately and claimed again as attempt 2 (run lease 2).
+    await finishAttempts(f.pool, f.schema, [settle(first.batch, first.job, 'retry', { runAt: new Date(Date.now() - 1000), error: { error: 'boom' } })]);
+    await f.pool.query('select awa.promote_due(100)');
+    const second = await claimOne('fence');
+    expect(second.job).toMatchObject({ id, attempt: 2, runLease: 2 });
+    // The first attempt's late completion (lease 1) must not touch the second attempt.
+    const late = settle(second.batch, second.job, 'completed', { runLease: 1 });
+    expect(await finishAttempts(f.pool, f.schema, [late])).toEqual(new Set());
+    expect((await f.client.getJob(id))?.state).toBe('running');
+    expect(await finishAttempts(f.pool, f.schema, [settle(second.batch, second.job, 'completed')])).toEqual(new Set([id]));
+    expect((await f.client.getJob(id))?.state).toBe('completed');
+  });
+
+  it('retry counts the attempt and records the error; snooze does not count it', async () => {
+    const retried = await f.client.enqueue('k', { r: 1 }, { queue: 'outcomes' });
+    const snoozed = await f.client.enqueue('k', { s: 1 }, { queue: 'outcomes' });
+    const [batch] = await claimJobs(f.pool, f.schema, { queue: 'outcomes', max: 2, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 });
+    const [a, b] = batch!.jobs;
+    const later = new Date(Date.now() + 60_000);
+    const accepted = await finishAttempts(f.pool, f.schema, [
+      settle(batch!, a!, 'retry', { runAt: later, error: { attempt: 1, error: 'transient' } }),
+      settle(batch!, b!, 'snooze', { runAt: later }),
+    ]);
+    expect(accepted).toEqual(new Set([retried, snoozed]));
+    const r = await f.client.getJob(retried);
+    const s = await f.client.getJob(snoozed);
+    expect(r).toMatchObject({ state: 'retryable', attempt: 1, runLease: 1 });
+    expect(r?.meta?.errors).toEqual([{ attempt: 1, error: 'transient' }]);
+    expect(s).toMatchObject({ state: 'scheduled', attempt: 0, runLease: 1 });
+    expect(r?.runAt?.getTime()).toBe(later.getTime());
+  });
+
+  it('failed and cancelled go to the wide terminal rows with their history', async () => {
+    const failed = await f.client.enqueue('k', { f: 1 }, { queue: 'terminal' });
+    const cancelled = await f.client.enqueue('k', { c: 1 }, { queue: 'terminal' });
+    const [batch] = await claimJobs(f.pool, f.schema, { queue: 'terminal', max: 2, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 });
+    await finishAttempts(f.pool, f.schema, [
+      settle(batch!, batch!.jobs[0]!, 'failed', { error: { attempt: 1, error: 'fatal' } }),
+      settle(batch!, batch!.jobs[1]!, 'cancelled', { error: { attempt: 1, error: 'stop' } }),
+    ]);
+    expect(await f.client.getJob(failed)).toMatchObject({ state: 'failed', attempt: 1, args: { f: 1 } });
+    expect(await f.client.getJob(cancelled)).toMatchObject({ state: 'cancelled', attempt: 1 });
+    const counts = (await f.client.counts()).find((c) => c.queue === 'terminal');
+    expect(counts).toMatchObject({ failed: 1, cancelled: 1, running: 0 });
+  });
+
+  it('settles a mixed flush across batches in one call and ignores unknown receipts', async () => {
+    const ids = await f.client.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ kind: 'm', args: { i }, options: { queue: 'mixed' } })));
+    const b1 = (await claimJobs(f.pool, f.schema, { queue: 'mixed', max: 3, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 }))[0]!;
+    const b2 = (await claimJobs(f.pool, f.schema, { queue: 'mixed', max: 3, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 }))[0]!;
+    const items = [...b1.jobs.map((j) => settle(b1, j, 'completed')), ...b2.jobs.map((j) => settle(b2, j, 'completed'))];
+    const bogus = { ...items[0]!, batchId: '999999999', jobId: '424242' };
+    expect(await finishAttempts(f.pool, f.schema, [...items, bogus])).toEqual(new Set(ids));
+    expect((await f.client.counts()).find((c) => c.queue === 'mixed')).toMatchObject({ completed: 6, running: 0 });
+  });
+});

@@ -1,0 +1,54 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AwaClient, migrate, SchemaNotMigratedError, WorkerHost } from '../../src/index.js';
+import { LATEST_VERSION } from '../../src/storage/index.js';
+import { createTestDatabase } from '../helpers/database.js';
+
+describe('migrations', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  beforeAll(async () => {
+    db = await createTestDatabase('migrate');
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('applies every version once, even when several processes migrate at the same moment', async () => {
+    const results = await Promise.all([1, 2, 3, 4].map(() => migrate({ connectionString: db.url })));
+    const applied = results.flatMap((r) => r.applied);
+    expect(applied).toEqual([...Array(LATEST_VERSION()).keys()].map((i) => i + 1));
+    const c = new pg.Client(db.url);
+    await c.connect();
+    const { rows } = await c.query('select version from awa.schema_version order by version');
+    await c.end();
+    expect(rows.map((r) => r.version)).toEqual(applied);
+    const again = await migrate({ connectionString: db.url });
+    expect(again).toEqual({ from: LATEST_VERSION(), to: LATEST_VERSION(), applied: [] });
+  });
+
+  it('installs into another schema when asked, independent of the default one', async () => {
+    await migrate({ connectionString: db.url, schema: 'jobs_alt' });
+    const client = new AwaClient({ connectionString: db.url, schema: 'jobs_alt' });
+    const id = await client.enqueue('k', { a: 1 }, { queue: 'q' });
+    expect((await client.getJob(id))?.state).toBe('available');
+    const other = new AwaClient({ connectionString: db.url });
+    expect(await other.getJob(id)).toBeNull();
+    await Promise.all([client.close(), other.close()]);
+  });
+
+  it('prints the SQL with the schema substituted instead of running it', () => {
+    const client = new AwaClient({ connectionString: 'postgres://localhost/none', schema: 'printed' });
+    const sql = client.migrationSql();
+    expect(sql).toContain('create schema if not exists "printed"');
+    expect(sql).toContain(`insert into "printed".schema_version (version, name) values (1, 'engine')`);
+    expect(sql).not.toContain('{{schema}}');
+  });
+
+  it('refuses to start a worker host on an unmigrated schema, saying what to run', async () => {
+    const host = new WorkerHost({ connectionString: db.url, schema: 'never_migrated' });
+    const err = await host.start().then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(SchemaNotMigratedError);
+    expect((err as SchemaNotMigratedError).code).toBe('AWA_SCHEMA_NOT_MIGRATED');
+    expect((err as Error).message).toContain('awa migrate');
+  });
+});

@@ -1,0 +1,31 @@
+import pg from 'pg';
+import { AwaClient } from '../../src/index.js';
+import { resolveSchema, type Schema } from '../../src/storage/index.js';
+import { createTestDatabase } from '../helpers/database.js';
+
+/** A fresh, migrated database for one test file, with a client and a raw pool for storage calls. */
+export interface StorageFixture {
+  url: string;
+  client: AwaClient;
+  pool: pg.Pool;
+  schema: Schema;
+  close(): Promise<void>;
+}
+
+export async function storageFixture(label: string): Promise<StorageFixture> {
+  const db = await createTestDatabase(label);
+  const client = new AwaClient({ connectionString: db.url });
+  await client.migrate();
+  const pool = new pg.Pool({ connectionString: db.url, max: 6 });
+  return {
+    url: db.url,
+    client,
+    pool,
+    schema: resolveSchema(),
+    async close() {
+      await client.close();
+      await pool.end();
+      await db.drop();
+    },
+  };
+}
