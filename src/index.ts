@@ -17,5 +17,14 @@ export { defineJob, type JobKind, type JobKindOptions, type ArgsOf, type Executi
 export type { Job, JobContext, JobHandler, JobState, AttemptError } from './model/job.js';
 export type { JobOptions } from './model/enqueue-options.js';
 export type { Priority } from './model/validation.js';
-export type { QueueCounts, JobRecord, MigrateResult, PruneResult, Settlement } from './storage/index.js';
+export type {
+  QueueCounts,
+  JobRecord,
+  MigrateResult,
+  PruneResult,
+  Settlement,
+  RescuedAttempt,
+  DlqEntry,
+  CancelledFrom,
+} from './storage/index.js';
 export * from './runtime/index.js';

@@ -1,6 +1,6 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { InvalidArgsError } from './errors.js';
-import { validateMaxAttempts, validateName, validatePriority, type Priority } from './validation.js';
+import { validateInt, validateMaxAttempts, validateName, validatePriority, type Priority } from './validation.js';
 
 export type Execution = 'inline' | 'pool';
 
@@ -17,6 +17,8 @@ export interface JobKindOptions<Args> {
   schema?: StandardSchemaV1<unknown, Args>;
   /** Where the handler runs: on the coordinator's thread (default) or in the worker-thread pool. */
   execution?: Execution;
+  /** Hard limit per attempt: past it the handler's signal aborts and the attempt is retried (or fails). */
+  deadlineMs?: number;
 }
 
 /** A typed job kind: the contract between producers and the handler. */
@@ -26,6 +28,8 @@ export interface JobKind<Args = unknown> {
   readonly priority: Priority;
   readonly maxAttempts: number;
   readonly execution: Execution;
+  /** 0 when the kind has no deadline of its own. */
+  readonly deadlineMs: number;
   readonly schema?: StandardSchemaV1<unknown, Args>;
   /** Checks args against the schema (if any) and returns the validated value. */
   validate(args: unknown): Promise<Args>;
@@ -44,6 +48,7 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
   if (execution !== 'inline' && execution !== 'pool') {
     throw new InvalidArgsError(kind, [{ message: `execution must be "inline" or "pool", got ${String(execution)}` }]);
   }
+  const deadlineMs = options.deadlineMs === undefined ? 0 : validateInt('deadlineMs', options.deadlineMs, 1, 7 * 86_400_000);
   const schema = options.schema;
   return {
     kind,
@@ -51,6 +56,7 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
     priority,
     maxAttempts,
     execution,
+    deadlineMs,
     schema,
     async validate(args: unknown): Promise<Args> {
       if (!schema) return args as Args;

@@ -31,8 +31,10 @@ export interface Job<Args = unknown> {
 
 /** What a handler gets beside the job. */
 export interface JobContext {
-  /** Aborted when the attempt is cancelled, rescued, or the host stops past its drain timeout. */
+  /** Aborted when the attempt is cancelled, rescued, passes its deadline, or the host stops past its drain timeout. */
   readonly signal: AbortSignal;
+  /** Records progress (any JSON value) for this attempt; written through the attempt's fence, coalesced. */
+  progress(value: unknown): void;
 }
 
 export type JobHandler<Args = unknown> = (job: Job<Args>, ctx: JobContext) => unknown;
@@ -44,4 +46,6 @@ export type JobState =
   | 'running'
   | 'completed'
   | 'failed'
-  | 'cancelled';
+  | 'cancelled'
+  /** Failed for good in a DLQ-enabled queue: held for an operator to retry or purge. */
+  | 'dlq';

@@ -6,17 +6,23 @@ import { DEFAULT_MAX_PAYLOAD_BYTES } from '../model/payload.js';
 import { rejectUnknownKeys, validateInt, validatePlainObject } from '../model/validation.js';
 import {
   applyMigrations,
+  cancelJob,
   connect,
   copyEnqueueChunk,
   createPool,
   enqueueRows,
   findJob,
+  listDlq,
   pendingSql,
+  purgeDlq,
   queueCounts,
   redact,
   resolveSchema,
+  retryDlq,
   validateConnectionString,
   wrapDatabaseError,
+  type CancelledFrom,
+  type DlqEntry,
   type JobRecord,
   type MigrateResult,
   type QueueCounts,
@@ -159,6 +165,30 @@ export class AwaClient {
 
   async getJob(id: string): Promise<JobRecord | null> {
     return this.run('getJob', undefined, (db) => findJob(db, this.schema, id));
+  }
+
+  /**
+   * Cancels a job wherever it is: scheduled or waiting jobs never run; a running attempt is closed (its
+   * late result is ignored) and its handler's signal aborts through a notification to its worker.
+   * Returns the state it was cancelled from, or null when it had already finished.
+   */
+  async cancel(id: string, reason = 'cancelled by operator'): Promise<CancelledFrom | null> {
+    return this.run('cancel', undefined, (db) => cancelJob(db, this.schema, id, reason));
+  }
+
+  async listDlq(options: { queue?: string; limit?: number } = {}): Promise<DlqEntry[]> {
+    const limit = options.limit === undefined ? 100 : validateInt('limit', options.limit, 1, 100_000);
+    return this.run('listDlq', undefined, (db) => listDlq(db, this.schema, { queue: options.queue, limit }));
+  }
+
+  /** Moves DLQ entries back to their queue with a fresh attempt counter; returns the ids moved. */
+  async retryDlq(ids: readonly string[]): Promise<string[]> {
+    return this.run('retryDlq', undefined, (db) => retryDlq(db, this.schema, ids));
+  }
+
+  /** Deletes DLQ entries by id, or those of a queue (or all) older than `before`. */
+  async purgeDlq(target: { ids: readonly string[] } | { queue?: string; before: Date }): Promise<number> {
+    return this.run('purgeDlq', undefined, (db) => purgeDlq(db, this.schema, target));
   }
 
   async close(): Promise<void> {

@@ -9,6 +9,11 @@ import { resolveSchema, validateConnectionString, type Schema } from '../storage
 export interface QueueOptions {
   /** Jobs of this queue running at once in this process. Default 50. */
   concurrency?: number;
+  /** Send jobs that fail for good to the dead-letter queue instead of failed history. Default false. */
+  dlq?: boolean;
+  /** Hard deadline of every attempt in this queue, enforced by the maintenance leader even if this
+   * process hangs. Default 0 (none). */
+  deadlineMs?: number;
 }
 
 export interface WorkerOptions {
@@ -45,19 +50,30 @@ export interface WorkerOptions {
   poolSize?: number;
   /** Stable id of this process in receipts; default a random UUID. */
   instanceId?: string;
+  /** How often this process proves it is alive (one row write for all its attempts). Default 5 s. */
+  heartbeatIntervalMs?: number;
+  /** Attempts of a process silent for this long are rescued. At least 3 × heartbeatIntervalMs. Default 30 s. */
+  heartbeatStalenessMs?: number;
+  /** How often the leader looks for abandoned attempts. Default 5 s. */
+  rescueIntervalMs?: number;
+  /** Keep failed/cancelled job history this long. Default 72 h. */
+  failedRetentionMs?: number;
+  /** Keep dead-letter entries this long. Default 30 days. */
+  dlqRetentionMs?: number;
 }
 
 const KEYS = [
   'connectionString', 'pool', 'schema', 'queues', 'claimBatchSize', 'pollIntervalMs', 'completionBatchSize',
   'completionFlushMs', 'priorityAgingMs', 'shutdownTimeoutMs', 'unknownKindDelayMs', 'maintenance',
   'leaderElectionIntervalMs', 'promoteIntervalMs', 'ringIntervalMs', 'completedRetentionMs', 'poolSize', 'instanceId',
+  'heartbeatIntervalMs', 'heartbeatStalenessMs', 'rescueIntervalMs', 'failedRetentionMs', 'dlqRetentionMs',
 ] as const;
 
 export interface HostConfig {
   connectionString: string | undefined;
   pool: pg.Pool | undefined;
   schema: Schema;
-  queues: Map<string, { concurrency: number }>;
+  queues: Map<string, ResolvedQueue>;
   claimBatchSize: number;
   pollIntervalMs: number;
   completionBatchSize: number;
@@ -72,6 +88,31 @@ export interface HostConfig {
   completedRetentionMs: number;
   poolSize: number;
   instanceId: string;
+  heartbeatIntervalMs: number;
+  heartbeatStalenessMs: number;
+  rescueIntervalMs: number;
+  failedRetentionMs: number;
+  dlqRetentionMs: number;
+}
+
+export interface ResolvedQueue {
+  concurrency: number;
+  dlq: boolean;
+  deadlineMs: number;
+}
+
+const DAY = 86_400_000;
+
+function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
+  if (typeof q === 'number') return { concurrency: validateInt(`queues.${name}.concurrency`, q, 1, 100_000), dlq: false, deadlineMs: 0 };
+  validatePlainObject(`queues.${name}`, q);
+  rejectUnknownKeys(`queues.${name}`, q, ['concurrency', 'dlq', 'deadlineMs']);
+  if (q.dlq !== undefined && typeof q.dlq !== 'boolean') throw new InvalidOptionError(`queues.${name}.dlq`, 'must be true or false');
+  return {
+    concurrency: validateInt(`queues.${name}.concurrency`, q.concurrency ?? 50, 1, 100_000),
+    dlq: q.dlq ?? false,
+    deadlineMs: q.deadlineMs === undefined ? 0 : validateInt(`queues.${name}.deadlineMs`, q.deadlineMs, 1_000, 7 * DAY),
+  };
 }
 
 export function resolveHostConfig(options: WorkerOptions): HostConfig {
@@ -81,11 +122,8 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
     throw new InvalidOptionError('connectionString', 'is required (or pass `pool`); set DATABASE_URL or pass it');
   }
   const connectionString = options.connectionString === undefined ? undefined : validateConnectionString(options.connectionString);
-  const queues = new Map<string, { concurrency: number }>();
-  for (const [name, q] of Object.entries(options.queues ?? { default: 50 })) {
-    const concurrency = typeof q === 'number' ? q : (validatePlainObject(`queues.${name}`, q), q.concurrency ?? 50);
-    queues.set(validateName('queues', name), { concurrency: validateInt(`queues.${name}.concurrency`, concurrency, 1, 100_000) });
-  }
+  const queues = new Map<string, ResolvedQueue>();
+  for (const [name, q] of Object.entries(options.queues ?? { default: 50 })) queues.set(validateName('queues', name), resolveQueue(name, q));
   if (queues.size === 0) throw new InvalidOptionError('queues', 'must name at least one queue');
   const int = (field: (typeof KEYS)[number], dflt: number, min: number, max: number): number => {
     const v = options[field as keyof WorkerOptions];
@@ -114,5 +152,21 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
     completedRetentionMs: int('completedRetentionMs', 0, 0, 30 * 86_400_000),
     poolSize: int('poolSize', Math.min(4 + queues.size * 2, 50), 2, 1000),
     instanceId: options.instanceId === undefined ? crypto.randomUUID() : validateName('instanceId', options.instanceId),
+    ...resolveLiveness(int),
+    failedRetentionMs: int('failedRetentionMs', 3 * DAY, 0, 3650 * DAY),
+    dlqRetentionMs: int('dlqRetentionMs', 30 * DAY, 0, 3650 * DAY),
   };
+}
+
+function resolveLiveness(int: (field: (typeof KEYS)[number], dflt: number, min: number, max: number) => number) {
+  const heartbeatIntervalMs = int('heartbeatIntervalMs', 5_000, 50, DAY);
+  const heartbeatStalenessMs = int('heartbeatStalenessMs', Math.max(30_000, 3 * heartbeatIntervalMs), 1_000, 7 * DAY);
+  // A single late heartbeat (GC pause, slow network) must not get a live worker's jobs rescued.
+  if (heartbeatStalenessMs < 3 * heartbeatIntervalMs) {
+    throw new InvalidOptionError(
+      'heartbeatStalenessMs',
+      `must be at least 3 × heartbeatIntervalMs (${3 * heartbeatIntervalMs} ms), got ${heartbeatStalenessMs} ms`,
+    );
+  }
+  return { heartbeatIntervalMs, heartbeatStalenessMs, rescueIntervalMs: int('rescueIntervalMs', 5_000, 10, DAY) };
 }

@@ -1,9 +1,20 @@
 import type pg from 'pg';
-import { promoteDue, pruneRing, releaseLeadership, rotateRing, tryAcquireLeadership, type PruneResult, type Schema } from '../storage/index.js';
+import {
+  cleanupHistory,
+  promoteDue,
+  pruneRing,
+  releaseLeadership,
+  rescueAbandoned,
+  rotateRing,
+  tryAcquireLeadership,
+  type PruneResult,
+  type RescuedAttempt,
+  type Schema,
+} from '../storage/index.js';
 import { openDedicated, type Dedicated } from './dedicated.js';
 
 // Maintenance leadership: every host may stand; the one holding the session advisory lock runs
-// promotion and ring rotation/prune on its dedicated connection. Losing that connection loses the lock
+// promotion, rescue, ring rotation/prune and history cleanup on its dedicated connection. Losing that connection loses the lock
 // (the server drops it with the session), so leadership and the work it guards end together; the host
 // then stands again after the election interval.
 
@@ -13,16 +24,24 @@ export interface LeaderConfig {
   promoteIntervalMs: number;
   ringIntervalMs: number;
   completedRetentionMs: number;
+  rescueIntervalMs: number;
+  heartbeatStalenessMs: number;
+  failedRetentionMs: number;
+  dlqRetentionMs: number;
 }
 
 export interface LeaderEvents {
   onLeadership(isLeader: boolean): void;
   onPrune(result: PruneResult): void;
+  onRescue(rescued: RescuedAttempt[]): void;
   onError(err: unknown): void;
 }
 
 const PROMOTE_BATCH = 4096;
 const PRUNE_LOCK_TIMEOUT_MS = 50;
+const RESCUE_MAX_BATCHES = 256;
+const CLEANUP_INTERVAL_MS = 60_000;
+const CLEANUP_LIMIT = 5_000;
 
 export class MaintenanceLeader {
   private conn: Dedicated | null = null;
@@ -30,6 +49,8 @@ export class MaintenanceLeader {
   private electionTimer: NodeJS.Timeout | null = null;
   private promoteTimer: NodeJS.Timeout | null = null;
   private ringTimer: NodeJS.Timeout | null = null;
+  private rescueTimer: NodeJS.Timeout | null = null;
+  private cleanupTimer: NodeJS.Timeout | null = null;
   private busy: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -112,12 +133,13 @@ export class MaintenanceLeader {
     };
     loop(this.cfg.promoteIntervalMs, () => this.promote(), (t) => (this.promoteTimer = t));
     loop(this.cfg.ringIntervalMs, () => this.maintainRing(), (t) => (this.ringTimer = t));
+    loop(this.cfg.rescueIntervalMs, () => this.rescue(), (t) => (this.rescueTimer = t));
+    loop(CLEANUP_INTERVAL_MS, () => this.cleanup(), (t) => (this.cleanupTimer = t));
   }
 
   private clearTicks(): void {
-    if (this.promoteTimer) clearTimeout(this.promoteTimer);
-    if (this.ringTimer) clearTimeout(this.ringTimer);
-    this.promoteTimer = this.ringTimer = null;
+    for (const t of [this.promoteTimer, this.ringTimer, this.rescueTimer, this.cleanupTimer]) if (t) clearTimeout(t);
+    this.promoteTimer = this.ringTimer = this.rescueTimer = this.cleanupTimer = null;
   }
 
   /** One statement at a time on the leader connection. */
@@ -136,6 +158,24 @@ export class MaintenanceLeader {
       if (n < PROMOTE_BATCH) break;
     }
     return total;
+  }
+
+  private async rescue(): Promise<void> {
+    if (!this.conn) return;
+    const rescued = await rescueAbandoned(this.conn.client, this.cfg.schema, {
+      stalenessSeconds: this.cfg.heartbeatStalenessMs / 1000,
+      maxBatches: RESCUE_MAX_BATCHES,
+    });
+    if (rescued.length > 0) this.events.onRescue(rescued);
+  }
+
+  private async cleanup(): Promise<void> {
+    if (!this.conn) return;
+    await cleanupHistory(this.conn.client, this.cfg.schema, {
+      failedRetentionSeconds: this.cfg.failedRetentionMs / 1000,
+      dlqRetentionSeconds: this.cfg.dlqRetentionMs / 1000,
+      limit: CLEANUP_LIMIT,
+    });
   }
 
   private async maintainRing(): Promise<void> {

@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { listenForJobs, type Schema } from '../storage/index.js';
+import { listenForJobs, type Notifications, type Schema } from '../storage/index.js';
 import { openDedicated, type Dedicated } from './dedicated.js';
 
-// Keeps one LISTEN connection alive: on loss it reconnects with exponential backoff (100 ms → 5 s), and
+// Keeps one LISTEN connection alive (new-jobs and cancel notifications): on loss it reconnects with exponential backoff (100 ms → 5 s), and
 // after every (re)connect asks for a poll of every queue, because notifications sent while it was down
 // are gone for good.
 
@@ -15,7 +15,7 @@ export class Wakeup {
   constructor(
     private readonly source: { connectionString?: string; pool?: pg.Pool },
     private readonly schema: Schema,
-    private readonly onQueue: (queue: string) => void,
+    private readonly on: Notifications,
     private readonly onConnected: () => void,
     private readonly onError: (err: unknown) => void,
   ) {}
@@ -34,7 +34,7 @@ export class Wakeup {
   private async connect(): Promise<void> {
     const conn = await openDedicated(this.source, 'awa-listen', (err) => this.lost(err));
     try {
-      await listenForJobs(conn.client, this.schema, this.onQueue);
+      await listenForJobs(conn.client, this.schema, this.on);
     } catch (err) {
       await conn.close();
       throw err;

@@ -9,12 +9,18 @@ import {
   connect,
   createPool,
   finishAttempts,
+  heartbeat,
+  markStopped,
   redact,
+  registerInstance,
+  writeProgress,
   type ClaimBatch,
   type ClaimedJob,
   type PruneResult,
+  type RescuedAttempt,
   type Settlement,
 } from '../storage/index.js';
+import { Attempt, AttemptTracker } from './attempts.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
 import { Dispatcher } from './dispatcher.js';
@@ -22,6 +28,7 @@ import { jobView } from './job-view.js';
 import { MaintenanceLeader } from './leader.js';
 import { decide, errorRecord } from './outcome.js';
 import { HandlerRegistry, type HandlerEntry } from './registry.js';
+import { ProgressWriter } from './progress-writer.js';
 import { HostStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
 
@@ -36,12 +43,18 @@ export interface HostEvents {
   settled: [settlement: Settlement, accepted: boolean];
   leadership: [isLeader: boolean];
   prune: [result: PruneResult];
+  /** Attempts the leader rescued from silent workers or past deadlines (emitted by the leader's host). */
+  rescue: [rescued: RescuedAttempt[]];
 }
 
 type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
 
-interface Running {
-  controller: AbortController | null;
+/** What a handler's signal is aborted with when its attempt passes the kind's deadline. */
+export class DeadlineExceeded extends Error {
+  constructor(kind: string, ms: number) {
+    super(`job kind "${kind}" exceeded its ${ms} ms deadline`);
+    this.name = 'DeadlineExceeded';
+  }
 }
 
 export class WorkerHost extends EventEmitter<HostEvents> {
@@ -52,7 +65,9 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private readonly ownsPool: boolean;
   private readonly dispatchers = new Map<string, Dispatcher>();
   private readonly batcher: CompletionBatcher;
-  private readonly running = new Map<string, Running>();
+  private readonly attempts = new AttemptTracker();
+  private readonly progress: ProgressWriter;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
   private readonly leader: MaintenanceLeader | null;
   private readonly wakeup: Wakeup;
   private readonly warnedKinds = new Set<string>();
@@ -85,10 +100,16 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         }),
       );
     }
+    this.progress = new ProgressWriter((w) => writeProgress(this.pool, c.schema, w), (err) => this.reportError(err));
     this.wakeup = new Wakeup(
       source,
       c.schema,
-      (queue) => this.dispatchers.get(queue)?.wake(),
+      {
+        onQueue: (queue) => this.dispatchers.get(queue)?.wake(),
+        onCancel: (jobId, runLease) => {
+          this.attempts.abort(jobId, runLease, new Error('attempt cancelled or rescued elsewhere'));
+        },
+      },
       () => this.wakeAll(),
       (err) => this.reportError(err),
     );
@@ -101,10 +122,15 @@ export class WorkerHost extends EventEmitter<HostEvents> {
             promoteIntervalMs: c.promoteIntervalMs,
             ringIntervalMs: c.ringIntervalMs,
             completedRetentionMs: c.completedRetentionMs,
+            rescueIntervalMs: c.rescueIntervalMs,
+            heartbeatStalenessMs: c.heartbeatStalenessMs,
+            failedRetentionMs: c.failedRetentionMs,
+            dlqRetentionMs: c.dlqRetentionMs,
           },
           {
             onLeadership: (isLeader) => this.emit('leadership', isLeader),
             onPrune: (result) => this.emit('prune', result),
+            onRescue: (rescued) => this.emit('rescue', rescued),
             onError: (err) => this.reportError(err),
           },
         )
@@ -128,7 +154,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
 
   /** Jobs running right now, across queues. */
   get inFlight(): number {
-    return this.running.size;
+    return this.attempts.size;
   }
 
   /** Checks the database and schema, then starts listening, claiming and standing for leadership. */
@@ -139,6 +165,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       const client = await connect(this.pool, this.config.connectionString ? redact(this.config.connectionString) : 'the given pool');
       try {
         await assertMigrated(client, this.config.schema);
+        const queues = [...this.config.queues].map(([queue, q]) => ({ queue, dlq: q.dlq }));
+        await registerInstance(client, this.config.schema, this.config.instanceId, queues);
       } finally {
         client.release();
       }
@@ -149,6 +177,9 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       throw err;
     }
     this.state = 'running';
+    this.heartbeatTimer = setInterval(() => {
+      heartbeat(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) => this.reportError(err));
+    }, this.config.heartbeatIntervalMs);
     for (const d of this.dispatchers.values()) d.start();
     this.leader?.start();
   }
@@ -164,8 +195,13 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     for (const d of this.dispatchers.values()) d.stopClaiming();
     const idle = Promise.all([...this.dispatchers.values()].map((d) => d.idle()));
     const timedOut = await raceTimeout(idle, this.config.shutdownTimeoutMs);
-    if (timedOut) for (const r of this.running.values()) r.controller?.abort(new Error('worker host is stopping'));
+    if (timedOut) this.attempts.abortAll(new Error('worker host is stopping'));
     await raceTimeout(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, 5_000));
+    await this.progress.flush();
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
+    // the leader rescues them at once instead of waiting out the staleness window.
+    await markStopped(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) => this.reportError(err));
     await this.leader?.stop();
     await this.wakeup.stop();
     if (this.ownsPool) await this.pool.end().catch(() => {});
@@ -178,7 +214,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       max,
       instanceId: this.config.instanceId,
       agingSeconds: this.config.priorityAgingSeconds,
-      deadlineSeconds: 0,
+      deadlineSeconds: Math.ceil(this.config.queues.get(queue)!.deadlineMs / 1000),
     });
     this.stats.claimCalls++;
     return batches;
@@ -190,27 +226,42 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.stats.recordPickup(now - c.readyAtMs);
     const entry = this.registry.get(c.kind);
     if (!entry) return this.handBack(queue, batch, c, now);
-    const slot: Running = { controller: null };
-    this.running.set(c.id, slot);
+    const attempt = this.attempts.begin(queue, batch, c);
+    const progress = this.progress;
     const ctx: JobContext = {
       get signal() {
-        slot.controller ??= new AbortController();
-        return slot.controller.signal;
+        return attempt.signal;
+      },
+      progress(value: unknown) {
+        progress.report({ claimSlot: batch.claimSlot, batchId: batch.batchId, idx: c.idx, jobId: c.id, runLease: c.runLease, progress: value });
       },
     };
-    const done = (thrown: unknown, failed: boolean) => {
-      this.running.delete(c.id);
-      const d = decide(thrown, failed, c.attempt, c.maxAttempts);
-      this.settle(queue, batch, c, d.outcome, d.runAt, d.error);
-    };
+    const deadlineMs = entry.kind.deadlineMs;
+    if (deadlineMs > 0) {
+      attempt.deadlineTimer = setTimeout(() => {
+        const err = new DeadlineExceeded(c.kind, deadlineMs);
+        attempt.abort(err);
+        // The handler may never return: settle now; whatever it does later is ignored.
+        this.complete(attempt, err, true);
+      }, deadlineMs);
+    }
     let result: unknown;
     try {
       result = entry.handle(jobView(queue, c), ctx);
     } catch (err) {
-      return done(err, true);
+      return this.complete(attempt, err, true);
     }
-    if (result instanceof Promise) result.then(() => done(undefined, false), (err: unknown) => done(err, true));
-    else done(undefined, false);
+    if (result instanceof Promise) result.then(() => this.complete(attempt, undefined, false), (err: unknown) => this.complete(attempt, err, true));
+    else this.complete(attempt, undefined, false);
+  }
+
+  private complete(attempt: Attempt, thrown: unknown, failed: boolean): void {
+    if (attempt.settled) return;
+    attempt.settled = true;
+    this.attempts.end(attempt);
+    const c = attempt.job;
+    const d = decide(thrown, failed, c.attempt, c.maxAttempts);
+    this.settle(attempt.queue, attempt.batch, c, d.outcome, d.runAt, d.error);
   }
 
   /** A kind no handler here knows: snooze it (no attempt spent) so a host that knows it can run it. */

@@ -63,6 +63,8 @@ export async function findJob(db: Queryable, schema: Schema, id: string): Promis
     [id],
   );
   if (done.rows[0]) return record(id, done.rows[0].state, done.rows[0], null);
+  const dlq = await db.query<BodyRow>(`select * from ${s}.dlq_entries where job_id = $1`, [id]);
+  if (dlq.rows[0]) return record(id, 'dlq', dlq.rows[0], null);
   const deferred = await db.query<BodyRow & { state: 'scheduled' | 'retryable'; run_at: Date }>(
     `select * from ${s}.deferred_jobs where job_id = $1`,
     [id],

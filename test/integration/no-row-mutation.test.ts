@@ -30,6 +30,7 @@ async function tableStats(url: string): Promise<Map<string, TableStats>> {
 
 const job = defineJob({ kind: 'noop', queue: 'q' });
 const N = 20_000;
+const HEARTBEAT_MS = 200;
 
 describe('claim/complete loop', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -47,16 +48,23 @@ describe('claim/complete loop', () => {
     await client.close();
     const before = await waitForStats(db.url, (s) => (s.get('ready_entries_0')?.ins ?? 0) >= N);
 
-    const host = new WorkerHost({ connectionString: db.url, queues: { q: 200 }, maintenance: false });
+    const host = new WorkerHost({ connectionString: db.url, queues: { q: 200 }, maintenance: false, heartbeatIntervalMs: HEARTBEAT_MS });
     host.register(job, () => {});
+    const started = performance.now();
     await host.start();
     while (host.stats.completed < N) await new Promise((r) => setTimeout(r, 20));
     await host.stop();
+    const drainMs = performance.now() - started;
     const after = await waitForStats(db.url, (s) => (s.get('closure_batches_0')?.ins ?? 0) > 0);
 
     const delta = (name: string, k: 'ins' | 'upd' | 'del') => (after.get(name)?.[k] ?? 0) - (before.get(name)?.[k] ?? 0);
+    // The one row a host updates is its own liveness row: once per heartbeat interval and at stop,
+    // whatever the number of jobs. No queue table is updated or deleted from.
     const mutated = [...after.keys()].filter((t) => delta(t, 'upd') !== 0 || delta(t, 'del') !== 0);
-    expect(mutated).toEqual([]);
+    expect(mutated.filter((t) => t !== 'runtime_instances')).toEqual([]);
+    const heartbeats = Math.ceil(drainMs / HEARTBEAT_MS) + 1;
+    expect(delta('runtime_instances', 'upd')).toBeLessThanOrEqual(heartbeats + 1);
+    expect(delta('runtime_instances', 'del')).toBe(0);
     // Receipts and closures are written per batch: far fewer rows than jobs.
     const receipts = delta('claim_batches_0', 'ins');
     const closures = delta('closure_batches_0', 'ins');
