@@ -574,12 +574,18 @@ create function {{schema}}.slot_pinned_by(p_slot smallint, p_retention_secs int)
   language plpgsql
   as $$
 begin
+  -- Rows past a lane's claim cursor pin the slot unless they are tombstoned (cancelled before claim).
   if exists (
     select 1
       from (select g.lane_id, max(g.last_seq) as last_seq from {{schema}}.ready_segments g
              where g.slot = p_slot group by g.lane_id) s
       join {{schema}}.lanes l on l.lane_id = s.lane_id
-     where s.last_seq > {{schema}}.claimed_through(l)) then
+      cross join lateral (select {{schema}}.claimed_through(l) as through) c
+     where s.last_seq > c.through
+       and exists (select 1 from {{schema}}.ready_entries r
+                    where r.slot = p_slot and r.lane_id = s.lane_id and r.lane_seq > c.through
+                      and not exists (select 1 from {{schema}}.ready_tombstones t
+                                       where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq))) then
     return 'unclaimed_ready_rows';
   end if;
   if exists (

@@ -91,9 +91,11 @@ export async function findJob(db: Queryable, schema: Schema, id: string): Promis
   const c = claim.rows[0];
   if (!c) return record(id, 'available', body, null);
   const claimed = { ...body, attempt: body.attempt + 1, run_lease: String(Number(body.run_lease) + 1) };
-  // A settled-but-not-completed receipt whose job is in neither done_entries nor deferred_jobs has been
-  // promoted again; its newer ready row would have been found above, so here it means "running".
-  return record(id, c.outcome === 'completed' ? 'completed' : 'running', claimed, null);
+  if (c.outcome === null) return record(id, 'running', claimed, null);
+  if (c.outcome === 'completed') return record(id, 'completed', claimed, null);
+  // Settled otherwise, yet in none of deferred, done or DLQ (a re-run would have a newer ready row):
+  // its terminal history has passed retention.
+  return null;
 }
 
 function record(id: string, state: JobState, row: BodyRow, runAt: Date | null): JobRecord {

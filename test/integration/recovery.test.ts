@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineJob, InvalidOptionError, WorkerHost, type Settlement } from '../../src/index.js';
+import { claimJobs, finishAttempts, registerInstance, rescueAbandoned, writeProgress, type ClaimBatch } from '../../src/storage/index.js';
+import { storageFixture, type StorageFixture } from './storage-fixture.js';
+
+describe('recovery', () => {
+  let f: StorageFixture;
+  beforeAll(async () => {
+    f = await storageFixture('recovery');
+  });
+  afterAll(async () => {
+    await f.close();
+  });
+
+  const claim = async (queue: string, instanceId: string, deadlineSeconds = 0): Promise<ClaimBatch> => {
+    const [batch] = await claimJobs(f.pool, f.schema, { queue, max: 10, instanceId, agingSeconds: 60, deadlineSeconds });
+    return batch!;
+  };
+  const settlement = (b: ClaimBatch, i: number): Settlement => ({
+    claimSlot: b.claimSlot,
+    batchId: b.batchId,
+    idx: b.jobs[i]!.idx,
+    jobId: b.jobs[i]!.id,
+    runLease: b.jobs[i]!.runLease,
+    outcome: 'completed',
+  });
+
+  it('rescues the open receipts of a silent worker: attempt counted, late completion rejected', async () => {
+    await registerInstance(f.pool, f.schema, 'silent', [{ queue: 'rq', dlq: false }]);
+    const [a, b] = await f.client.enqueueMany([
+      { kind: 'k', args: { n: 1 }, options: { queue: 'rq' } },
+      { kind: 'k', args: { n: 2 }, options: { queue: 'rq' } },
+    ]);
+    const batch = await claim('rq', 'silent');
+    // The worker finishes one job, then goes silent.
+    expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set([a]));
+    expect(await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 60, maxBatches: 10 })).toEqual([]);
+    await f.pool.query(`update awa.runtime_instances set heartbeat_at = now() - interval '2 minutes' where instance_id = 'silent'`);
+    const rescued = await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 60, maxBatches: 10 });
+    expect(rescued).toEqual([{ jobId: b, runLease: 1, instanceId: 'silent', reason: 'worker_lost', outcome: 'retry' }]);
+    const job = await f.client.getJob(b!);
+    expect(job).toMatchObject({ state: 'retryable', attempt: 1, runLease: 1 });
+    expect(job?.meta?.errors?.[0]?.error).toContain('silent stopped heartbeating');
+    // The worker comes back and reports its result: the fence turns it into a no-op.
+    expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 1)])).toEqual(new Set());
+    expect((await f.client.getJob(b!))?.state).toBe('retryable');
+    expect((await f.client.getJob(a!))?.state).toBe('completed');
+  });
+
+  it('rescues attempts past their batch deadline, and fails them for good once attempts are exhausted', async () => {
+    await registerInstance(f.pool, f.schema, 'alive', [{ queue: 'dq', dlq: false }]);
+    const id = await f.client.enqueue('k', {}, { queue: 'dq', maxAttempts: 1 });
+    await claim('dq', 'alive', 1);
+    await new Promise((r) => setTimeout(r, 1_100));
+    const rescued = await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 3600, maxBatches: 10 });
+    expect(rescued).toEqual([{ jobId: id, runLease: 1, instanceId: 'alive', reason: 'deadline_exceeded', outcome: 'failed' }]);
+    expect(await f.client.getJob(id)).toMatchObject({ state: 'failed', attempt: 1 });
+  });
+
+  it('sends exhausted failures of a DLQ queue to the DLQ; retry gives a fresh attempt counter; purge removes', async () => {
+    const boom = defineJob({ kind: 'boom', queue: 'dlqq', maxAttempts: 1 });
+    let runs = 0;
+    const host = new WorkerHost({ connectionString: f.url, queues: { dlqq: { concurrency: 5, dlq: true } }, pollIntervalMs: 20, maintenance: false });
+    host.register(boom, (job) => {
+      runs++;
+      if ((job.args as { ok?: boolean }).ok !== true && job.attempt === 1 && runs < 3) throw new Error(`bad input ${runs}`);
+    });
+    const settledIds = new Set<string>();
+    host.on('settled', (s) => settledIds.add(s.jobId));
+    const [x, y] = await f.client.enqueueMany([
+      { kind: boom, args: {} },
+      { kind: boom, args: {} },
+    ]);
+    await host.start();
+    while (!settledIds.has(x!) || !settledIds.has(y!)) await new Promise((r) => setTimeout(r, 10));
+    const held = await f.client.listDlq({ queue: 'dlqq' });
+    expect(held.map((e) => e.id).sort()).toEqual([x, y].sort());
+    expect(held[0]?.errors).toHaveLength(1);
+    expect(held[0]?.reason).toMatch(/^bad input/);
+    expect((await f.client.getJob(x!))?.state).toBe('dlq');
+    expect(await f.client.retryDlq([x!])).toEqual([x]);
+    while ((await f.client.getJob(x!))?.state !== 'completed') await new Promise((r) => setTimeout(r, 10));
+    expect(await f.client.getJob(x!)).toMatchObject({ attempt: 1, runLease: 2 });
+    expect(await f.client.purgeDlq({ ids: [y!] })).toBe(1);
+    expect(await f.client.listDlq({ queue: 'dlqq' })).toEqual([]);
+    await host.stop();
+  });
+
+  it('cancels a job wherever it is, and aborts a running handler through its signal', async () => {
+    const scheduled = await f.client.enqueue('k', {}, { queue: 'cq', delayMs: 60_000 });
+    const waiting = await f.client.enqueue('other', {}, { queue: 'cq-idle' });
+    expect(await f.client.cancel(scheduled)).toBe('scheduled');
+    expect(await f.client.cancel(waiting)).toBe('available');
+    expect(await f.client.cancel(waiting)).toBeNull();
+    expect((await f.client.getJob(waiting))?.state).toBe('cancelled');
+
+    const slow = defineJob({ kind: 'slow', queue: 'cq' });
+    const host = new WorkerHost({ connectionString: f.url, queues: { cq: 2 }, pollIntervalMs: 20, maintenance: false });
+    let started!: () => void;
+    const isRunning = new Promise<void>((r) => (started = r));
+    const aborted = new Promise<unknown>((resolve) =>
+      host.register(slow, (_job, ctx) => {
+        started();
+        return new Promise<void>((done) =>
+          ctx.signal.addEventListener('abort', () => {
+            resolve(ctx.signal.reason);
+            done(); // returns normally: that late "success" must be ignored
+          }),
+        );
+      }),
+    );
+    const accepted: boolean[] = [];
+    host.on('settled', (_s, ok) => accepted.push(ok));
+    await host.start();
+    const running = await f.client.enqueue(slow, {});
+    await isRunning;
+    expect(await f.client.cancel(running, 'no longer needed')).toBe('running');
+    expect(await aborted).toBeInstanceOf(Error);
+    while (accepted.length === 0) await new Promise((r) => setTimeout(r, 10));
+    expect(accepted).toEqual([false]);
+    const job = await f.client.getJob(running);
+    expect(job?.state).toBe('cancelled');
+    expect(job?.meta?.errors?.at(-1)?.error).toBe('no longer needed');
+    await host.stop();
+  });
+
+  it('writes progress only while the attempt is open', async () => {
+    const id = await f.client.enqueue('k', {}, { queue: 'pq' });
+    await registerInstance(f.pool, f.schema, 'prog', [{ queue: 'pq', dlq: false }]);
+    const batch = await claim('pq', 'prog');
+    const w = { claimSlot: batch.claimSlot, batchId: batch.batchId, idx: 1, jobId: id, runLease: 1 };
+    expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 10 } })).toBe(true);
+    expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 50 } })).toBe(true);
+    expect(await writeProgress(f.pool, f.schema, { ...w, runLease: 7, progress: { pct: 99 } })).toBe(false);
+    const { rows } = await f.pool.query(`select progress from awa.attempt_state where job_id = $1`, [id]);
+    expect(rows).toEqual([{ progress: { pct: 50 } }]);
+    await finishAttempts(f.pool, f.schema, [settlement(batch, 0)]);
+    expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 100 } })).toBe(false);
+    const cleaned = await f.pool.query(`select attempt_states from awa.cleanup(3600, 3600, 100)`);
+    expect(cleaned.rows[0].attempt_states).toBe('1');
+  });
+
+  it('keeps failed history through ring prune until its retention passes', async () => {
+    const id = await f.client.enqueue('k', {}, { queue: 'hist', maxAttempts: 1 });
+    const batch = await claim('hist', 'prog');
+    await finishAttempts(f.pool, f.schema, [{ ...settlement(batch, 0), outcome: 'failed', error: { error: 'x' } }]);
+    // Rotate the whole ring round and prune everything prunable.
+    for (let i = 0; i < 40; i++) {
+      await f.client.enqueue('filler', {}, { queue: 'fill' });
+      await claimJobs(f.pool, f.schema, { queue: 'fill', max: 100, instanceId: 'prog', agingSeconds: 60, deadlineSeconds: 0 }).then((bs) =>
+        finishAttempts(f.pool, f.schema, bs.flatMap((b) => b.jobs.map((_, i2) => settlement(b, i2)))),
+      );
+      await f.pool.query('select awa.rotate()');
+      await f.pool.query('select awa.prune(0, 50)');
+    }
+    // The slot that held the job's body has really been truncated…
+    const body = await f.pool.query(`select count(*)::int as n from awa.ready_entries where job_id = $1`, [id]);
+    expect(body.rows[0].n).toBe(0);
+    // …and the failure is still on record.
+    expect(await f.client.getJob(id)).toMatchObject({ state: 'failed', args: {}, attempt: 1 });
+    await f.pool.query('select * from awa.cleanup(3600, 3600, 100)');
+    expect((await f.client.getJob(id))?.state).toBe('failed');
+    await f.pool.query('select * from awa.cleanup(0, 3600, 100)');
+    expect(await f.client.getJob(id)).toBeNull();
+  });
+
+  it('enforces a kind deadline locally: signal aborted, attempt retried, the queue keeps flowing', async () => {
+    const hang = defineJob({ kind: 'hang', queue: 'hq', deadlineMs: 100, maxAttempts: 2 });
+    const quick = defineJob({ kind: 'quick', queue: 'hq' });
+    const host = new WorkerHost({ connectionString: f.url, queues: { hq: 4 }, pollIntervalMs: 20, promoteIntervalMs: 20, leaderElectionIntervalMs: 20 });
+    const reasons: string[] = [];
+    host.register(hang, (_job, ctx) => new Promise(() => ctx.signal.addEventListener('abort', () => reasons.push(String(ctx.signal.reason)))));
+    host.register(quick, () => {});
+    const outcomes = new Map<string, string[]>();
+    host.on('settled', (s, ok) => ok && outcomes.set(s.jobId, [...(outcomes.get(s.jobId) ?? []), s.outcome]));
+    await host.start();
+    const hung = await f.client.enqueue(hang, {});
+    const ok = await f.client.enqueue(quick, {});
+    while ((outcomes.get(hung)?.length ?? 0) < 2 || !outcomes.has(ok)) await new Promise((r) => setTimeout(r, 10));
+    await host.stop();
+    expect(outcomes.get(hung)).toEqual(['retry', 'failed']);
+    expect(outcomes.get(ok)).toEqual(['completed']);
+    expect(reasons).toHaveLength(2);
+    expect(reasons[0]).toContain('exceeded its 100 ms deadline');
+    expect((await f.client.getJob(hung))?.meta?.errors?.map((e) => e.attempt)).toEqual([1, 2]);
+  });
+
+  it('rejects a staleness window shorter than three heartbeats, naming the field', () => {
+    const err = (() => {
+      try {
+        new WorkerHost({ connectionString: f.url, heartbeatIntervalMs: 1000, heartbeatStalenessMs: 2000 });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(InvalidOptionError);
+    expect((err as InvalidOptionError).field).toBe('heartbeatStalenessMs');
+  });
+});
