@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
+import { adminCommand, adminOptions } from './commands/admin.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { workCommand, workOptions } from './commands/work.js';
@@ -17,6 +18,9 @@ const commands: Record<string, Command> = {
   migrate: { summary: 'apply (or print with --sql) the schema migrations', options: migrateOptions, run: migrateCommand },
   work: { summary: 'run a worker host with the handlers of a module', options: workOptions, run: workCommand },
   demo: { summary: 'enqueue and drain N jobs, on an embedded PostgreSQL unless DATABASE_URL is set', options: demoOptions, run: demoCommand },
+  queues: { summary: 'per-queue counts', options: adminOptions, run: adminCommand('queues') },
+  job: { summary: 'job get <id> | job cancel <id>', options: adminOptions, run: adminCommand('job') },
+  dlq: { summary: 'dlq list | dlq retry <id…> | dlq purge (<id…> | --older-than-ms N)', options: adminOptions, run: adminCommand('dlq') },
 };
 
 function help(): string {
