@@ -65,7 +65,9 @@ export class CompletionBatcher {
       await new Promise((r) => setTimeout(r, this.retryDelayMs));
     }
     this.inFlight = null;
-    if (this.pending.length >= this.batchSize || (this.pending.length > 0 && this.retryDelayMs > 0)) this.startFlush();
+    // Someone waiting in drain() or a retry in progress: flush the rest now rather than after the delay.
+    const urgent = this.retryDelayMs > 0 || this.idleWaiters.length > 0;
+    if (this.pending.length >= this.batchSize || (this.pending.length > 0 && urgent)) this.startFlush();
     else if (this.pending.length > 0) this.timer ??= setTimeout(() => this.startFlush(), this.flushMs);
     else this.notifyIdle();
   }

@@ -38,7 +38,7 @@ export interface LeaderEvents {
 }
 
 const PROMOTE_BATCH = 4096;
-const PRUNE_LOCK_TIMEOUT_MS = 50;
+const PRUNE_LOCK_TIMEOUT_MS = 10;
 const RESCUE_MAX_BATCHES = 256;
 const CLEANUP_INTERVAL_MS = 60_000;
 const CLEANUP_LIMIT = 5_000;
