@@ -13,7 +13,13 @@ export {
   type AwaErrorCode,
 } from './model/errors.js';
 export { RetryAfter, Snooze, CancelJob, FailJob } from './model/outcomes.js';
-export { defineJob, type JobKind, type JobKindOptions, type ArgsOf, type Execution } from './model/job-kind.js';
+export {
+  defineJob,
+  type JobKind,
+  type JobKindOptions,
+  type ArgsOf,
+  type Execution,
+} from './model/job-kind.js';
 export type { Job, JobContext, JobHandler, JobState, AttemptError } from './model/job.js';
 export type { JobOptions } from './model/enqueue-options.js';
 export type { Priority } from './model/validation.js';

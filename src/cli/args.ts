@@ -7,7 +7,10 @@ export interface OptionSpec {
   description: string;
 }
 
-export type Parsed = { positionals: string[]; values: Record<string, string | number | boolean | (string | number)[]> };
+export type Parsed = {
+  positionals: string[];
+  values: Record<string, string | number | boolean | (string | number)[]>;
+};
 
 export class UsageError extends Error {}
 
@@ -23,7 +26,12 @@ export function parseArgs(argv: readonly string[], spec: Record<string, OptionSp
     const eq = arg.indexOf('=');
     const name = arg.slice(2, eq === -1 ? undefined : eq);
     const opt = spec[name];
-    if (!opt) throw new UsageError(`unknown option --${name} (accepted: ${Object.keys(spec).map((k) => `--${k}`).join(', ')})`);
+    if (!opt)
+      throw new UsageError(
+        `unknown option --${name} (accepted: ${Object.keys(spec)
+          .map((k) => `--${k}`)
+          .join(', ')})`,
+      );
     let raw: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
     if (opt.type === 'boolean') {
       values[name] = raw === undefined ? true : raw !== 'false';

@@ -15,12 +15,28 @@ interface Command {
 }
 
 const commands: Record<string, Command> = {
-  migrate: { summary: 'apply (or print with --sql) the schema migrations', options: migrateOptions, run: migrateCommand },
-  work: { summary: 'run a worker host with the handlers of a module', options: workOptions, run: workCommand },
-  demo: { summary: 'enqueue and drain N jobs, on an embedded PostgreSQL unless DATABASE_URL is set', options: demoOptions, run: demoCommand },
+  migrate: {
+    summary: 'apply (or print with --sql) the schema migrations',
+    options: migrateOptions,
+    run: migrateCommand,
+  },
+  work: {
+    summary: 'run a worker host with the handlers of a module',
+    options: workOptions,
+    run: workCommand,
+  },
+  demo: {
+    summary: 'enqueue and drain N jobs, on an embedded PostgreSQL unless DATABASE_URL is set',
+    options: demoOptions,
+    run: demoCommand,
+  },
   queues: { summary: 'per-queue counts', options: adminOptions, run: adminCommand('queues') },
   job: { summary: 'job get <id> | job cancel <id>', options: adminOptions, run: adminCommand('job') },
-  dlq: { summary: 'dlq list | dlq retry <id…> | dlq purge (<id…> | --older-than-ms N)', options: adminOptions, run: adminCommand('dlq') },
+  dlq: {
+    summary: 'dlq list | dlq retry <id…> | dlq purge (<id…> | --older-than-ms N)',
+    options: adminOptions,
+    run: adminCommand('dlq'),
+  },
 };
 
 function help(): string {

@@ -28,7 +28,9 @@ export class ProgressBar {
     const decile = Math.floor(frac * 10);
     if (decile !== this.lastDecile) {
       this.lastDecile = decile;
-      process.stderr.write(`${this.label}: ${decile * 10}% (${done.toLocaleString('en-US')}/${this.total.toLocaleString('en-US')})\n`);
+      process.stderr.write(
+        `${this.label}: ${decile * 10}% (${done.toLocaleString('en-US')}/${this.total.toLocaleString('en-US')})\n`,
+      );
     }
   }
 

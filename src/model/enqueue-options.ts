@@ -64,7 +64,8 @@ export function buildJobRow(
   }
   const queue = o.queue === undefined ? kind.queue : validateName('queue', o.queue);
   const priority = o.priority === undefined ? kind.priority : validatePriority('priority', o.priority);
-  const maxAttempts = o.maxAttempts === undefined ? kind.maxAttempts : validateMaxAttempts('maxAttempts', o.maxAttempts);
+  const maxAttempts =
+    o.maxAttempts === undefined ? kind.maxAttempts : validateMaxAttempts('maxAttempts', o.maxAttempts);
   let runAt: Date | null = null;
   if (o.runAt !== undefined) runAt = validateDate('runAt', o.runAt);
   if (o.delayMs !== undefined) {

@@ -31,7 +31,10 @@ export class InvalidArgsError extends AwaError {
   readonly issues: readonly { message: string; path?: string }[];
   constructor(kind: string, issues: readonly { message: string; path?: string }[]) {
     const detail = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
-    super('AWA_INVALID_ARGS', `Invalid args for job kind "${kind}": ${detail}. Fix the args or the kind's schema.`);
+    super(
+      'AWA_INVALID_ARGS',
+      `Invalid args for job kind "${kind}": ${detail}. Fix the args or the kind's schema.`,
+    );
     this.kind = kind;
     this.issues = issues;
   }

@@ -1,6 +1,12 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { InvalidArgsError } from './errors.js';
-import { validateInt, validateMaxAttempts, validateName, validatePriority, type Priority } from './validation.js';
+import {
+  validateInt,
+  validateMaxAttempts,
+  validateName,
+  validatePriority,
+  type Priority,
+} from './validation.js';
 
 export type Execution = 'inline' | 'pool';
 
@@ -46,9 +52,12 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
   const maxAttempts = validateMaxAttempts('maxAttempts', options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
   const execution = options.execution ?? 'inline';
   if (execution !== 'inline' && execution !== 'pool') {
-    throw new InvalidArgsError(kind, [{ message: `execution must be "inline" or "pool", got ${String(execution)}` }]);
+    throw new InvalidArgsError(kind, [
+      { message: `execution must be "inline" or "pool", got ${String(execution)}` },
+    ]);
   }
-  const deadlineMs = options.deadlineMs === undefined ? 0 : validateInt('deadlineMs', options.deadlineMs, 1, 7 * 86_400_000);
+  const deadlineMs =
+    options.deadlineMs === undefined ? 0 : validateInt('deadlineMs', options.deadlineMs, 1, 7 * 86_400_000);
   const schema = options.schema;
   return {
     kind,

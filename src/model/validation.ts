@@ -13,7 +13,8 @@ export function validateName(field: string, value: unknown): string {
   }
   if (value.length > MAX_NAME) throw new InvalidOptionError(field, `must be at most ${MAX_NAME} characters`);
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f]/.test(value)) throw new InvalidOptionError(field, 'must not contain control characters');
+  if (/[\u0000-\u001f]/.test(value))
+    throw new InvalidOptionError(field, 'must not contain control characters');
   return value;
 }
 
@@ -60,7 +61,10 @@ export function validateTags(field: string, value: unknown): string[] {
   }
   for (const tag of value) {
     if (typeof tag !== 'string' || tag.length === 0 || tag.length > 100) {
-      throw new InvalidOptionError(field, `each tag must be a string of 1 to 100 characters, got ${describe(tag)}`);
+      throw new InvalidOptionError(
+        field,
+        `each tag must be a string of 1 to 100 characters, got ${describe(tag)}`,
+      );
     }
   }
   return value as string[];
@@ -79,6 +83,7 @@ export function describe(value: unknown): string {
   if (value === null) return 'null';
   if (value instanceof Date) return `Date(${value.toString()})`;
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return String(value);
   return Array.isArray(value) ? 'an array' : typeof value;
 }

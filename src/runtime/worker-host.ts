@@ -20,7 +20,8 @@ import {
   type RescuedAttempt,
   type Settlement,
 } from '../storage/index.js';
-import { Attempt, AttemptTracker } from './attempts.js';
+import type { Attempt} from './attempts.js';
+import { AttemptTracker } from './attempts.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
 import { Dispatcher } from './dispatcher.js';

@@ -16,7 +16,9 @@ export interface QueueCounts {
 }
 
 export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueCounts[]> {
-  const { rows } = await db.query<Record<keyof QueueCounts, string>>(`select * from ${schema.ident}.queue_counts()`);
+  const { rows } = await db.query<Record<keyof QueueCounts, string>>(
+    `select * from ${schema.ident}.queue_counts()`,
+  );
   return rows.map((r) => ({
     queue: r.queue,
     available: Number(r.available),
@@ -41,7 +43,11 @@ export interface JobRecord {
   maxAttempts: number;
   runLease: number;
   runAt: Date | null;
-  meta: { metadata?: Record<string, unknown>; tags?: string[]; errors?: { error: string; attempt: number }[] } | null;
+  meta: {
+    metadata?: Record<string, unknown>;
+    tags?: string[];
+    errors?: { error: string; attempt: number }[];
+  } | null;
 }
 
 interface BodyRow {

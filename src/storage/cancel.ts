@@ -7,8 +7,16 @@ import type { Schema } from './schema.js';
 export type CancelledFrom = 'scheduled' | 'retryable' | 'available' | 'running';
 
 /** Returns the state the job was cancelled from, or null when it had already finished or never existed. */
-export async function cancelJob(db: Queryable, schema: Schema, jobId: string, reason: string): Promise<CancelledFrom | null> {
-  const { rows } = await db.query<{ from: CancelledFrom | null }>(`select ${schema.ident}.cancel_job($1, $2) as from`, [jobId, reason]);
+export async function cancelJob(
+  db: Queryable,
+  schema: Schema,
+  jobId: string,
+  reason: string,
+): Promise<CancelledFrom | null> {
+  const { rows } = await db.query<{ from: CancelledFrom | null }>(
+    `select ${schema.ident}.cancel_job($1, $2) as from`,
+    [jobId, reason],
+  );
   return rows[0]?.from ?? null;
 }
 

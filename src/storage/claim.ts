@@ -34,7 +34,18 @@ export interface ClaimRequest {
   deadlineSeconds: number;
 }
 
-type JobTuple = [string, string, unknown, number, number, number, Priority, number, number, ClaimedJob['meta']];
+type JobTuple = [
+  string,
+  string,
+  unknown,
+  number,
+  number,
+  number,
+  Priority,
+  number,
+  number,
+  ClaimedJob['meta'],
+];
 
 export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimBatch[]> {
   const { rows } = await db.query<{ batch_id: string; claim_slot: number; jobs: string }>({

@@ -20,5 +20,10 @@ export async function cleanupHistory(
     opts.limit,
   ]);
   const r = rows[0];
-  return { failed: Number(r.failed), dlq: Number(r.dlq), attemptStates: Number(r.attempt_states), instances: Number(r.instances) };
+  return {
+    failed: Number(r.failed),
+    dlq: Number(r.dlq),
+    attemptStates: Number(r.attempt_states),
+    instances: Number(r.instances),
+  };
 }

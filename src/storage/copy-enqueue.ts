@@ -16,7 +16,11 @@ export interface CopyProgress {
   (enqueued: number): void;
 }
 
-export async function copyEnqueueChunk(client: pg.ClientBase, schema: Schema, rows: readonly JobRow[]): Promise<void> {
+export async function copyEnqueueChunk(
+  client: pg.ClientBase,
+  schema: Schema,
+  rows: readonly JobRow[],
+): Promise<void> {
   const lanes = new Map<string, JobRow[]>();
   const deferred: JobRow[] = [];
   for (const row of rows) {

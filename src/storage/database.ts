@@ -16,7 +16,10 @@ export interface ConnectionOptions {
 
 export function validateConnectionString(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0) {
-    throw new InvalidOptionError('connectionString', 'is required (or pass `pool`); set DATABASE_URL or pass it');
+    throw new InvalidOptionError(
+      'connectionString',
+      'is required (or pass `pool`); set DATABASE_URL or pass it',
+    );
   }
   let url: URL;
   try {
@@ -25,7 +28,10 @@ export function validateConnectionString(value: unknown): string {
     throw new InvalidOptionError('connectionString', `is not a URL: ${redact(value)}`);
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new InvalidOptionError('connectionString', `must start with postgres:// or postgresql://, got ${url.protocol}//`);
+    throw new InvalidOptionError(
+      'connectionString',
+      `must start with postgres:// or postgresql://, got ${url.protocol}//`,
+    );
   }
   return value;
 }
@@ -45,7 +51,12 @@ export function createPool(connectionString: string, max: number, applicationNam
 }
 
 export function createClient(connectionString: string, applicationName = 'awa'): pg.Client {
-  return new pg.Client({ connectionString, application_name: applicationName, keepAlive: true, connectionTimeoutMillis: 10_000 });
+  return new pg.Client({
+    connectionString,
+    application_name: applicationName,
+    keepAlive: true,
+    connectionTimeoutMillis: 10_000,
+  });
 }
 
 /** Checks out a client, mapping a failed connect to ConnectionError. */
@@ -58,7 +69,10 @@ export async function connect(pool: pg.Pool, target: string): Promise<pg.PoolCli
 }
 
 /** Runs `fn` in a transaction on a pooled client. */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
   const client = await connect(pool, 'the pool');
   try {
     await client.query('begin');
@@ -78,7 +92,8 @@ export function isConnectionLoss(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | null;
   if (!e) return false;
   if (e.code && /^(08|57P0[1-3])/.test(e.code)) return true;
-  if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.code === 'ETIMEDOUT') return true;
+  if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.code === 'ETIMEDOUT')
+    return true;
   return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(
     e.message ?? '',
   );

@@ -16,7 +16,11 @@ export interface DlqEntry {
   errors: unknown[];
 }
 
-export async function listDlq(db: Queryable, schema: Schema, opts: { queue?: string; limit: number }): Promise<DlqEntry[]> {
+export async function listDlq(
+  db: Queryable,
+  schema: Schema,
+  opts: { queue?: string; limit: number },
+): Promise<DlqEntry[]> {
   const { rows } = await db.query(
     `select job_id::text as id, kind, queue, priority, args, attempt, max_attempts, reason, dlq_at, meta
        from ${schema.ident}.dlq_entries where ($1::text is null or queue = $1)
@@ -39,7 +43,10 @@ export async function listDlq(db: Queryable, schema: Schema, opts: { queue?: str
 
 /** Re-enqueues DLQ entries with a fresh attempt counter; returns the ids moved. */
 export async function retryDlq(db: Queryable, schema: Schema, ids: readonly string[]): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(`select id::text from ${schema.ident}.dlq_retry($1::bigint[]) as id`, [ids]);
+  const { rows } = await db.query<{ id: string }>(
+    `select id::text from ${schema.ident}.dlq_retry($1::bigint[]) as id`,
+    [ids],
+  );
   return rows.map((r) => r.id);
 }
 
@@ -51,10 +58,12 @@ export async function purgeDlq(
 ): Promise<number> {
   const res =
     'ids' in target
-      ? await db.query(`delete from ${schema.ident}.dlq_entries where job_id = any($1::bigint[])`, [target.ids])
-      : await db.query(`delete from ${schema.ident}.dlq_entries where ($1::text is null or queue = $1) and dlq_at < $2`, [
-          target.queue ?? null,
-          target.before,
-        ]);
+      ? await db.query(`delete from ${schema.ident}.dlq_entries where job_id = any($1::bigint[])`, [
+          target.ids,
+        ])
+      : await db.query(
+          `delete from ${schema.ident}.dlq_entries where ($1::text is null or queue = $1) and dlq_at < $2`,
+          [target.queue ?? null, target.before],
+        );
   return res.rowCount ?? 0;
 }

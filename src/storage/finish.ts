@@ -21,7 +21,11 @@ export interface Settlement {
 }
 
 /** Returns the ids whose settlement was accepted. */
-export async function finishAttempts(db: Queryable, schema: Schema, items: readonly Settlement[]): Promise<Set<string>> {
+export async function finishAttempts(
+  db: Queryable,
+  schema: Schema,
+  items: readonly Settlement[],
+): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   const { rows } = await db.query<{ job_id: string }>({
     name: `awa-finish-${schema.name}`,

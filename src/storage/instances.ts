@@ -10,7 +10,12 @@ export interface QueueSetting {
   dlq: boolean;
 }
 
-export async function registerInstance(db: Queryable, schema: Schema, instanceId: string, queues: readonly QueueSetting[]): Promise<void> {
+export async function registerInstance(
+  db: Queryable,
+  schema: Schema,
+  instanceId: string,
+  queues: readonly QueueSetting[],
+): Promise<void> {
   await db.query(
     `insert into ${schema.ident}.runtime_instances (instance_id, hostname, pid, queues)
        values ($1, $2, $3, $4)
@@ -30,10 +35,14 @@ export async function registerInstance(db: Queryable, schema: Schema, instanceId
 }
 
 export async function heartbeat(db: Queryable, schema: Schema, instanceId: string): Promise<void> {
-  await db.query(`update ${schema.ident}.runtime_instances set heartbeat_at = now() where instance_id = $1`, [instanceId]);
+  await db.query(`update ${schema.ident}.runtime_instances set heartbeat_at = now() where instance_id = $1`, [
+    instanceId,
+  ]);
 }
 
 /** After a clean stop: whatever receipts remain open are rescuable at once, without waiting for staleness. */
 export async function markStopped(db: Queryable, schema: Schema, instanceId: string): Promise<void> {
-  await db.query(`update ${schema.ident}.runtime_instances set stopped_at = now() where instance_id = $1`, [instanceId]);
+  await db.query(`update ${schema.ident}.runtime_instances set stopped_at = now() where instance_id = $1`, [
+    instanceId,
+  ]);
 }

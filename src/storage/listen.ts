@@ -21,5 +21,7 @@ export async function listenForJobs(client: pg.ClientBase, schema: Schema, on: N
       if (target) on.onCancel(target.jobId, target.runLease);
     }
   });
-  await client.query(`listen ${client.escapeIdentifier(schema.jobsChannel)}; listen ${client.escapeIdentifier(cancel)}`);
+  await client.query(
+    `listen ${client.escapeIdentifier(schema.jobsChannel)}; listen ${client.escapeIdentifier(cancel)}`,
+  );
 }

@@ -9,9 +9,11 @@ import type { Schema } from './schema.js';
 // instead of racing. The only templating is {{schema}}.
 
 // src/storage/ when run from source, dist/src/storage/ when built: sql/ sits at the package root either way.
-const SQL_DIR = ['../../sql/', '../../../sql/']
-  .map((rel) => fileURLToPath(new URL(rel, import.meta.url)))
-  .find((dir) => existsSync(`${dir}001_engine.sql`)) ?? fileURLToPath(new URL('../../sql/', import.meta.url));
+const SQL_DIR =
+  ['../../sql/', '../../../sql/']
+    .map((rel) => fileURLToPath(new URL(rel, import.meta.url)))
+    .find((dir) => existsSync(`${dir}001_engine.sql`)) ??
+  fileURLToPath(new URL('../../sql/', import.meta.url));
 
 export interface Migration {
   version: number;
@@ -51,12 +53,13 @@ export function pendingSql(schema: Schema, fromVersion = 0): string {
 }
 
 export async function schemaVersion(client: pg.ClientBase, schema: Schema): Promise<number> {
-  const { rows } = await client.query<{ exists: boolean }>(
-    `select to_regclass($1) is not null as exists`,
-    [`${schema.ident}.schema_version`],
-  );
+  const { rows } = await client.query<{ exists: boolean }>(`select to_regclass($1) is not null as exists`, [
+    `${schema.ident}.schema_version`,
+  ]);
   if (!rows[0]?.exists) return 0;
-  const v = await client.query<{ v: number | null }>(`select max(version) as v from ${schema.ident}.schema_version`);
+  const v = await client.query<{ v: number | null }>(
+    `select max(version) as v from ${schema.ident}.schema_version`,
+  );
   return v.rows[0]?.v ?? 0;
 }
 
@@ -78,13 +81,20 @@ export async function applyMigrations(client: pg.ClientBase, schema: Schema): Pr
       try {
         await client.query('begin');
         await client.query(renderMigration(m, schema));
-        await client.query(`insert into ${schema.ident}.schema_version (version, name) values ($1, $2)`, [m.version, m.name]);
+        await client.query(`insert into ${schema.ident}.schema_version (version, name) values ($1, $2)`, [
+          m.version,
+          m.name,
+        ]);
         await client.query('commit');
       } catch (err) {
         await client.query('rollback').catch(() => {});
-        throw new AwaError('AWA_MIGRATION_FAILED', `Migration ${m.version}_${m.name} failed: ${(err as Error).message}`, {
-          cause: err,
-        });
+        throw new AwaError(
+          'AWA_MIGRATION_FAILED',
+          `Migration ${m.version}_${m.name} failed: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
       }
       applied.push(m.version);
     }

@@ -17,9 +17,21 @@ export async function rescueAbandoned(
   schema: Schema,
   opts: { stalenessSeconds: number; maxBatches: number },
 ): Promise<RescuedAttempt[]> {
-  const { rows } = await db.query<{ job_id: string; run_lease: string; instance_id: string; reason: RescuedAttempt['reason']; outcome: RescuedAttempt['outcome'] }>(
+  const { rows } = await db.query<{
+    job_id: string;
+    run_lease: string;
+    instance_id: string;
+    reason: RescuedAttempt['reason'];
+    outcome: RescuedAttempt['outcome'];
+  }>(
     `select job_id::text, run_lease::text, instance_id, reason, outcome from ${schema.ident}.rescue($1, $2)`,
     [Math.max(1, Math.round(opts.stalenessSeconds)), opts.maxBatches],
   );
-  return rows.map((r) => ({ jobId: r.job_id, runLease: Number(r.run_lease), instanceId: r.instance_id, reason: r.reason, outcome: r.outcome }));
+  return rows.map((r) => ({
+    jobId: r.job_id,
+    runLease: Number(r.run_lease),
+    instanceId: r.instance_id,
+    reason: r.reason,
+    outcome: r.outcome,
+  }));
 }

@@ -11,13 +11,7 @@ export async function rotateRing(db: Queryable, schema: Schema): Promise<number 
 }
 
 export type PruneOutcome =
-  | 'pruned'
-  | 'idle'
-  | 'busy'
-  | 'lock_busy'
-  | 'unclaimed_ready_rows'
-  | 'open_receipts'
-  | 'retained_history';
+  'pruned' | 'idle' | 'busy' | 'lock_busy' | 'unclaimed_ready_rows' | 'open_receipts' | 'retained_history';
 
 export interface PruneResult {
   slot: number | null;

@@ -19,19 +19,25 @@ describe('claim', () => {
 
   it('takes lanes in priority order and each lane in enqueue order, incrementing the run lease', async () => {
     const order = await f.client.enqueueMany(
-      [3, 1, 2, 1, 3, 2, 4, 1].map((priority, i) => ({ kind: 'p', args: { i }, options: { queue: 'prio', priority: priority as 1 } })),
+      [3, 1, 2, 1, 3, 2, 4, 1].map((priority, i) => ({
+        kind: 'p',
+        args: { i },
+        options: { queue: 'prio', priority: priority as 1 },
+      })),
     );
     const batches = await claim('prio', 100);
-    const byPriority = [1, 2, 3, 4].flatMap((p) =>
-      order.filter((_, i) => [3, 1, 2, 1, 3, 2, 4, 1][i] === p),
-    );
+    const byPriority = [1, 2, 3, 4].flatMap((p) => order.filter((_, i) => [3, 1, 2, 1, 3, 2, 4, 1][i] === p));
     expect(ids(batches)).toEqual(byPriority);
-    expect(batches.every((b) => b.jobs.every((j, k) => j.idx === k + 1 && j.runLease === 1 && j.attempt === 1))).toBe(true);
+    expect(
+      batches.every((b) => b.jobs.every((j, k) => j.idx === k + 1 && j.runLease === 1 && j.attempt === 1)),
+    ).toBe(true);
     expect(await claim('prio', 100)).toEqual([]);
   });
 
   it('claims in batches of at most max and never hands out a job twice', async () => {
-    await f.client.copyEnqueue(Array.from({ length: 1000 }, (_, i) => ({ kind: 'b', args: { i }, options: { queue: 'batch' } })));
+    await f.client.copyEnqueue(
+      Array.from({ length: 1000 }, (_, i) => ({ kind: 'b', args: { i }, options: { queue: 'batch' } })),
+    );
     const seen: string[] = [];
     for (let round = 0; round < 20; round++) {
       const got = ids(await claim('batch', 64));
@@ -43,13 +49,19 @@ describe('claim', () => {
   });
 
   it('concurrent claimers on separate connections split the queue without overlap', async () => {
-    await f.client.copyEnqueue(Array.from({ length: 6000 }, (_, i) => ({ kind: 'c', args: { i }, options: { queue: 'race', priority: ((i % 4) + 1) as 1 } })));
+    await f.client.copyEnqueue(
+      Array.from({ length: 6000 }, (_, i) => ({
+        kind: 'c',
+        args: { i },
+        options: { queue: 'race', priority: ((i % 4) + 1) as 1 },
+      })),
+    );
     const pools = [1, 2, 3, 4].map(() => new pg.Pool({ connectionString: f.url, max: 1 }));
     try {
       const results = await Promise.all(
         pools.map(async (p) => {
           const mine: string[] = [];
-          for (let idle = 0; idle < 5; ) {
+          for (let idle = 0; idle < 5;) {
             const got = ids(await claim('race', 50, 3600, p));
             mine.push(...got);
             idle = got.length === 0 ? idle + 1 : 0;
@@ -66,9 +78,13 @@ describe('claim', () => {
   });
 
   it('ages a waiting lane ahead of a more urgent fresh one', async () => {
-    const [old] = await f.client.enqueueMany([{ kind: 'a', args: {}, options: { queue: 'aging', priority: 4 } }]);
+    const [old] = await f.client.enqueueMany([
+      { kind: 'a', args: {}, options: { queue: 'aging', priority: 4 } },
+    ]);
     await new Promise((r) => setTimeout(r, 3_200));
-    const [fresh] = await f.client.enqueueMany([{ kind: 'a', args: {}, options: { queue: 'aging', priority: 2 } }]);
+    const [fresh] = await f.client.enqueueMany([
+      { kind: 'a', args: {}, options: { queue: 'aging', priority: 2 } },
+    ]);
     // With aging of one level per second, the priority-4 job waited 3 s: effective priority 1.
     expect(ids(await claim('aging', 1, 1))).toEqual([old]);
     expect(ids(await claim('aging', 1, 1))).toEqual([fresh]);

@@ -36,7 +36,11 @@ describe('COPY enqueue', () => {
   it('routes mixed queues, priorities and future jobs, with backslashes and unicode intact', async () => {
     const runAt = new Date(Date.now() + 60_000);
     const total = await f.client.copyEnqueue([
-      { kind: 'mixed', args: { path: 'C:\\tmp\\x', text: 'tab\there "quoted" ü' }, options: { queue: 'mx', priority: 1 } },
+      {
+        kind: 'mixed',
+        args: { path: 'C:\\tmp\\x', text: 'tab\there "quoted" ü' },
+        options: { queue: 'mx', priority: 1 },
+      },
       { kind: 'mixed', args: { n: 2 }, options: { queue: 'mx', priority: 4, tags: ['t'] } },
       { kind: 'mixed', args: { n: 3 }, options: { queue: 'my', runAt } },
     ]);
@@ -48,7 +52,9 @@ describe('COPY enqueue', () => {
       { queue: 'mx', priority: 1, args: { path: 'C:\\tmp\\x', text: 'tab\there "quoted" ü' }, meta: null },
       { queue: 'mx', priority: 4, args: { n: 2 }, meta: { tags: ['t'] } },
     ]);
-    const deferred = await f.pool.query(`select queue, state, run_at from awa.deferred_jobs where kind = 'mixed'`);
+    const deferred = await f.pool.query(
+      `select queue, state, run_at from awa.deferred_jobs where kind = 'mixed'`,
+    );
     expect(deferred.rows).toEqual([{ queue: 'my', state: 'scheduled', run_at: runAt }]);
   });
 
@@ -57,7 +63,11 @@ describe('COPY enqueue', () => {
     try {
       await conn.query('begin');
       const n = await f.client.copyEnqueue(
-        Array.from({ length: 5000 }, (_, i) => ({ kind: item, args: { n: i }, options: { queue: 'rolled' } })),
+        Array.from({ length: 5000 }, (_, i) => ({
+          kind: item,
+          args: { n: i },
+          options: { queue: 'rolled' },
+        })),
         { client: conn },
       );
       expect(n).toBe(5000);
@@ -65,14 +75,21 @@ describe('COPY enqueue', () => {
     } finally {
       conn.release();
     }
-    const { rows } = await f.pool.query(`select count(*)::int as n from awa.ready_entries where queue = 'rolled'`);
+    const { rows } = await f.pool.query(
+      `select count(*)::int as n from awa.ready_entries where queue = 'rolled'`,
+    );
     expect(rows[0].n).toBe(0);
   });
 
   it('validates every row and writes nothing when one is invalid', async () => {
-    const rows = [{ kind: item, args: { n: 1 }, options: { queue: 'bad' } }, { kind: item, args: { n: 'x' }, options: { queue: 'bad' } }];
+    const rows = [
+      { kind: item, args: { n: 1 }, options: { queue: 'bad' } },
+      { kind: item, args: { n: 'x' }, options: { queue: 'bad' } },
+    ];
     await expect(f.client.copyEnqueue(rows)).rejects.toBeInstanceOf(InvalidArgsError);
-    const { rows: left } = await f.pool.query(`select count(*)::int as n from awa.ready_entries where queue = 'bad'`);
+    const { rows: left } = await f.pool.query(
+      `select count(*)::int as n from awa.ready_entries where queue = 'bad'`,
+    );
     expect(left[0].n).toBe(0);
   });
 });

@@ -46,14 +46,25 @@ describe('enqueue', () => {
   });
 
   it('applies the kind defaults and per-job options', async () => {
-    const id = await f.client.enqueue(email, { to: 'c@example.com', subject: 's' }, {
+    const id = await f.client.enqueue(
+      email,
+      { to: 'c@example.com', subject: 's' },
+      {
+        priority: 1,
+        maxAttempts: 7,
+        metadata: { tenant: 't1' },
+        tags: ['welcome'],
+      },
+    );
+    const job = await f.client.getJob(id);
+    expect(job).toMatchObject({
+      state: 'available',
+      kind: 'send_email',
+      queue: 'mail',
       priority: 1,
       maxAttempts: 7,
-      metadata: { tenant: 't1' },
-      tags: ['welcome'],
+      attempt: 0,
     });
-    const job = await f.client.getJob(id);
-    expect(job).toMatchObject({ state: 'available', kind: 'send_email', queue: 'mail', priority: 1, maxAttempts: 7, attempt: 0 });
     expect(job?.args).toEqual({ to: 'c@example.com', subject: 's' });
     expect(job?.meta).toEqual({ metadata: { tenant: 't1' }, tags: ['welcome'] });
   });
@@ -118,7 +129,9 @@ describe('enqueue', () => {
   it('rejects payloads that are too large or not JSON, and stores nothing', async () => {
     const small = new AwaClient({ connectionString: f.url, maxPayloadBytes: 1024 });
     try {
-      await expect(small.enqueue('big', { blob: 'é'.repeat(600) })).rejects.toBeInstanceOf(PayloadTooLargeError);
+      await expect(small.enqueue('big', { blob: 'é'.repeat(600) })).rejects.toBeInstanceOf(
+        PayloadTooLargeError,
+      );
       await expect(small.enqueue('big', { n: 10n })).rejects.toBeInstanceOf(PayloadNotSerialisableError);
       await expect(small.enqueue('big', { f: () => 1 })).rejects.toBeInstanceOf(PayloadNotSerialisableError);
       const circular: Record<string, unknown> = {};
@@ -153,7 +166,13 @@ describe('enqueue', () => {
     await conn.end();
     const id = await f.client.enqueue('gap', { n: 2 }, { queue: 'gapq' });
     const { claimJobs } = await import('../../src/storage/index.js');
-    const batches = await claimJobs(f.pool, f.schema, { queue: 'gapq', max: 10, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 });
+    const batches = await claimJobs(f.pool, f.schema, {
+      queue: 'gapq',
+      max: 10,
+      instanceId: 't',
+      agingSeconds: 60,
+      deadlineSeconds: 0,
+    });
     expect(batches.flatMap((b) => b.jobs.map((j) => j.id))).toEqual([id]);
   });
 });

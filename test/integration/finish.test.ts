@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, finishAttempts, type ClaimBatch, type ClaimedJob, type Outcome, type Settlement } from '../../src/storage/index.js';
+import {
+  claimJobs,
+  finishAttempts,
+  type ClaimBatch,
+  type ClaimedJob,
+  type Outcome,
+  type Settlement,
+} from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 describe('finish (the fenced settle path)', () => {
@@ -12,10 +19,21 @@ describe('finish (the fenced settle path)', () => {
   });
 
   const claimOne = async (queue: string): Promise<{ batch: ClaimBatch; job: ClaimedJob }> => {
-    const [batch] = await claimJobs(f.pool, f.schema, { queue, max: 1, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 });
+    const [batch] = await claimJobs(f.pool, f.schema, {
+      queue,
+      max: 1,
+      instanceId: 't',
+      agingSeconds: 60,
+      deadlineSeconds: 0,
+    });
     return { batch: batch!, job: batch!.jobs[0]! };
   };
-  const settle = (b: ClaimBatch, j: ClaimedJob, outcome: Outcome, extra: Partial<Settlement> = {}): Settlement => ({
+  const settle = (
+    b: ClaimBatch,
+    j: ClaimedJob,
+    outcome: Outcome,
+    extra: Partial<Settlement> = {},
+  ): Settlement => ({
     claimSlot: b.claimSlot,
     batchId: b.batchId,
     idx: j.idx,
@@ -38,7 +56,12 @@ describe('finish (the fenced settle path)', () => {
     const id = await f.client.enqueue('k', {}, { queue: 'fence' });
     const first = await claimOne('fence');
     // Attempt 1 is retried immediately and claimed again as attempt 2 (run lease 2).
-    await finishAttempts(f.pool, f.schema, [settle(first.batch, first.job, 'retry', { runAt: new Date(Date.now() - 1000), error: { error: 'boom' } })]);
+    await finishAttempts(f.pool, f.schema, [
+      settle(first.batch, first.job, 'retry', {
+        runAt: new Date(Date.now() - 1000),
+        error: { error: 'boom' },
+      }),
+    ]);
     await f.pool.query('select awa.promote_due(100)');
     const second = await claimOne('fence');
     expect(second.job).toMatchObject({ id, attempt: 2, runLease: 2 });
@@ -46,14 +69,22 @@ describe('finish (the fenced settle path)', () => {
     const late = settle(second.batch, second.job, 'completed', { runLease: 1 });
     expect(await finishAttempts(f.pool, f.schema, [late])).toEqual(new Set());
     expect((await f.client.getJob(id))?.state).toBe('running');
-    expect(await finishAttempts(f.pool, f.schema, [settle(second.batch, second.job, 'completed')])).toEqual(new Set([id]));
+    expect(await finishAttempts(f.pool, f.schema, [settle(second.batch, second.job, 'completed')])).toEqual(
+      new Set([id]),
+    );
     expect((await f.client.getJob(id))?.state).toBe('completed');
   });
 
   it('retry counts the attempt and records the error; snooze does not count it', async () => {
     const retried = await f.client.enqueue('k', { r: 1 }, { queue: 'outcomes' });
     const snoozed = await f.client.enqueue('k', { s: 1 }, { queue: 'outcomes' });
-    const [batch] = await claimJobs(f.pool, f.schema, { queue: 'outcomes', max: 2, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 });
+    const [batch] = await claimJobs(f.pool, f.schema, {
+      queue: 'outcomes',
+      max: 2,
+      instanceId: 't',
+      agingSeconds: 60,
+      deadlineSeconds: 0,
+    });
     const [a, b] = batch!.jobs;
     const later = new Date(Date.now() + 60_000);
     const accepted = await finishAttempts(f.pool, f.schema, [
@@ -72,7 +103,13 @@ describe('finish (the fenced settle path)', () => {
   it('failed and cancelled go to the wide terminal rows with their history', async () => {
     const failed = await f.client.enqueue('k', { f: 1 }, { queue: 'terminal' });
     const cancelled = await f.client.enqueue('k', { c: 1 }, { queue: 'terminal' });
-    const [batch] = await claimJobs(f.pool, f.schema, { queue: 'terminal', max: 2, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 });
+    const [batch] = await claimJobs(f.pool, f.schema, {
+      queue: 'terminal',
+      max: 2,
+      instanceId: 't',
+      agingSeconds: 60,
+      deadlineSeconds: 0,
+    });
     await finishAttempts(f.pool, f.schema, [
       settle(batch!, batch!.jobs[0]!, 'failed', { error: { attempt: 1, error: 'fatal' } }),
       settle(batch!, batch!.jobs[1]!, 'cancelled', { error: { attempt: 1, error: 'stop' } }),
@@ -84,12 +121,36 @@ describe('finish (the fenced settle path)', () => {
   });
 
   it('settles a mixed flush across batches in one call and ignores unknown receipts', async () => {
-    const ids = await f.client.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ kind: 'm', args: { i }, options: { queue: 'mixed' } })));
-    const b1 = (await claimJobs(f.pool, f.schema, { queue: 'mixed', max: 3, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 }))[0]!;
-    const b2 = (await claimJobs(f.pool, f.schema, { queue: 'mixed', max: 3, instanceId: 't', agingSeconds: 60, deadlineSeconds: 0 }))[0]!;
-    const items = [...b1.jobs.map((j) => settle(b1, j, 'completed')), ...b2.jobs.map((j) => settle(b2, j, 'completed'))];
+    const ids = await f.client.enqueueMany(
+      Array.from({ length: 6 }, (_, i) => ({ kind: 'm', args: { i }, options: { queue: 'mixed' } })),
+    );
+    const b1 = (
+      await claimJobs(f.pool, f.schema, {
+        queue: 'mixed',
+        max: 3,
+        instanceId: 't',
+        agingSeconds: 60,
+        deadlineSeconds: 0,
+      })
+    )[0]!;
+    const b2 = (
+      await claimJobs(f.pool, f.schema, {
+        queue: 'mixed',
+        max: 3,
+        instanceId: 't',
+        agingSeconds: 60,
+        deadlineSeconds: 0,
+      })
+    )[0]!;
+    const items = [
+      ...b1.jobs.map((j) => settle(b1, j, 'completed')),
+      ...b2.jobs.map((j) => settle(b2, j, 'completed')),
+    ];
     const bogus = { ...items[0]!, batchId: '999999999', jobId: '424242' };
     expect(await finishAttempts(f.pool, f.schema, [...items, bogus])).toEqual(new Set(ids));
-    expect((await f.client.counts()).find((c) => c.queue === 'mixed')).toMatchObject({ completed: 6, running: 0 });
+    expect((await f.client.counts()).find((c) => c.queue === 'mixed')).toMatchObject({
+      completed: 6,
+      running: 0,
+    });
   });
 });

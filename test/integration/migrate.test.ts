@@ -46,7 +46,10 @@ describe('migrations', () => {
 
   it('refuses to start a worker host on an unmigrated schema, saying what to run', async () => {
     const host = new WorkerHost({ connectionString: db.url, schema: 'never_migrated' });
-    const err = await host.start().then(() => null, (e: unknown) => e);
+    const err = await host.start().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(SchemaNotMigratedError);
     expect((err as SchemaNotMigratedError).code).toBe('AWA_SCHEMA_NOT_MIGRATED');
     expect((err as Error).message).toContain('awa migrate');

@@ -48,7 +48,12 @@ describe('claim/complete loop', () => {
     await client.close();
     const before = await waitForStats(db.url, (s) => (s.get('ready_entries_0')?.ins ?? 0) >= N);
 
-    const host = new WorkerHost({ connectionString: db.url, queues: { q: 200 }, maintenance: false, heartbeatIntervalMs: HEARTBEAT_MS });
+    const host = new WorkerHost({
+      connectionString: db.url,
+      queues: { q: 200 },
+      maintenance: false,
+      heartbeatIntervalMs: HEARTBEAT_MS,
+    });
     host.register(job, () => {});
     const started = performance.now();
     await host.start();
@@ -57,7 +62,8 @@ describe('claim/complete loop', () => {
     const drainMs = performance.now() - started;
     const after = await waitForStats(db.url, (s) => (s.get('closure_batches_0')?.ins ?? 0) > 0);
 
-    const delta = (name: string, k: 'ins' | 'upd' | 'del') => (after.get(name)?.[k] ?? 0) - (before.get(name)?.[k] ?? 0);
+    const delta = (name: string, k: 'ins' | 'upd' | 'del') =>
+      (after.get(name)?.[k] ?? 0) - (before.get(name)?.[k] ?? 0);
     // The one row a host updates is its own liveness row: once per heartbeat interval and at stop,
     // whatever the number of jobs. No queue table is updated or deleted from.
     const mutated = [...after.keys()].filter((t) => delta(t, 'upd') !== 0 || delta(t, 'del') !== 0);
@@ -76,7 +82,10 @@ describe('claim/complete loop', () => {
 });
 
 /** Stats of finished backends can take a moment to land; wait until the expected writes show. */
-async function waitForStats(url: string, ready: (s: Map<string, TableStats>) => boolean): Promise<Map<string, TableStats>> {
+async function waitForStats(
+  url: string,
+  ready: (s: Map<string, TableStats>) => boolean,
+): Promise<Map<string, TableStats>> {
   for (let i = 0; i < 100; i++) {
     const s = await tableStats(url);
     if (ready(s)) return s;

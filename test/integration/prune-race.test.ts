@@ -1,6 +1,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, finishAttempts, pruneRing, rotateRing, type Settlement } from '../../src/storage/index.js';
+import {
+  claimJobs,
+  finishAttempts,
+  pruneRing,
+  rotateRing,
+  type Settlement,
+} from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Rotation and prune race producers, claimers and completers on separate connections. Prune may only
@@ -22,17 +28,28 @@ describe('ring prune racing claims and completions', () => {
     const claimed = new Set<string>();
     const outcomes: Record<string, number> = {};
     let producing = true;
-    const conns = await Promise.all([1, 2, 3, 4].map(async () => {
-      const c = new pg.Client(f.url);
-      await c.connect();
-      return c;
-    }));
-    const [producerConn, claimerA, claimerB, maintConn] = conns as [pg.Client, pg.Client, pg.Client, pg.Client];
+    const conns = await Promise.all(
+      [1, 2, 3, 4].map(async () => {
+        const c = new pg.Client(f.url);
+        await c.connect();
+        return c;
+      }),
+    );
+    const [producerConn, claimerA, claimerB, maintConn] = conns as [
+      pg.Client,
+      pg.Client,
+      pg.Client,
+      pg.Client,
+    ];
 
     const producer = (async () => {
       for (let i = 0; produced.length < TOTAL; i++) {
         const ids = await f.client.enqueueMany(
-          Array.from({ length: 150 }, (_, k) => ({ kind: 'r', args: { i, k }, options: { queue: 'ring', priority: ((k % 2) + 1) as 1 } })),
+          Array.from({ length: 150 }, (_, k) => ({
+            kind: 'r',
+            args: { i, k },
+            options: { queue: 'ring', priority: ((k % 2) + 1) as 1 },
+          })),
           { client: producerConn },
         );
         produced.push(...ids);
@@ -43,13 +60,26 @@ describe('ring prune racing claims and completions', () => {
     const worker = (conn: pg.Client) => async () => {
       let idle = 0;
       while (producing || idle < 20) {
-        const batches = await claimJobs(conn, f.schema, { queue: 'ring', max: 97, instanceId: 'race', agingSeconds: 60, deadlineSeconds: 0 });
+        const batches = await claimJobs(conn, f.schema, {
+          queue: 'ring',
+          max: 97,
+          instanceId: 'race',
+          agingSeconds: 60,
+          deadlineSeconds: 0,
+        });
         const items: Settlement[] = [];
         for (const b of batches) {
           for (const j of b.jobs) {
             expect(claimed.has(`${j.id}:${j.runLease}`)).toBe(false);
             claimed.add(`${j.id}:${j.runLease}`);
-            items.push({ claimSlot: b.claimSlot, batchId: b.batchId, idx: j.idx, jobId: j.id, runLease: j.runLease, outcome: 'completed' });
+            items.push({
+              claimSlot: b.claimSlot,
+              batchId: b.batchId,
+              idx: j.idx,
+              jobId: j.id,
+              runLease: j.runLease,
+              outcome: 'completed',
+            });
           }
         }
         idle = items.length === 0 ? idle + 1 : 0;
@@ -57,7 +87,8 @@ describe('ring prune racing claims and completions', () => {
           await new Promise((r) => setTimeout(r, 5));
           continue;
         }
-        for (const id of await finishAttempts(conn, f.schema, items)) completed.set(id, (completed.get(id) ?? 0) + 1);
+        for (const id of await finishAttempts(conn, f.schema, items))
+          completed.set(id, (completed.get(id) ?? 0) + 1);
       }
     };
 

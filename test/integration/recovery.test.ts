@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineJob, InvalidOptionError, WorkerHost, type Settlement } from '../../src/index.js';
-import { claimJobs, finishAttempts, registerInstance, rescueAbandoned, writeProgress, type ClaimBatch } from '../../src/storage/index.js';
+import {
+  claimJobs,
+  finishAttempts,
+  registerInstance,
+  rescueAbandoned,
+  writeProgress,
+  type ClaimBatch,
+} from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 describe('recovery', () => {
@@ -13,7 +20,13 @@ describe('recovery', () => {
   });
 
   const claim = async (queue: string, instanceId: string, deadlineSeconds = 0): Promise<ClaimBatch> => {
-    const [batch] = await claimJobs(f.pool, f.schema, { queue, max: 10, instanceId, agingSeconds: 60, deadlineSeconds });
+    const [batch] = await claimJobs(f.pool, f.schema, {
+      queue,
+      max: 10,
+      instanceId,
+      agingSeconds: 60,
+      deadlineSeconds,
+    });
     return batch!;
   };
   const settlement = (b: ClaimBatch, i: number): Settlement => ({
@@ -35,9 +48,13 @@ describe('recovery', () => {
     // The worker finishes one job, then goes silent.
     expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set([a]));
     expect(await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 60, maxBatches: 10 })).toEqual([]);
-    await f.pool.query(`update awa.runtime_instances set heartbeat_at = now() - interval '2 minutes' where instance_id = 'silent'`);
+    await f.pool.query(
+      `update awa.runtime_instances set heartbeat_at = now() - interval '2 minutes' where instance_id = 'silent'`,
+    );
     const rescued = await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 60, maxBatches: 10 });
-    expect(rescued).toEqual([{ jobId: b, runLease: 1, instanceId: 'silent', reason: 'worker_lost', outcome: 'retry' }]);
+    expect(rescued).toEqual([
+      { jobId: b, runLease: 1, instanceId: 'silent', reason: 'worker_lost', outcome: 'retry' },
+    ]);
     const job = await f.client.getJob(b!);
     expect(job).toMatchObject({ state: 'retryable', attempt: 1, runLease: 1 });
     expect(job?.meta?.errors?.[0]?.error).toContain('silent stopped heartbeating');
@@ -53,17 +70,25 @@ describe('recovery', () => {
     await claim('dq', 'alive', 1);
     await new Promise((r) => setTimeout(r, 1_100));
     const rescued = await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 3600, maxBatches: 10 });
-    expect(rescued).toEqual([{ jobId: id, runLease: 1, instanceId: 'alive', reason: 'deadline_exceeded', outcome: 'failed' }]);
+    expect(rescued).toEqual([
+      { jobId: id, runLease: 1, instanceId: 'alive', reason: 'deadline_exceeded', outcome: 'failed' },
+    ]);
     expect(await f.client.getJob(id)).toMatchObject({ state: 'failed', attempt: 1 });
   });
 
   it('sends exhausted failures of a DLQ queue to the DLQ; retry gives a fresh attempt counter; purge removes', async () => {
     const boom = defineJob({ kind: 'boom', queue: 'dlqq', maxAttempts: 1 });
     let runs = 0;
-    const host = new WorkerHost({ connectionString: f.url, queues: { dlqq: { concurrency: 5, dlq: true } }, pollIntervalMs: 20, maintenance: false });
+    const host = new WorkerHost({
+      connectionString: f.url,
+      queues: { dlqq: { concurrency: 5, dlq: true } },
+      pollIntervalMs: 20,
+      maintenance: false,
+    });
     host.register(boom, (job) => {
       runs++;
-      if ((job.args as { ok?: boolean }).ok !== true && job.attempt === 1 && runs < 3) throw new Error(`bad input ${runs}`);
+      if ((job.args as { ok?: boolean }).ok !== true && job.attempt === 1 && runs < 3)
+        throw new Error(`bad input ${runs}`);
     });
     const settledIds = new Set<string>();
     host.on('settled', (s) => settledIds.add(s.jobId));
@@ -95,7 +120,12 @@ describe('recovery', () => {
     expect((await f.client.getJob(waiting))?.state).toBe('cancelled');
 
     const slow = defineJob({ kind: 'slow', queue: 'cq' });
-    const host = new WorkerHost({ connectionString: f.url, queues: { cq: 2 }, pollIntervalMs: 20, maintenance: false });
+    const host = new WorkerHost({
+      connectionString: f.url,
+      queues: { cq: 2 },
+      pollIntervalMs: 20,
+      maintenance: false,
+    });
     let started!: () => void;
     const isRunning = new Promise<void>((r) => (started = r));
     const aborted = new Promise<unknown>((resolve) =>
@@ -143,18 +173,32 @@ describe('recovery', () => {
   it('keeps failed history through ring prune until its retention passes', async () => {
     const id = await f.client.enqueue('k', {}, { queue: 'hist', maxAttempts: 1 });
     const batch = await claim('hist', 'prog');
-    await finishAttempts(f.pool, f.schema, [{ ...settlement(batch, 0), outcome: 'failed', error: { error: 'x' } }]);
+    await finishAttempts(f.pool, f.schema, [
+      { ...settlement(batch, 0), outcome: 'failed', error: { error: 'x' } },
+    ]);
     // Rotate the whole ring round and prune everything prunable.
     for (let i = 0; i < 40; i++) {
       await f.client.enqueue('filler', {}, { queue: 'fill' });
-      await claimJobs(f.pool, f.schema, { queue: 'fill', max: 100, instanceId: 'prog', agingSeconds: 60, deadlineSeconds: 0 }).then((bs) =>
-        finishAttempts(f.pool, f.schema, bs.flatMap((b) => b.jobs.map((_, i2) => settlement(b, i2)))),
+      await claimJobs(f.pool, f.schema, {
+        queue: 'fill',
+        max: 100,
+        instanceId: 'prog',
+        agingSeconds: 60,
+        deadlineSeconds: 0,
+      }).then((bs) =>
+        finishAttempts(
+          f.pool,
+          f.schema,
+          bs.flatMap((b) => b.jobs.map((_, i2) => settlement(b, i2))),
+        ),
       );
       await f.pool.query('select awa.rotate()');
       await f.pool.query('select awa.prune(0, 50)');
     }
     // The slot that held the job's body has really been truncated…
-    const body = await f.pool.query(`select count(*)::int as n from awa.ready_entries where job_id = $1`, [id]);
+    const body = await f.pool.query(`select count(*)::int as n from awa.ready_entries where job_id = $1`, [
+      id,
+    ]);
     expect(body.rows[0].n).toBe(0);
     // …and the failure is still on record.
     expect(await f.client.getJob(id)).toMatchObject({ state: 'failed', args: {}, attempt: 1 });
@@ -167,16 +211,29 @@ describe('recovery', () => {
   it('enforces a kind deadline locally: signal aborted, attempt retried, the queue keeps flowing', async () => {
     const hang = defineJob({ kind: 'hang', queue: 'hq', deadlineMs: 100, maxAttempts: 2 });
     const quick = defineJob({ kind: 'quick', queue: 'hq' });
-    const host = new WorkerHost({ connectionString: f.url, queues: { hq: 4 }, pollIntervalMs: 20, promoteIntervalMs: 20, leaderElectionIntervalMs: 20 });
+    const host = new WorkerHost({
+      connectionString: f.url,
+      queues: { hq: 4 },
+      pollIntervalMs: 20,
+      promoteIntervalMs: 20,
+      leaderElectionIntervalMs: 20,
+    });
     const reasons: string[] = [];
-    host.register(hang, (_job, ctx) => new Promise(() => ctx.signal.addEventListener('abort', () => reasons.push(String(ctx.signal.reason)))));
+    host.register(
+      hang,
+      (_job, ctx) =>
+        new Promise(() =>
+          ctx.signal.addEventListener('abort', () => reasons.push(String(ctx.signal.reason))),
+        ),
+    );
     host.register(quick, () => {});
     const outcomes = new Map<string, string[]>();
     host.on('settled', (s, ok) => ok && outcomes.set(s.jobId, [...(outcomes.get(s.jobId) ?? []), s.outcome]));
     await host.start();
     const hung = await f.client.enqueue(hang, {});
     const ok = await f.client.enqueue(quick, {});
-    while ((outcomes.get(hung)?.length ?? 0) < 2 || !outcomes.has(ok)) await new Promise((r) => setTimeout(r, 10));
+    while ((outcomes.get(hung)?.length ?? 0) < 2 || !outcomes.has(ok))
+      await new Promise((r) => setTimeout(r, 10));
     await host.stop();
     expect(outcomes.get(hung)).toEqual(['retry', 'failed']);
     expect(outcomes.get(ok)).toEqual(['completed']);

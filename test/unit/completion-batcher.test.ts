@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import type { Settlement } from '../../src/storage/index.js';
 
-const item = (n: number): Settlement => ({ claimSlot: 0, batchId: '1', idx: n, jobId: String(n), runLease: 1, outcome: 'completed' });
+const item = (n: number): Settlement => ({
+  claimSlot: 0,
+  batchId: '1',
+  idx: n,
+  jobId: String(n),
+  runLease: 1,
+  outcome: 'completed',
+});
 const tick = () => new Promise((r) => setTimeout(r, 5));
 
 describe('CompletionBatcher', () => {
@@ -34,14 +41,22 @@ describe('CompletionBatcher', () => {
     gate = Promise.resolve();
     release();
     await drained;
-    expect(flushed).toEqual([[1, 2, 3], [4, 5, 6], [7, 8]]);
+    expect(flushed).toEqual([
+      [1, 2, 3],
+      [4, 5, 6],
+      [7, 8],
+    ]);
     expect(b.backlog).toBe(0);
   });
 
   it('flushes a partial batch after the delay', async () => {
     const flushed: number[][] = [];
     const b = new CompletionBatcher(
-      { flush: async (items) => (flushed.push(items.map((i) => i.idx)), new Set()), onFlushed: () => {}, onError: () => {} },
+      {
+        flush: async (items) => (flushed.push(items.map((i) => i.idx)), new Set()),
+        onFlushed: () => {},
+        onError: () => {},
+      },
       100,
       1,
     );

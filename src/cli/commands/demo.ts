@@ -5,7 +5,10 @@ import { parseArgs, type OptionSpec } from '../args.js';
 import { ProgressBar } from '../progress.js';
 
 export const demoOptions: Record<string, OptionSpec> = {
-  'database-url': { type: 'string', description: 'use this PostgreSQL (default: $DATABASE_URL, else an embedded one)' },
+  'database-url': {
+    type: 'string',
+    description: 'use this PostgreSQL (default: $DATABASE_URL, else an embedded one)',
+  },
   jobs: { type: 'number', description: 'jobs to enqueue and drain (default 100000)' },
   concurrency: { type: 'number', description: 'handler concurrency of the worker host (default 1000)' },
   json: { type: 'boolean', description: 'print the figures as one JSON object' },
@@ -38,7 +41,8 @@ export async function demoCommand(argv: string[]): Promise<void> {
   let host: WorkerHost | null = null;
   const cleanup = async () => {
     await host?.stop().catch(() => {});
-    if (!embedded) await client.pool.query(`drop schema if exists ${client.schema.ident} cascade`).catch(() => {});
+    if (!embedded)
+      await client.pool.query(`drop schema if exists ${client.schema.ident} cascade`).catch(() => {});
     await client.close().catch(() => {});
     await embedded?.destroy().catch(() => {});
   };
@@ -69,7 +73,10 @@ export async function demoCommand(argv: string[]): Promise<void> {
     const drainBar = new ProgressBar('drain', jobs);
     const t1 = performance.now();
     await host.start();
-    await waitFor(() => host!.stats.completed >= jobs, () => drainBar.update(host!.stats.completed));
+    await waitFor(
+      () => host!.stats.completed >= jobs,
+      () => drainBar.update(host!.stats.completed),
+    );
     const drainSeconds = (performance.now() - t1) / 1000;
     drainBar.finish(host.stats.completed);
 
@@ -81,7 +88,10 @@ export async function demoCommand(argv: string[]): Promise<void> {
       await client.enqueue(demoJob, { n: -i });
       await sleep(4);
     }
-    await waitFor(() => host!.stats.completed >= before + probes, () => {});
+    await waitFor(
+      () => host!.stats.completed >= before + probes,
+      () => {},
+    );
     const stats = host.stats.snapshot();
     const counts = await client.counts();
     const figures = {
@@ -114,7 +124,7 @@ Awa demo (${f.postgres as string} PostgreSQL)
   enqueue (COPY)    ${fmt(f.enqueueJobsPerSec)} jobs/s   (${fmt(f.jobs)} jobs)
   drain             ${fmt(f.drainJobsPerSec)} jobs/s   (concurrency ${fmt(f.concurrency)}, ${fmt(f.claimCalls)} claim calls, ${fmt(f.completionFlushes)} completion flushes)
   pickup latency    p50 ${String(f.pickupP50Ms)} ms, p99 ${String(f.pickupP99Ms)} ms   (${fmt(f.pickupProbes)} single enqueues into an idle queue)
-  queue "demo"      ${q ? `${fmt(q.failed)} failed, ${fmt(q.available)} waiting, ${fmt(q.running)} running` : "n/a"}`);
+  queue "demo"      ${q ? `${fmt(q.failed)} failed, ${fmt(q.available)} waiting, ${fmt(q.running)} running` : 'n/a'}`);
 }
 
 function fmt(v: unknown): string {

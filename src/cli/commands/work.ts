@@ -8,7 +8,11 @@ import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 export const workOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
   handlers: { type: 'string', description: 'module exporting `handlers` (array of defineHandler(...))' },
-  queue: { type: 'string', multiple: true, description: 'queue to serve, as name or name=concurrency (repeatable)' },
+  queue: {
+    type: 'string',
+    multiple: true,
+    description: 'queue to serve, as name or name=concurrency (repeatable)',
+  },
   'no-maintenance': { type: 'boolean', description: 'never become the maintenance leader' },
 };
 
@@ -20,7 +24,10 @@ export async function workCommand(argv: string[]): Promise<void> {
   const mod = (await import(pathToFileURL(resolve(path)).href)) as { handlers?: unknown; default?: unknown };
   const handlers = (mod.handlers ?? mod.default) as HandlerEntry<never>[] | undefined;
   if (!Array.isArray(handlers)) {
-    throw new InvalidOptionError('handlers', `${path} must export \`handlers\` (or a default export): an array of defineHandler(kind, fn)`);
+    throw new InvalidOptionError(
+      'handlers',
+      `${path} must export \`handlers\` (or a default export): an array of defineHandler(kind, fn)`,
+    );
   }
   const queues: Record<string, QueueOptions> = {};
   for (const q of (values.queue as string[] | undefined) ?? ['default']) {
@@ -35,9 +42,13 @@ export async function workCommand(argv: string[]): Promise<void> {
   });
   host.registerAll(handlers);
   host.on('error', (err) => console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`));
-  host.on('leadership', (leader) => console.error(`[awa] ${leader ? 'became' : 'gave up being'} maintenance leader`));
+  host.on('leadership', (leader) =>
+    console.error(`[awa] ${leader ? 'became' : 'gave up being'} maintenance leader`),
+  );
   await host.start();
-  console.error(`[awa] worker ${host.config.instanceId} serving ${Object.keys(queues).join(', ')}; Ctrl-C to stop`);
+  console.error(
+    `[awa] worker ${host.config.instanceId} serving ${Object.keys(queues).join(', ')}; Ctrl-C to stop`,
+  );
   await new Promise<void>((done) => {
     const stop = () => {
       process.off('SIGINT', stop);
