@@ -117,7 +117,8 @@ export class AwaClient {
 
   /** Enqueues many jobs in one statement; returns their ids in input order. */
   async enqueueMany(jobs: readonly JobInput[], options?: { client?: pg.ClientBase }): Promise<string[]> {
-    if (!Array.isArray(jobs)) throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
+    if (!Array.isArray(jobs))
+      throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
     const rows = await Promise.all(jobs.map((j) => this.toRow(j)));
     return this.run('enqueueMany', options?.client, (db) => enqueueRows(db, this.schema, rows));
   }
@@ -126,8 +127,12 @@ export class AwaClient {
    * Bulk enqueue through COPY, streaming: accepts any (async) iterable and holds at most one chunk in
    * memory. All rows commit together. Returns how many jobs were enqueued.
    */
-  async copyEnqueue(jobs: Iterable<JobInput> | AsyncIterable<JobInput>, options: CopyEnqueueOptions = {}): Promise<number> {
-    const chunkSize = options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
+  async copyEnqueue(
+    jobs: Iterable<JobInput> | AsyncIterable<JobInput>,
+    options: CopyEnqueueOptions = {},
+  ): Promise<number> {
+    const chunkSize =
+      options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
     const load = async (client: pg.ClientBase): Promise<number> => {
       let chunk: JobRow[] = [];
       let total = 0;
@@ -214,7 +219,11 @@ export class AwaClient {
     return toJobRow(this.kindOf(job.kind), job.args, job.options, this.maxPayloadBytes);
   }
 
-  private async run<T>(op: string, client: pg.ClientBase | undefined, fn: (db: pg.Pool | pg.ClientBase) => Promise<T>): Promise<T> {
+  private async run<T>(
+    op: string,
+    client: pg.ClientBase | undefined,
+    fn: (db: pg.Pool | pg.ClientBase) => Promise<T>,
+  ): Promise<T> {
     return this.wrap(op, () => fn(client ?? this.pool));
   }
 

@@ -48,7 +48,8 @@ export class CompletionBatcher {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (this.inFlight || this.pending.length === 0) return;
-    const items = this.pending.length <= this.batchSize ? this.pending : this.pending.slice(0, this.batchSize);
+    const items =
+      this.pending.length <= this.batchSize ? this.pending : this.pending.slice(0, this.batchSize);
     this.pending = items === this.pending ? [] : this.pending.slice(items.length);
     this.inFlight = this.runFlush(items);
   }

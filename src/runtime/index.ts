@@ -1,5 +1,17 @@
-export { AwaClient, type ClientOptions, type EnqueueOptions, type JobInput, type CopyEnqueueOptions } from './client.js';
+export {
+  AwaClient,
+  type ClientOptions,
+  type EnqueueOptions,
+  type JobInput,
+  type CopyEnqueueOptions,
+} from './client.js';
 export { WorkerHost, DeadlineExceeded, type HostEvents } from './worker-host.js';
 export { defineHandler, type HandlerEntry } from './registry.js';
-export type { WorkerOptions, QueueOptions } from './config.js';
+export type { WorkerOptions, QueueOptions, ThreadPoolOptions } from './config.js';
+export {
+  PoolExecutor,
+  PoolThreadError,
+  type PoolExecutorOptions,
+  type PoolJobContext,
+} from './pool-executor.js';
 export { migrate, type MigrateOptions } from './migrate.js';

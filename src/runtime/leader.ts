@@ -131,14 +131,31 @@ export class MaintenanceLeader {
       };
       set(setTimeout(tick, 0));
     };
-    loop(this.cfg.promoteIntervalMs, () => this.promote(), (t) => (this.promoteTimer = t));
-    loop(this.cfg.ringIntervalMs, () => this.maintainRing(), (t) => (this.ringTimer = t));
-    loop(this.cfg.rescueIntervalMs, () => this.rescue(), (t) => (this.rescueTimer = t));
-    loop(CLEANUP_INTERVAL_MS, () => this.cleanup(), (t) => (this.cleanupTimer = t));
+    loop(
+      this.cfg.promoteIntervalMs,
+      () => this.promote(),
+      (t) => (this.promoteTimer = t),
+    );
+    loop(
+      this.cfg.ringIntervalMs,
+      () => this.maintainRing(),
+      (t) => (this.ringTimer = t),
+    );
+    loop(
+      this.cfg.rescueIntervalMs,
+      () => this.rescue(),
+      (t) => (this.rescueTimer = t),
+    );
+    loop(
+      CLEANUP_INTERVAL_MS,
+      () => this.cleanup(),
+      (t) => (this.cleanupTimer = t),
+    );
   }
 
   private clearTicks(): void {
-    for (const t of [this.promoteTimer, this.ringTimer, this.rescueTimer, this.cleanupTimer]) if (t) clearTimeout(t);
+    for (const t of [this.promoteTimer, this.ringTimer, this.rescueTimer, this.cleanupTimer])
+      if (t) clearTimeout(t);
     this.promoteTimer = this.ringTimer = this.rescueTimer = this.cleanupTimer = null;
   }
 

@@ -12,7 +12,13 @@ export interface Decision {
 
 const COMPLETED: Decision = { outcome: 'completed' };
 
-export function decide(thrown: unknown, failed: boolean, attempt: number, maxAttempts: number, now = Date.now()): Decision {
+export function decide(
+  thrown: unknown,
+  failed: boolean,
+  attempt: number,
+  maxAttempts: number,
+  now = Date.now(),
+): Decision {
   if (!failed) return COMPLETED;
   if (thrown instanceof Snooze) return { outcome: 'snooze', runAt: new Date(now + thrown.delayMs) };
   const error = errorRecord(thrown, attempt, now);
@@ -26,11 +32,17 @@ export function decide(thrown: unknown, failed: boolean, attempt: number, maxAtt
 export function errorRecord(thrown: unknown, attempt: number, now = Date.now()): Record<string, unknown> {
   const at = new Date(now).toISOString();
   if (thrown instanceof Error) {
-    return { attempt, at, error: thrown.message, name: thrown.name, stack: thrown.stack?.split('\n').slice(0, 8).join('\n') };
+    return {
+      attempt,
+      at,
+      error: thrown.message,
+      name: thrown.name,
+      stack: thrown.stack?.split('\n').slice(0, 8).join('\n'),
+    };
   }
   let text: string;
   try {
-    text = typeof thrown === 'string' ? thrown : JSON.stringify(thrown) ?? String(thrown);
+    text = typeof thrown === 'string' ? thrown : (JSON.stringify(thrown) ?? String(thrown));
   } catch {
     text = String(thrown);
   }

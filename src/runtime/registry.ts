@@ -18,9 +18,12 @@ export class HandlerRegistry {
   private readonly entries = new Map<string, HandlerEntry>();
 
   add<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): void {
-    if (!kind || typeof kind.kind !== 'string') throw new InvalidOptionError('kind', 'must be a definition from defineJob()');
-    if (typeof handle !== 'function') throw new InvalidOptionError(`handler for "${kind.kind}"`, 'must be a function');
-    if (this.entries.has(kind.kind)) throw new InvalidOptionError('kind', `"${kind.kind}" already has a handler`);
+    if (!kind || typeof kind.kind !== 'string')
+      throw new InvalidOptionError('kind', 'must be a definition from defineJob()');
+    if (typeof handle !== 'function')
+      throw new InvalidOptionError(`handler for "${kind.kind}"`, 'must be a function');
+    if (this.entries.has(kind.kind))
+      throw new InvalidOptionError('kind', `"${kind.kind}" already has a handler`);
     this.entries.set(kind.kind, { kind, handle } as HandlerEntry);
   }
 

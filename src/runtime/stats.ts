@@ -13,7 +13,11 @@ export class HostStats {
   claimCalls = 0;
   flushes = 0;
   /** In microseconds, so sub-millisecond pickups stay visible. */
-  readonly pickupUs = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 });
+  readonly pickupUs = hdr.build({
+    lowestDiscernibleValue: 1,
+    highestTrackableValue: 3_600_000_000,
+    numberOfSignificantValueDigits: 3,
+  });
 
   recordPickup(ms: number): void {
     this.pickupUs.recordValue(Math.max(1, Math.min(Math.round(ms * 1000), 3_600_000_000)));

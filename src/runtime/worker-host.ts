@@ -20,7 +20,7 @@ import {
   type RescuedAttempt,
   type Settlement,
 } from '../storage/index.js';
-import type { Attempt} from './attempts.js';
+import type { Attempt } from './attempts.js';
 import { AttemptTracker } from './attempts.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
@@ -29,6 +29,7 @@ import { jobView } from './job-view.js';
 import { MaintenanceLeader } from './leader.js';
 import { decide, errorRecord } from './outcome.js';
 import { HandlerRegistry, type HandlerEntry } from './registry.js';
+import { PoolExecutor } from './pool-executor.js';
 import { ProgressWriter } from './progress-writer.js';
 import { HostStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
@@ -46,6 +47,10 @@ export interface HostEvents {
   prune: [result: PruneResult];
   /** Attempts the leader rescued from silent workers or past deadlines (emitted by the leader's host). */
   rescue: [rescued: RescuedAttempt[]];
+  /** A line a pool-thread handler wrote with ctx.log(...). Without a listener it goes to stderr. */
+  log: [jobId: string, line: string];
+  /** A pool-thread handler's ctx.progress(value); also written through the attempt's fence. */
+  progress: [jobId: string, runLease: number, value: unknown];
 }
 
 type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
@@ -73,6 +78,9 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private readonly wakeup: Wakeup;
   private readonly warnedKinds = new Set<string>();
   private state: State = 'new';
+  private executor: PoolExecutor | null = null;
+  /** Contexts of pool jobs running now, so progress from a thread reaches the attempt's fenced write. */
+  private readonly poolContexts = new Map<string, { runLease: number; ctx: JobContext }>();
 
   constructor(options: WorkerOptions) {
     super();
@@ -101,7 +109,10 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         }),
       );
     }
-    this.progress = new ProgressWriter((w) => writeProgress(this.pool, c.schema, w), (err) => this.reportError(err));
+    this.progress = new ProgressWriter(
+      (w) => writeProgress(this.pool, c.schema, w),
+      (err) => this.reportError(err),
+    );
     this.wakeup = new Wakeup(
       source,
       c.schema,
@@ -160,10 +171,15 @@ export class WorkerHost extends EventEmitter<HostEvents> {
 
   /** Checks the database and schema, then starts listening, claiming and standing for leadership. */
   async start(): Promise<void> {
-    if (this.state !== 'new') throw new AwaError('AWA_HOST_STATE', `start() called on a host that is ${this.state}`);
+    if (this.state !== 'new')
+      throw new AwaError('AWA_HOST_STATE', `start() called on a host that is ${this.state}`);
     this.state = 'starting';
     try {
-      const client = await connect(this.pool, this.config.connectionString ? redact(this.config.connectionString) : 'the given pool');
+      await this.startThreadPool();
+      const client = await connect(
+        this.pool,
+        this.config.connectionString ? redact(this.config.connectionString) : 'the given pool',
+      );
       try {
         await assertMigrated(client, this.config.schema);
         const queues = [...this.config.queues].map(([queue, q]) => ({ queue, dlq: q.dlq }));
@@ -174,12 +190,15 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       await this.wakeup.start();
     } catch (err) {
       this.state = 'stopped';
+      await this.executor?.close().catch(() => {});
       if (this.ownsPool) await this.pool.end().catch(() => {});
       throw err;
     }
     this.state = 'running';
     this.heartbeatTimer = setInterval(() => {
-      heartbeat(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) => this.reportError(err));
+      heartbeat(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) =>
+        this.reportError(err),
+      );
     }, this.config.heartbeatIntervalMs);
     for (const d of this.dispatchers.values()) d.start();
     this.leader?.start();
@@ -197,16 +216,51 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     const idle = Promise.all([...this.dispatchers.values()].map((d) => d.idle()));
     const timedOut = await raceTimeout(idle, this.config.shutdownTimeoutMs);
     if (timedOut) this.attempts.abortAll(new Error('worker host is stopping'));
+    // Pool jobs answer their abort within threadPool.graceMs or their thread is terminated (→ retry).
+    await this.executor?.close().catch((err: unknown) => this.reportError(err));
     await raceTimeout(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, 5_000));
     await this.progress.flush();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
     // the leader rescues them at once instead of waiting out the staleness window.
-    await markStopped(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) => this.reportError(err));
+    await markStopped(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) =>
+      this.reportError(err),
+    );
     await this.leader?.stop();
     await this.wakeup.stop();
     if (this.ownsPool) await this.pool.end().catch(() => {});
     this.state = 'stopped';
+  }
+
+  /** Starts the worker-thread pool and registers its kinds: their handlers run in the threads only
+   * (the module is imported here just to read the kinds). */
+  private async startThreadPool(): Promise<void> {
+    const tp = this.config.threadPool;
+    if (!tp) return;
+    const executor = new PoolExecutor({
+      ...tp,
+      onLog: (jobId, line) => {
+        if (this.listenerCount('log') > 0) this.emit('log', jobId, line);
+        else console.error(`[awa] job ${jobId}: ${line}`);
+      },
+      onProgress: (jobId, runLease, value) => {
+        const run = this.poolContexts.get(jobId);
+        if (run?.runLease === runLease) run.ctx.progress(value);
+        this.emit('progress', jobId, runLease, value);
+      },
+      onError: (err) => this.reportError(err),
+    });
+    this.executor = executor;
+    for (const kind of await executor.kinds()) {
+      this.registry.add(kind, async (job, ctx) => {
+        this.poolContexts.set(job.id, { runLease: job.runLease, ctx });
+        try {
+          await executor.run(job, ctx.signal);
+        } finally {
+          if (this.poolContexts.get(job.id)?.ctx === ctx) this.poolContexts.delete(job.id);
+        }
+      });
+    }
   }
 
   private async claim(queue: string, max: number): Promise<ClaimBatch[]> {
@@ -234,7 +288,14 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         return attempt.signal;
       },
       progress(value: unknown) {
-        progress.report({ claimSlot: batch.claimSlot, batchId: batch.batchId, idx: c.idx, jobId: c.id, runLease: c.runLease, progress: value });
+        progress.report({
+          claimSlot: batch.claimSlot,
+          batchId: batch.batchId,
+          idx: c.idx,
+          jobId: c.id,
+          runLease: c.runLease,
+          progress: value,
+        });
       },
     };
     const deadlineMs = entry.kind.deadlineMs;
@@ -252,7 +313,11 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     } catch (err) {
       return this.complete(attempt, err, true);
     }
-    if (result instanceof Promise) result.then(() => this.complete(attempt, undefined, false), (err: unknown) => this.complete(attempt, err, true));
+    if (result instanceof Promise)
+      result.then(
+        () => this.complete(attempt, undefined, false),
+        (err: unknown) => this.complete(attempt, err, true),
+      );
     else this.complete(attempt, undefined, false);
   }
 
@@ -270,14 +335,39 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     const known = this.registry.kinds();
     if (!this.warnedKinds.has(c.kind)) {
       this.warnedKinds.add(c.kind);
-      this.reportError(new AwaError('AWA_UNKNOWN_KIND', `No handler for job kind "${c.kind}" on queue "${queue}" (known: ${known.join(', ') || 'none'}); handing such jobs back for ${this.config.unknownKindDelayMs} ms.`));
+      this.reportError(
+        new AwaError(
+          'AWA_UNKNOWN_KIND',
+          `No handler for job kind "${c.kind}" on queue "${queue}" (known: ${known.join(', ') || 'none'}); handing such jobs back for ${this.config.unknownKindDelayMs} ms.`,
+        ),
+      );
     }
-    const error = errorRecord(new Error(`unknown job kind "${c.kind}" on instance ${this.config.instanceId}`), c.attempt, now);
+    const error = errorRecord(
+      new Error(`unknown job kind "${c.kind}" on instance ${this.config.instanceId}`),
+      c.attempt,
+      now,
+    );
     this.settle(queue, batch, c, 'snooze', new Date(now + this.config.unknownKindDelayMs), error);
   }
 
-  private settle(queue: string, batch: ClaimBatch, c: ClaimedJob, outcome: Settlement['outcome'], runAt?: Date, error?: Record<string, unknown>): void {
-    this.batcher.add({ claimSlot: batch.claimSlot, batchId: batch.batchId, idx: c.idx, jobId: c.id, runLease: c.runLease, outcome, runAt, error });
+  private settle(
+    queue: string,
+    batch: ClaimBatch,
+    c: ClaimedJob,
+    outcome: Settlement['outcome'],
+    runAt?: Date,
+    error?: Record<string, unknown>,
+  ): void {
+    this.batcher.add({
+      claimSlot: batch.claimSlot,
+      batchId: batch.batchId,
+      idx: c.idx,
+      jobId: c.id,
+      runLease: c.runLease,
+      outcome,
+      runAt,
+      error,
+    });
     this.dispatchers.get(queue)!.release();
   }
 

@@ -21,7 +21,8 @@ export async function workCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs(argv, workOptions);
   const path = values.handlers as string | undefined;
   if (!path) throw new UsageError('--handlers <module> is required');
-  const mod = (await import(pathToFileURL(resolve(path)).href)) as { handlers?: unknown; default?: unknown };
+  const moduleUrl = pathToFileURL(resolve(path)).href;
+  const mod = (await import(moduleUrl)) as { handlers?: unknown; default?: unknown };
   const handlers = (mod.handlers ?? mod.default) as HandlerEntry<never>[] | undefined;
   if (!Array.isArray(handlers)) {
     throw new InvalidOptionError(
@@ -34,13 +35,17 @@ export async function workCommand(argv: string[]): Promise<void> {
     const [name, concurrency] = String(q).split('=');
     queues[name!] = { concurrency: concurrency === undefined ? 50 : Number(concurrency) };
   }
+  // Kinds declared `execution: 'pool'` run in worker threads that load this same module; the host
+  // registers them itself, so only the inline ones are registered here.
+  const pooled = handlers.some((h) => h.kind.execution === 'pool');
   const host = new WorkerHost({
     connectionString: databaseUrl(values),
     schema: values.schema as string | undefined,
     queues,
     maintenance: !values['no-maintenance'],
+    threadPool: pooled ? { module: moduleUrl } : undefined,
   });
-  host.registerAll(handlers);
+  host.registerAll(handlers.filter((h) => h.kind.execution !== 'pool'));
   host.on('error', (err) => console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`));
   host.on('leadership', (leader) =>
     console.error(`[awa] ${leader ? 'became' : 'gave up being'} maintenance leader`),

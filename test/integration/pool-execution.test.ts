@@ -1,0 +1,235 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AwaClient, WorkerHost, type JobRecord, type WorkerOptions } from '../../src/index.js';
+import {
+  hash,
+  inlineHash,
+  poolCrash,
+  poolHash,
+  poolNoop,
+  poolOutcome,
+  poolStuck,
+  poolWait,
+} from '../fixtures/pool-handlers.js';
+import { createTestDatabase } from '../helpers/database.js';
+
+// Worker-thread execution against a real PostgreSQL: CPU-heavy kinds do not stall the coordinator, a
+// throw or a dying thread fails only its own attempts, aborts reach the thread, a thread that ignores
+// its abort is terminated, and logs/progress come back. Outcomes are exact; the only timing assertion is
+// the event-loop-delay comparison between pool and inline runs of the same work.
+
+const FIXTURE = fileURLToPath(new URL('../fixtures/pool-handlers.ts', import.meta.url));
+
+describe('pool execution', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let client: AwaClient;
+  const hosts: WorkerHost[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase('pool');
+    client = new AwaClient({ connectionString: db.url });
+    await client.migrate();
+  });
+  afterAll(async () => {
+    await Promise.all(hosts.map((h) => h.stop()));
+    await client?.close();
+    await db?.drop();
+  });
+
+  /** A host serving one queue, with fast polling and maintenance so retries come back quickly. */
+  function host(queue: string, concurrency: number, extra: Partial<WorkerOptions> = {}): WorkerHost {
+    const h = new WorkerHost({
+      connectionString: db.url,
+      queues: { [queue]: concurrency },
+      pollIntervalMs: 50,
+      promoteIntervalMs: 50,
+      leaderElectionIntervalMs: 100,
+      completedRetentionMs: 600_000, // keep completed history readable by getJob()
+      ...extra,
+    });
+    h.on('error', () => {}); // e.g. a thread dying is reported here; outcomes are what the tests check
+    hosts.push(h);
+    return h;
+  }
+  const pool = (extra: Partial<NonNullable<WorkerOptions['threadPool']>> = {}) => ({
+    module: FIXTURE,
+    size: 2,
+    ...extra,
+  });
+
+  async function waitFor<T>(
+    what: string,
+    probe: () => T | Promise<T>,
+    timeoutMs = 20_000,
+  ): Promise<NonNullable<T>> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const v = await probe();
+      if (v) return v;
+      if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  const jobs = async (ids: readonly string[]): Promise<JobRecord[]> =>
+    Promise.all(ids.map(async (id) => (await client.getJob(id))!));
+  const allCompleted = async (ids: readonly string[]) =>
+    (await jobs(ids)).every((j) => j.state === 'completed');
+  const firstError = (j: JobRecord) => j.meta?.errors?.[0]?.error ?? '';
+
+  /** Runs `count` hash jobs of `kind` on a fresh host; returns the coordinator's event-loop delay p99 in ms. */
+  async function hashRun(
+    kind: typeof poolHash,
+    queue: string,
+    count: number,
+    rounds: number,
+  ): Promise<number> {
+    const h = host(queue, 4, kind.execution === 'pool' ? { threadPool: pool() } : {});
+    if (kind.execution !== 'pool') h.register(inlineHash, (job) => void hash(job.args.rounds));
+    const ids = await client.enqueueMany(
+      Array.from({ length: count }, () => ({ kind, args: { rounds }, options: { queue } })),
+    );
+    const completed = new Set<string>();
+    h.on('settled', (s, ok) => ok && s.outcome === 'completed' && completed.add(s.jobId));
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    await h.start();
+    await waitFor(`${count} ${kind.kind} jobs`, () => completed.size === count, 60_000);
+    delay.disable();
+    await h.stop();
+    expect(await allCompleted(ids)).toBe(true);
+    expect(h.stats.completed).toBe(count);
+    return delay.percentile(99) / 1e6;
+  }
+
+  it('runs a CPU-heavy kind in the pool without stalling the coordinator; the same work inline does stall it', async () => {
+    // About 80 ms of sha256 work per job on this machine, whatever its speed.
+    hash(20);
+    const t0 = performance.now();
+    hash(100);
+    const rounds = Math.max(20, Math.round((100 * 80) / Math.max(1, performance.now() - t0)));
+    // Generous: inline, every job alone blocks the loop for ~80 ms.
+    const BOUND_MS = 50;
+    const pooled = await hashRun(poolHash, 'cpu_pool', 24, rounds);
+    const inline = await hashRun(inlineHash, 'cpu_inline', 12, rounds);
+    expect(
+      pooled,
+      `event-loop delay p99: pool ${pooled.toFixed(1)} ms, inline ${inline.toFixed(1)} ms`,
+    ).toBeLessThan(BOUND_MS);
+    expect(inline).toBeGreaterThan(BOUND_MS);
+  }, 120_000);
+
+  it('a throw fails only its own attempt, rebuilt as the same outcome; its batch-mates complete', async () => {
+    const queue = 'outcomes';
+    const h = host(queue, 20, { threadPool: pool({ size: 1, batchDelayMs: 20 }) });
+    const failing = ['error', 'retry-after', 'snooze', 'cancel', 'fail', 'string', 'object'] as const;
+    const ids = await client.enqueueMany([
+      ...failing.map((fail) => ({ kind: poolOutcome, args: { fail }, options: { queue } })),
+      { kind: poolOutcome, args: { fail: 'error' }, options: { queue, maxAttempts: 1 } },
+      ...Array.from({ length: 8 }, () => ({ kind: poolOutcome, args: {}, options: { queue } })),
+    ]);
+    const settled = new Set<string>();
+    h.on('settled', (s, ok) => ok && settled.add(s.jobId));
+    await h.start();
+    await waitFor('all outcomes', () => settled.size === ids.length);
+    await h.stop();
+    const [error, retryAfter, snooze, cancel, fail, str, obj, lastAttempt, ...mates] = await jobs(ids);
+    expect(error).toMatchObject({ state: 'retryable', attempt: 1 });
+    expect(firstError(error!)).toBe('bad input');
+    expect(error!.meta?.errors?.[0]).toMatchObject({ name: 'TypeError' });
+    expect(retryAfter).toMatchObject({ state: 'retryable', attempt: 1 });
+    // RetryAfter(60 s) keeps its delay: not the ~2 s default backoff of a first failure.
+    expect(retryAfter!.runAt!.getTime()).toBeGreaterThan(Date.now() + 50_000);
+    expect(snooze!.state).toBe('scheduled');
+    expect(snooze!.runAt!.getTime()).toBeGreaterThan(Date.now() + 50_000);
+    expect(cancel).toMatchObject({ state: 'cancelled' });
+    expect(firstError(cancel!)).toBe('no longer wanted');
+    expect(fail).toMatchObject({ state: 'failed', attempt: 1 });
+    expect(firstError(fail!)).toBe('hopeless');
+    expect(str).toMatchObject({ state: 'retryable' });
+    expect(firstError(str!)).toBe('non-Error thrown: a bare string');
+    expect(firstError(obj!)).toBe('non-Error thrown: {"code":42}');
+    expect(lastAttempt).toMatchObject({ state: 'failed', attempt: 1 });
+    expect(mates.map((j) => [j.state, j.attempt])).toEqual(mates.map(() => ['completed', 1]));
+  }, 60_000);
+
+  it('process.exit() or a crash in a handler fails only the attempts on that thread; the pool heals', async () => {
+    const queue = 'crash';
+    const h = host(queue, 20, { threadPool: pool() });
+    const completed = new Set<string>();
+    h.on('settled', (s, ok) => ok && s.outcome === 'completed' && completed.add(s.jobId));
+    const [exit, crash, ...others] = await client.enqueueMany([
+      { kind: poolCrash, args: { mode: 'exit' }, options: { queue } },
+      { kind: poolCrash, args: { mode: 'crash' }, options: { queue } },
+      ...Array.from({ length: 10 }, () => ({ kind: poolCrash, args: {}, options: { queue } })),
+    ]);
+    await h.start();
+    const first = [exit!, crash!, ...others];
+    await waitFor('every job to complete', () => first.every((id) => completed.has(id)), 40_000);
+    const [exitJob, crashJob, ...otherJobs] = await jobs(first);
+    expect(exitJob).toMatchObject({ state: 'completed', attempt: 2 });
+    expect(firstError(exitJob!)).toContain('worker thread running this job died: worker exited with code: 1');
+    expect(crashJob).toMatchObject({ state: 'completed', attempt: 2 });
+    // The crash reads 'thread crashed from a timer', unless the exit took down the same batch first.
+    expect(firstError(crashJob!)).toContain('worker thread running this job died');
+    for (const j of otherJobs) {
+      expect(j.state).toBe('completed');
+      // A batch-mate that shared the dying thread was retried (never lost); any other ran once.
+      if (j.attempt > 1) expect(firstError(j)).toContain('worker thread running this job died');
+    }
+    // The pool replaced its threads: later jobs, pool-wide, still run on the first attempt.
+    const later = await client.enqueueMany(
+      Array.from({ length: 8 }, (_, n) => ({ kind: poolNoop, args: { n }, options: { queue } })),
+    );
+    await waitFor('later jobs', () => later.every((id) => completed.has(id)));
+    expect((await jobs(later)).map((j) => [j.state, j.attempt])).toEqual(later.map(() => ['completed', 1]));
+    await h.stop();
+  }, 90_000);
+
+  it('aborting a job reaches ctx.signal in its thread; logs and progress reach the coordinator', async () => {
+    const queue = 'abort';
+    // Two jobs on two threads: an async handler waiting for its signal holds its thread's task slot.
+    const h = host(queue, 10, { threadPool: pool(), shutdownTimeoutMs: 100 });
+    const logs: [string, string][] = [];
+    const progress: [string, number, unknown][] = [];
+    h.on('log', (jobId, line) => logs.push([jobId, line]));
+    h.on('progress', (jobId, runLease, value) => progress.push([jobId, runLease, value]));
+    const ids = await client.enqueueMany(
+      [1, 2].map((n) => ({ kind: poolWait, args: { n }, options: { queue } })),
+    );
+    await h.start();
+    await waitFor('every job waiting', () =>
+      ids.every((id) => logs.some(([j, l]) => j === id && l.endsWith('waiting for its signal'))),
+    );
+    await h.stop(); // drains for 100 ms, then aborts every running attempt
+    ids.forEach((id, i) => {
+      expect(logs).toContainEqual([id, `job ${i + 1} waiting for its signal`]);
+      expect(logs).toContainEqual([id, `job ${i + 1} saw abort: worker host is stopping`]);
+      expect(progress).toContainEqual([id, 1, { step: 'waiting', n: i + 1 }]);
+    });
+    for (const j of await jobs(ids)) {
+      expect(j).toMatchObject({ state: 'retryable', attempt: 1 });
+      expect(firstError(j)).toBe('worker host is stopping');
+    }
+  }, 60_000);
+
+  it('a handler that ignores its abort past graceMs has its thread terminated and its attempt retried', async () => {
+    const queue = 'stuck';
+    const a = host(queue, 10, { threadPool: pool({ graceMs: 300 }), shutdownTimeoutMs: 100 });
+    const spinning = new Set<string>();
+    a.on('log', (jobId) => spinning.add(jobId));
+    const [stuck] = await client.enqueueMany([{ kind: poolStuck, args: { n: 1 }, options: { queue } }]);
+    await a.start();
+    await waitFor('the job to spin', () => spinning.has(stuck!));
+    await a.stop(); // aborts after 100 ms; the thread ignores it for 300 ms and is terminated
+    const after = (await client.getJob(stuck!))!;
+    expect(after).toMatchObject({ state: 'retryable', attempt: 1 });
+    expect(firstError(after)).toContain('ignored its abort signal (worker host is stopping) for 300 ms');
+    // Another host runs the retry (attempt 2 returns at once).
+    const b = host(queue, 10, { threadPool: pool({ graceMs: 300 }) });
+    await b.start();
+    await waitFor('the retry', async () => (await client.getJob(stuck!))?.state === 'completed', 30_000);
+    expect(await client.getJob(stuck!)).toMatchObject({ state: 'completed', attempt: 2 });
+    await b.stop();
+  }, 60_000);
+});
