@@ -36,7 +36,8 @@ import { Wakeup } from './wakeup.js';
 
 // The worker host: the main-thread coordinator of one process. It owns every database conversation
 // (claims through the dispatchers, results through the completion batcher, the LISTEN connection, the
-// maintenance leader) and runs handlers inline.
+// maintenance leader, the liveness heartbeat) and runs handlers inline, or hands kinds declared
+// `execution: 'pool'` to the worker-thread pool.
 
 export interface HostEvents {
   /** A non-fatal problem (lost connection, failed flush…); the host carries on. */
