@@ -14,7 +14,8 @@ export type AwaErrorCode =
   | 'AWA_MIGRATION_FAILED'
   | 'AWA_DATABASE_ERROR'
   | 'AWA_SHUTDOWN_TIMEOUT'
-  | 'AWA_HOST_STATE';
+  | 'AWA_HOST_STATE'
+  | 'AWA_EMBEDDED_START_FAILED';
 
 export class AwaError extends Error {
   readonly code: AwaErrorCode;

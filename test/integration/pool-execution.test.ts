@@ -108,15 +108,14 @@ describe('pool execution', () => {
     const t0 = performance.now();
     hash(100);
     const rounds = Math.max(20, Math.round((100 * 80) / Math.max(1, performance.now() - t0)));
-    // Generous: inline, every job alone blocks the loop for ~80 ms.
-    const BOUND_MS = 50;
     const pooled = await hashRun(poolHash, 'cpu_pool', 24, rounds);
     const inline = await hashRun(inlineHash, 'cpu_inline', 12, rounds);
-    expect(
-      pooled,
-      `event-loop delay p99: pool ${pooled.toFixed(1)} ms, inline ${inline.toFixed(1)} ms`,
-    ).toBeLessThan(BOUND_MS);
-    expect(inline).toBeGreaterThan(BOUND_MS);
+    const detail = `event-loop delay p99: pool ${pooled.toFixed(1)} ms, inline ${inline.toFixed(1)} ms`;
+    // Inline, each job alone blocks the loop for its whole ~80 ms. In the pool the loop only waits for
+    // the scheduler, which a loaded 2-core machine (other test files, PostgreSQL) can stretch, so the
+    // bound is relative: the pool must keep the tail well under what inline work causes.
+    expect(inline, detail).toBeGreaterThan(60);
+    expect(pooled, detail).toBeLessThan(inline / 2);
   }, 120_000);
 
   it('a throw fails only its own attempt, rebuilt as the same outcome; its batch-mates complete', async () => {
