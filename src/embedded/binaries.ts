@@ -1,4 +1,13 @@
-import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -54,7 +63,11 @@ function lstatExists(path: string): boolean {
 }
 
 function binariesAt(root: string): Binaries {
-  return { root, initdb: join(root, 'native', 'bin', 'initdb'), postgres: join(root, 'native', 'bin', 'postgres') };
+  return {
+    root,
+    initdb: join(root, 'native', 'bin', 'initdb'),
+    postgres: join(root, 'native', 'bin', 'postgres'),
+  };
 }
 
 function runnableBy(bin: Binaries, runAs: RunAs | null): boolean {
@@ -68,7 +81,8 @@ export function prepareBinaries(runAs: RunAs | null): Binaries {
   hydrateSymlinks(root);
   const here = binariesAt(root);
   if (runnableBy(here, runAs)) return here;
-  const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+  const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string })
+    .version;
   const copyRoot = resolve(tmpdir(), `awa-pg-bin-${process.platform}-${process.arch}-${version}`);
   const copy = binariesAt(copyRoot);
   if (!existsSync(copy.postgres)) {

@@ -1,6 +1,16 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,7 +64,9 @@ export class EmbeddedPostgres {
     const baseDir = opts.dataDir ? null : mkdtempSync(join(tmpdir(), 'awa-pg-'));
     const dataDir = opts.dataDir ?? join(baseDir!, 'data');
     if (baseDir) own(baseDir, runAs);
-    const password = existsSync(join(dataDir, 'PG_VERSION')) ? readPassword(dataDir) : initdb(bin, dataDir, runAs);
+    const password = existsSync(join(dataDir, 'PG_VERSION'))
+      ? readPassword(dataDir)
+      : initdb(bin, dataDir, runAs);
     const port = opts.port ?? (await freePort());
     const pg = new EmbeddedPostgres(port, dataDir, baseDir, password, bin, runAs, opts);
     try {
@@ -103,15 +115,40 @@ export class EmbeddedPostgres {
     killStalePostmaster(this.dataDir);
     const logPath = join(this.dataDir, 'awa-server.log');
     const logFd = openSync(logPath, 'a');
-    const args = ['-D', this.dataDir, '-p', String(this.port), '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=${this.dataDir}`, '-c', 'max_connections=200'];
-    if (!this.opts.durable) args.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
-    const child = spawn(this.bin.postgres, args, { uid: this.runAs?.uid, gid: this.runAs?.gid, stdio: ['ignore', logFd, logFd], detached: false });
+    const args = [
+      '-D',
+      this.dataDir,
+      '-p',
+      String(this.port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=${this.dataDir}`,
+      '-c',
+      'max_connections=200',
+    ];
+    if (!this.opts.durable)
+      args.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
+    const child = spawn(this.bin.postgres, args, {
+      uid: this.runAs?.uid,
+      gid: this.runAs?.gid,
+      stdio: ['ignore', logFd, logFd],
+      detached: false,
+    });
     closeSync(logFd);
     child.unref();
     const failed = new Promise<never>((_, reject) => {
-      child.once('error', (err) => reject(new EmbeddedPostgresError(`Could not run ${this.bin.postgres}: ${err.message}`, { cause: err })));
+      child.once('error', (err) =>
+        reject(
+          new EmbeddedPostgresError(`Could not run ${this.bin.postgres}: ${err.message}`, { cause: err }),
+        ),
+      );
       child.once('exit', (code, signal) =>
-        reject(new EmbeddedPostgresError(`PostgreSQL exited during start (${signal ?? `code ${code}`}). Server log:\n${tail(logPath)}`)),
+        reject(
+          new EmbeddedPostgresError(
+            `PostgreSQL exited during start (${signal ?? `code ${code}`}). Server log:\n${tail(logPath)}`,
+          ),
+        ),
       );
     });
     failed.catch(() => {});
@@ -142,12 +179,28 @@ function initdb(bin: Binaries, dataDir: string, runAs: RunAs | null): string {
   own(pwfile, runAs);
   const r = spawnSync(
     bin.initdb,
-    ['-D', dataDir, '-U', 'postgres', '--pwfile', pwfile, '--auth-host=scram-sha-256', '--auth-local=trust', '-E', 'UTF8', '--locale', 'C', '--no-sync'],
+    [
+      '-D',
+      dataDir,
+      '-U',
+      'postgres',
+      '--pwfile',
+      pwfile,
+      '--auth-host=scram-sha-256',
+      '--auth-local=trust',
+      '-E',
+      'UTF8',
+      '--locale',
+      'C',
+      '--no-sync',
+    ],
     { uid: runAs?.uid, gid: runAs?.gid, encoding: 'utf8' },
   );
   rmSync(pwfile, { force: true });
   if (r.status !== 0) {
-    throw new EmbeddedPostgresError(`initdb failed (${r.error?.message ?? `exit ${r.status}`}): ${r.stderr || r.stdout}`);
+    throw new EmbeddedPostgresError(
+      `initdb failed (${r.error?.message ?? `exit ${r.status}`}): ${r.stderr || r.stdout}`,
+    );
   }
   // Kept beside the data so a persistent data directory can be started again.
   writeFileSync(join(dataDir, 'awa-password'), password, { mode: 0o600 });
@@ -159,7 +212,10 @@ function readPassword(dataDir: string): string {
   try {
     return readFileSync(join(dataDir, 'awa-password'), 'utf8').trim();
   } catch (err) {
-    throw new EmbeddedPostgresError(`${dataDir} holds a cluster this launcher did not create (no awa-password file).`, { cause: err });
+    throw new EmbeddedPostgresError(
+      `${dataDir} holds a cluster this launcher did not create (no awa-password file).`,
+      { cause: err },
+    );
   }
 }
 
@@ -199,7 +255,9 @@ async function waitReady(url: string): Promise<void> {
       await new Promise((r) => setTimeout(r, 50));
     }
   }
-  throw new EmbeddedPostgresError(`PostgreSQL did not accept connections within ${READY_TIMEOUT_MS} ms: ${(last as Error)?.message}`);
+  throw new EmbeddedPostgresError(
+    `PostgreSQL did not accept connections within ${READY_TIMEOUT_MS} ms: ${(last as Error)?.message}`,
+  );
 }
 
 function freePort(): Promise<number> {

@@ -21,9 +21,13 @@ export function serverUser(): RunAs | null {
   if (process.getuid?.() !== 0) return null;
   const existing = lookup('postgres');
   if (existing) return existing;
-  const made = spawnSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'], {
-    encoding: 'utf8',
-  });
+  const made = spawnSync(
+    'useradd',
+    ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'],
+    {
+      encoding: 'utf8',
+    },
+  );
   const created = lookup('postgres');
   if (!created) {
     throw new EmbeddedPostgresError(

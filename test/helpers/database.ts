@@ -16,7 +16,10 @@ export function serverUrl(): string {
 }
 
 export async function createTestDatabase(label: string): Promise<TestDatabase> {
-  const safe = label.toLowerCase().replace(/[^a-z0-9]+/g, '_').slice(0, 20);
+  const safe = label
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .slice(0, 20);
   const name = `${inject('testRunId')}_${safe}_${process.pid}_${counter++}`.slice(0, 63);
   await admin((c) => c.query(`create database ${c.escapeIdentifier(name)}`));
   const url = new URL(serverUrl());
@@ -26,7 +29,10 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
     name,
     drop: () =>
       admin(async (c) => {
-        await c.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [name]);
+        await c.query(
+          `select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`,
+          [name],
+        );
         await c.query(`drop database if exists ${c.escapeIdentifier(name)}`);
       }),
   };

@@ -28,9 +28,15 @@ export async function teardown(): Promise<void> {
   const c = new pg.Client(server.url);
   try {
     await c.connect();
-    const { rows } = await c.query<{ datname: string }>(`select datname from pg_database where datname like $1`, [`${runId}\\_%`]);
+    const { rows } = await c.query<{ datname: string }>(
+      `select datname from pg_database where datname like $1`,
+      [`${runId}\\_%`],
+    );
     for (const { datname } of rows) {
-      await c.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [datname]);
+      await c.query(
+        `select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`,
+        [datname],
+      );
       await c.query(`drop database if exists ${c.escapeIdentifier(datname)}`);
     }
   } finally {

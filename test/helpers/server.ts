@@ -16,12 +16,17 @@ export async function resolveServer(): Promise<ResolvedServer> {
   if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL, source: 'env', stop: none };
   if (process.env.TEST_DB_LOCAL !== '0') {
     const url = process.env.LOCAL_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-    if ((await portOpen('127.0.0.1', 5432, 300)) && (await canLogin(url))) return { url, source: 'local', stop: none };
+    if ((await portOpen('127.0.0.1', 5432, 300)) && (await canLogin(url)))
+      return { url, source: 'local', stop: none };
   }
   if (await dockerAnswers()) {
     const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
     const container = await new PostgreSqlContainer('postgres:17-alpine').start();
-    return { url: container.getConnectionUri(), source: 'testcontainers', stop: async () => void (await container.stop()) };
+    return {
+      url: container.getConnectionUri(),
+      source: 'testcontainers',
+      stop: async () => void (await container.stop()),
+    };
   }
   const { EmbeddedPostgres } = await import('../../src/embedded/launcher.js');
   const server = await EmbeddedPostgres.start();
