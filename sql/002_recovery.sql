@@ -341,3 +341,23 @@ begin
   return next;
 end
 $$;
+
+-- The engine's statements touch every partition of a ring table, so on tables without statistics the
+-- planner's cost estimates can cross jit_above_cost; JIT compilation then costs ~1 s per call (seen on
+-- PostgreSQL 15 for rescue()) to run a query that takes milliseconds. None of these queries benefit.
+do $nojit$
+declare
+  f text;
+begin
+  foreach f in array array[
+    'claim(text, integer, text, integer, integer)',
+    'finish(smallint[], bigint[], integer[], bigint[], bigint[], text[], timestamp with time zone[], jsonb[])',
+    'rescue(integer, integer)', 'prune(integer, integer)', 'rotate()', 'promote_due(integer)',
+    'slot_pinned_by(smallint, integer)', 'queue_counts()', 'cancel_job(bigint, text)',
+    'cleanup(integer, integer, integer)', 'set_progress(smallint, bigint, integer, bigint, bigint, jsonb)',
+    'dlq_retry(bigint[])', 'claimed_through({{schema}}.lanes)'
+  ] loop
+    execute format('alter function {{schema}}.%s set jit = off', f);
+  end loop;
+end
+$nojit$;

@@ -50,12 +50,12 @@ export class AttemptTracker {
     if (this.running.get(attempt.job.id) === attempt) this.running.delete(attempt.job.id);
   }
 
-  /** Aborts the handler of attempt (jobId, runLease) if it runs here; true when it did. */
-  abort(jobId: string, runLease: number, reason: unknown): boolean {
+  /** Aborts the handler of attempt (jobId, runLease) if it runs here, and returns that attempt. */
+  abort(jobId: string, runLease: number, reason: unknown): Attempt | null {
     const attempt = this.running.get(jobId);
-    if (!attempt || attempt.job.runLease !== runLease) return false;
+    if (!attempt || attempt.job.runLease !== runLease) return null;
     attempt.abort(reason);
-    return true;
+    return attempt;
   }
 
   abortAll(reason: unknown): void {

@@ -125,9 +125,13 @@ export class MaintenanceLeader {
     const loop = (interval: number, task: () => Promise<unknown>, set: (t: NodeJS.Timeout) => void) => {
       const tick = () => {
         if (!this.conn) return;
-        void this.serial(task).finally(() => {
-          if (this.conn) set(setTimeout(tick, interval));
-        });
+        // serial() has already reported a failure (lost connection, server restart); the tick only
+        // reschedules, and must not turn that rejection into an unhandled one that ends the process.
+        this.serial(task)
+          .catch(() => {})
+          .finally(() => {
+            if (this.conn) set(setTimeout(tick, interval));
+          });
       };
       set(setTimeout(tick, 0));
     };

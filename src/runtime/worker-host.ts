@@ -119,9 +119,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       c.schema,
       {
         onQueue: (queue) => this.dispatchers.get(queue)?.wake(),
-        onCancel: (jobId, runLease) => {
-          this.attempts.abort(jobId, runLease, new Error('attempt cancelled or rescued elsewhere'));
-        },
+        onCancel: (jobId, runLease) => this.closedElsewhere(jobId, runLease),
       },
       () => this.wakeAll(),
       (err) => this.reportError(err),
@@ -320,6 +318,20 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         (err: unknown) => this.complete(attempt, err, true),
       );
     else this.complete(attempt, undefined, false);
+  }
+
+  /**
+   * The attempt was settled by someone else (operator cancel, rescue): abort its handler and give its
+   * permit back now. A handler that ignores its signal keeps running, but no longer holds the queue's
+   * capacity, and whatever it returns is ignored (the fence would reject it anyway).
+   */
+  private closedElsewhere(jobId: string, runLease: number): void {
+    const attempt = this.attempts.abort(jobId, runLease, new Error('attempt cancelled or rescued elsewhere'));
+    if (!attempt || attempt.settled) return;
+    attempt.settled = true;
+    this.attempts.end(attempt);
+    this.stats.stale++;
+    this.dispatchers.get(attempt.queue)!.release();
   }
 
   private complete(attempt: Attempt, thrown: unknown, failed: boolean): void {

@@ -1,0 +1,172 @@
+// Chaos: a worker process dies (SIGKILL) or stalls (SIGSTOP past the staleness window) mid-job. The
+// other workers carry on, the maintenance leader rescues the lost attempts, and a stalled worker's late
+// completions are rejected by the run_lease fence.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AwaClient } from '../../src/index.js';
+import { chaosSleep } from '../fixtures/chaos-jobs.js';
+import { createTestDatabase } from '../helpers/database.js';
+import {
+  ChaosWorker,
+  logDir,
+  newClient,
+  printReport,
+  verifyRun,
+  waitFor,
+  waitForTerminal,
+  workerConfig,
+  type ExpectedJob,
+} from './harness.js';
+
+describe('chaos: a worker dies or stalls mid-job', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let client: AwaClient;
+  let logs: ReturnType<typeof logDir>;
+  const workers: ChaosWorker[] = [];
+
+  beforeAll(async () => {
+    db = await createTestDatabase('chaos_kill');
+    client = await newClient(db.url);
+    logs = logDir('kill');
+  });
+  afterAll(async () => {
+    await Promise.all(workers.map((w) => w.dispose()));
+    await client?.close();
+    await db?.drop();
+    logs?.remove();
+  });
+
+  const enqueue = async (prefix: string, n: number): Promise<ExpectedJob[]> => {
+    const uids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+    const ids = await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })));
+    return ids.map((id, i) => ({ id, uid: uids[i]!, kind: chaosSleep.kind, state: 'completed' as const }));
+  };
+
+  it('SIGKILL of a worker mid-job: the others carry on, the leader rescues its attempts, nothing is lost', async () => {
+    const run = await Promise.all(
+      ['kill-a', 'kill-b', 'kill-c'].map((id) =>
+        ChaosWorker.spawn(
+          logs.dir,
+          workerConfig(db.url, id, { sleepMs: 200, queues: { chaos: { concurrency: 5 } } }),
+        ),
+      ),
+    );
+    workers.push(...run);
+    await waitFor('a leader', () => run.some((w) => w.isLeader()), 10_000);
+    const victim = run.find((w) => !w.isLeader())!;
+    const N = 300;
+    const expected = await enqueue('kill', N);
+    await waitFor(
+      'the victim to be mid-job',
+      () => victim.running().length >= 3 && victim.lines().some((l) => l.event === 'end'),
+      20_000,
+      5,
+    );
+    const orphans = victim.running();
+    const killedAt = await victim.kill();
+    await waitForTerminal(client, ['chaos'], N, 45_000, run);
+    await Promise.all(run.map((w) => w.stop()));
+
+    const report = await verifyRun(client, expected, run);
+    const rescueLine = run
+      .flatMap((w) => w.lines())
+      .find((l) => l.event === 'rescue' && l.rescued.some((r) => r.instanceId === victim.instanceId));
+    printReport('sigkill-worker', report, {
+      workers: run.length,
+      orphanedAtKill: orphans.length,
+      killToRescueMs: rescueLine ? rescueLine.t - killedAt : 'none',
+    });
+    expect(report.violations).toEqual([]);
+    expect(report).toMatchObject({ jobs: N, completed: N, failed: 0, lost: 0 });
+    // Every attempt the victim was running when it died was rescued, re-run, and counted.
+    const rescuedKeys = new Set(
+      run
+        .flatMap((w) => w.lines())
+        .flatMap((l) => (l.event === 'rescue' ? l.rescued.map((r) => `${r.jobId}:${r.runLease}`) : [])),
+    );
+    for (const o of orphans) {
+      expect(rescuedKeys.has(`${o.id}:${o.runLease}`)).toBe(true);
+      const job = await client.getJob(o.id);
+      expect(job).toMatchObject({ state: 'completed', attempt: 2 });
+      expect(job?.meta?.errors?.[0]?.error).toBe(`rescued: worker ${victim.instanceId} stopped heartbeating`);
+    }
+    expect(report.rescued).toBeGreaterThanOrEqual(orphans.length);
+    // The survivors did the rest.
+    for (const w of run.filter((x) => x !== victim))
+      expect(w.lines().some((l) => l.event === 'end')).toBe(true);
+  }, 60_000);
+
+  it('SIGSTOP of a worker past the staleness window: its attempts are rescued, its late completions rejected', async () => {
+    const run = await Promise.all(
+      ['stall-a', 'stall-b'].map((id) =>
+        ChaosWorker.spawn(
+          logs.dir,
+          workerConfig(db.url, id, { sleepMs: 200, queues: { chaos: { concurrency: 5 } } }),
+        ),
+      ),
+    );
+    workers.push(...run);
+    await waitFor('a leader among the new workers', () => run.some((w) => w.isLeader()), 10_000);
+    const victim = run.find((w) => !w.isLeader())!;
+    const N = 200;
+    const expected = await enqueue('stall', N);
+    await waitFor('the victim to be mid-job', () => victim.running().length >= 3, 20_000, 5);
+    victim.freeze();
+    const frozenAt = victim.frozen[0]![0];
+    const stuck = victim.running();
+    const keys = new Set(stuck.map((a) => `${a.id}:${a.runLease}`));
+    const rescuedKeys = (): Set<string> =>
+      new Set(
+        run
+          .flatMap((w) => w.lines())
+          .flatMap((l) => (l.event === 'rescue' ? l.rescued.map((r) => `${r.jobId}:${r.runLease}`) : [])),
+      );
+    await waitFor(
+      'the stalled attempts to be rescued',
+      () => [...keys].every((k) => rescuedKeys().has(k)),
+      20_000,
+    );
+    const rescuedAt = run
+      .flatMap((w) => w.lines())
+      .find((l) => l.event === 'rescue' && l.rescued.some((r) => r.instanceId === victim.instanceId))!.t;
+    victim.thaw();
+    await waitForTerminal(client, ['chaos'], N + 300, 45_000, run);
+    // The thawed handlers finish; wait until the victim has reported each of their settlements.
+    await waitFor(
+      'the stalled attempts to settle',
+      () =>
+        stuck.every((a) =>
+          victim.lines().some((l) => l.event === 'settled' && l.id === a.id && l.runLease === a.runLease),
+        ),
+      10_000,
+    );
+    await Promise.all(run.map((w) => w.stop()));
+
+    const report = await verifyRun(client, expected, run);
+    const lines = victim.lines();
+    const rejected = lines.filter((l) => l.event === 'settled' && !l.accepted);
+    const stopped = lines.find((l) => l.event === 'stopped');
+    printReport('sigstop-worker', report, {
+      workers: run.length,
+      stalledAttempts: stuck.length,
+      freezeToRescueMs: rescuedAt - frozenAt,
+      staleRejectedByVictim: rejected.length,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report).toMatchObject({ jobs: N, completed: N, failed: 0, lost: 0 });
+    // Each stalled attempt finished after its rescue, and the fence rejected its completion.
+    for (const a of stuck) {
+      const s = lines.find((l) => l.event === 'settled' && l.id === a.id && l.runLease === a.runLease);
+      expect(s).toMatchObject({ outcome: 'completed', accepted: false });
+      const job = await client.getJob(a.id);
+      expect(job?.state).toBe('completed');
+      expect(job?.runLease).toBeGreaterThan(a.runLease);
+      expect(job?.attempt).toBeGreaterThanOrEqual(2);
+      expect(
+        job?.meta?.errors?.some(
+          (e) => e.error === `rescued: worker ${victim.instanceId} stopped heartbeating`,
+        ),
+      ).toBe(true);
+    }
+    expect(stopped && stopped.event === 'stopped' ? stopped.stats.stale : -1).toBe(rejected.length);
+  }, 60_000);
+});
