@@ -39,8 +39,9 @@ export function parseArgs(argv: readonly string[], spec: Record<string, OptionSp
     }
     if (raw === undefined) {
       raw = argv[++i];
-      if (raw === undefined) throw new UsageError(`--${name} needs a value`);
+      if (raw !== undefined && raw.startsWith('--')) raw = undefined;
     }
+    if (raw === undefined || raw === '') throw new UsageError(`--${name} needs a value`);
     const value = opt.type === 'number' ? toNumber(name, raw) : raw;
     if (opt.multiple) ((values[name] ??= []) as (string | number)[]).push(value);
     else values[name] = value;

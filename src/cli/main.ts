@@ -2,6 +2,7 @@
 import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
 import { adminCommand, adminOptions } from './commands/admin.js';
+import { benchCommand, benchOptions } from './commands/bench.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { workCommand, workOptions } from './commands/work.js';
@@ -29,6 +30,12 @@ const commands: Record<string, Command> = {
     summary: 'enqueue and drain N jobs, on an embedded PostgreSQL unless DATABASE_URL is set',
     options: demoOptions,
     run: demoCommand,
+  },
+  bench: {
+    summary:
+      'benchmarks: enqueue | drain | latency | pinned | soak | micro, against pg-boss and graphile-worker',
+    options: benchOptions,
+    run: benchCommand,
   },
   queues: { summary: 'per-queue counts', options: adminOptions, run: adminCommand('queues') },
   job: { summary: 'job get <id> | job cancel <id>', options: adminOptions, run: adminCommand('job') },

@@ -1,5 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { InvalidArgsError } from './errors.js';
+import { InvalidArgsError, InvalidOptionError } from './errors.js';
 import {
   validateInt,
   validateMaxAttempts,
@@ -52,9 +52,7 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
   const maxAttempts = validateMaxAttempts('maxAttempts', options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
   const execution = options.execution ?? 'inline';
   if (execution !== 'inline' && execution !== 'pool') {
-    throw new InvalidArgsError(kind, [
-      { message: `execution must be "inline" or "pool", got ${String(execution)}` },
-    ]);
+    throw new InvalidOptionError('execution', `must be "inline" or "pool", got ${String(execution)}`);
   }
   const deadlineMs =
     options.deadlineMs === undefined ? 0 : validateInt('deadlineMs', options.deadlineMs, 1, 7 * 86_400_000);

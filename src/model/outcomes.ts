@@ -1,5 +1,20 @@
+import { InvalidOptionError } from './errors.js';
+
 // What a handler can ask for besides plain success or a thrown error. Handlers throw (or return) one of
 // these; the executor turns it into the matching storage outcome.
+
+/** Longest delay a handler may ask for: a year. */
+export const MAX_DELAY_MS = 365 * 86_400_000;
+
+function validDelay(name: string, delayMs: number): number {
+  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+    throw new InvalidOptionError(
+      `${name}.delayMs`,
+      `must be a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delayMs)}`,
+    );
+  }
+  return delayMs;
+}
 
 /** Retry after an explicit delay. Counts as a failed attempt, so it is bounded by maxAttempts. */
 export class RetryAfter extends Error {
@@ -7,7 +22,7 @@ export class RetryAfter extends Error {
   constructor(delayMs: number, reason = `retry requested in ${delayMs} ms`) {
     super(reason);
     this.name = 'RetryAfter';
-    this.delayMs = delayMs;
+    this.delayMs = validDelay('RetryAfter', delayMs);
   }
 }
 
@@ -17,7 +32,7 @@ export class Snooze extends Error {
   constructor(delayMs: number, reason = `snoozed for ${delayMs} ms`) {
     super(reason);
     this.name = 'Snooze';
-    this.delayMs = delayMs;
+    this.delayMs = validDelay('Snooze', delayMs);
   }
 }
 

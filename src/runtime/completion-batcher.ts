@@ -18,6 +18,7 @@ export class CompletionBatcher {
   private timer: NodeJS.Timeout | null = null;
   private retryDelayMs = 0;
   private idleWaiters: (() => void)[] = [];
+  private closed = false;
 
   constructor(
     private readonly deps: BatcherDeps,
@@ -30,7 +31,9 @@ export class CompletionBatcher {
     return this.pending.length;
   }
 
+  /** Ignored once closed: that attempt's receipt stays open and is rescued, like a crash would leave it. */
   add(item: Settlement): void {
+    if (this.closed) return;
     this.pending.push(item);
     if (this.inFlight) return;
     if (this.pending.length >= this.batchSize) this.startFlush();
@@ -42,6 +45,13 @@ export class CompletionBatcher {
     if (!this.inFlight && this.pending.length === 0) return Promise.resolve();
     if (!this.inFlight) this.startFlush();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** After the final drain: later results are dropped and a failing flush is no longer retried. */
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
   }
 
   private startFlush(): void {
@@ -61,6 +71,11 @@ export class CompletionBatcher {
       this.deps.onFlushed(items, accepted);
     } catch (err) {
       this.deps.onError(err);
+      if (this.closed) {
+        this.pending = [];
+        this.inFlight = null;
+        return this.notifyIdle();
+      }
       this.pending = items.concat(this.pending);
       this.retryDelayMs = Math.min(Math.max(this.retryDelayMs * 2, 50), 5_000);
       await new Promise((r) => setTimeout(r, this.retryDelayMs));

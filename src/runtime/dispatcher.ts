@@ -22,6 +22,12 @@ export class Dispatcher {
   private errorDelayMs = 0;
   private readonly refillAt: number;
   private idleWaiters: (() => void)[] = [];
+  /**
+   * True when the last claim loop stopped for lack of permits (or under backpressure) rather than
+   * because the queue ran dry: only then is a freed permit worth a claim. Otherwise the next
+   * notification or poll brings the work, and an idle queue costs no claim per finished job.
+   */
+  private mayHaveMore = false;
 
   constructor(
     readonly queue: string,
@@ -68,11 +74,16 @@ export class Dispatcher {
     void this.claimLoop();
   }
 
+  /** Results were flushed: if claiming paused under backpressure, resume. */
+  resume(): void {
+    if (this.mayHaveMore) this.wake();
+  }
+
   /** A job of this queue finished (its result is queued for flushing). */
   release(): void {
     this.inFlight--;
     const free = this.concurrency - this.inFlight;
-    if (free >= this.refillAt || this.inFlight === 0) this.wake();
+    if (this.mayHaveMore && (free >= this.refillAt || this.inFlight === 0)) this.wake();
     if (this.inFlight === 0 && !this.claiming) this.notifyIdle();
   }
 
@@ -81,7 +92,10 @@ export class Dispatcher {
     try {
       while (!this.stopped) {
         const free = this.concurrency - this.inFlight;
-        if (free <= 0 || this.deps.backpressure()) break;
+        if (free <= 0 || this.deps.backpressure()) {
+          this.mayHaveMore = true;
+          break;
+        }
         const max = Math.min(free, this.batchSize);
         this.again = false;
         this.inFlight += max;
@@ -98,6 +112,7 @@ export class Dispatcher {
         let got = 0;
         for (const b of batches) got += b.jobs.length;
         this.inFlight -= max - got;
+        this.mayHaveMore = got === max;
         for (const b of batches) for (const job of b.jobs) this.deps.execute(this.queue, b, job);
         if (got < max && !this.again) break;
       }

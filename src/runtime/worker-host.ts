@@ -218,6 +218,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     // Pool jobs answer their abort within threadPool.graceMs or their thread is terminated (→ retry).
     await this.executor?.close().catch((err: unknown) => this.reportError(err));
     await raceTimeout(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, 5_000));
+    // Handlers that ignored their abort may still return; their receipts stay open for rescue.
+    this.batcher.close();
     await this.progress.flush();
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
@@ -312,7 +314,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     } catch (err) {
       return this.complete(attempt, err, true);
     }
-    if (result instanceof Promise)
+    if (isThenable(result))
       result.then(
         () => this.complete(attempt, undefined, false),
         (err: unknown) => this.complete(attempt, err, true),
@@ -398,7 +400,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       else s.snoozed++;
       if (listen) this.emit('settled', item, ok);
     }
-    if (this.batcher.backlog === 0) this.wakeAll();
+    if (this.state === 'running') for (const d of this.dispatchers.values()) d.resume();
   }
 
   private wakeAll(): void {
@@ -410,6 +412,10 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     if (this.listenerCount('error') > 0) this.emit('error', err);
     else console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`);
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
 async function raceTimeout(p: Promise<unknown>, ms: number): Promise<boolean> {

@@ -1,4 +1,4 @@
-import type { JobState } from '../model/job.js';
+import type { AttemptError, JobState } from '../model/job.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -43,11 +43,7 @@ export interface JobRecord {
   maxAttempts: number;
   runLease: number;
   runAt: Date | null;
-  meta: {
-    metadata?: Record<string, unknown>;
-    tags?: string[];
-    errors?: { error: string; attempt: number }[];
-  } | null;
+  meta: { metadata?: Record<string, unknown>; tags?: string[]; errors?: AttemptError[] } | null;
 }
 
 interface BodyRow {

@@ -1,0 +1,40 @@
+// The one interface every queue system is driven through, so each scenario is written once and the
+// systems differ only in how they talk to PostgreSQL.
+
+/** What every benchmark job carries: a sequence number and the producer's clock at enqueue (epoch ms,
+ * fractional) so pickup latency is measured the same way for every system, from inside the handler. */
+export interface BenchArgs {
+  i: number;
+  t: number;
+  pad?: string;
+}
+
+export type BenchHandler = (args: BenchArgs) => void | Promise<void>;
+
+export interface SystemAdapter {
+  /** Row label in reports ("awa", "pgboss", "pgboss-batch", "graphile"). */
+  readonly label: string;
+  /** The schema holding the system's tables (sampled for dead/live tuples). */
+  readonly schema: string;
+  /** Migrates/installs into a fresh database. */
+  setup(url: string): Promise<void>;
+  /** The fastest documented bulk path; `onProgress` gets the running total. */
+  enqueueBulk(n: number, make: (i: number) => BenchArgs, onProgress: (done: number) => void): Promise<void>;
+  /** A producer batch (multi-row insert) for steady-rate scenarios. */
+  enqueueBatch(args: readonly BenchArgs[]): Promise<void>;
+  /** One job, one statement: what an application does per request. */
+  enqueueOne(args: BenchArgs): Promise<void>;
+  startWorkers(concurrency: number, handler: BenchHandler): Promise<void>;
+  /** Jobs enqueued but not yet settled in the database. */
+  pending(): Promise<number>;
+  /** Jobs available and not yet claimed. */
+  depth(): Promise<number>;
+  /** Counters the system reports about its own maintenance (awa: ring rotations and prunes). */
+  maintenance(): Promise<Record<string, number>>;
+  /** The settings used, stated in the report. */
+  settings(): Record<string, unknown>;
+  /** Stops workers and closes every connection. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export type SystemName = 'awa' | 'pgboss' | 'pgboss-batch' | 'graphile';

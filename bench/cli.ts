@@ -1,0 +1,211 @@
+import pg from 'pg';
+import { parseArgs, UsageError } from '../src/cli/args.js';
+import { ProgressBar } from '../src/cli/progress.js';
+import type { SystemAdapter } from './adapter.js';
+import { makeAdapter, SYSTEMS } from './systems.js';
+import { adminUrl, createDatabase, dropAllCreated, dropDatabase, sampleSchema } from './database.js';
+import { describeEnvironment, type Environment } from './environment.js';
+import { benchOptions } from './options.js';
+import { formatTable, jsonLine, medianRun, writeReportDir, type ResultRow } from './report.js';
+import { RssSampler } from './rss.js';
+import { sleep } from './pace.js';
+import type { Measurement, Scenario, ScenarioOptions } from './scenario.js';
+import { drainScenario } from './scenarios/drain.js';
+import { enqueueScenario } from './scenarios/enqueue.js';
+import { latencyScenario } from './scenarios/latency.js';
+import { microScenario } from './scenarios/micro.js';
+import { pinnedScenario } from './scenarios/pinned.js';
+import { soakScenario } from './scenarios/soak.js';
+
+// `awa bench <scenario>`: runs one scenario for one system or all of them, each run in databases of its
+// own that are dropped afterwards (also on Ctrl-C), and reports the median of --runs runs.
+
+const SCENARIOS: Record<string, Scenario> = {
+  enqueue: enqueueScenario,
+  drain: drainScenario,
+  latency: latencyScenario,
+  pinned: pinnedScenario,
+  soak: soakScenario,
+  micro: microScenario,
+};
+
+/** Defaults per scenario: duration (s) for the time-based ones. */
+const DEFAULT_DURATION: Record<string, number> = { latency: 20, pinned: 120, soak: 600, micro: 5 };
+
+export { benchOptions };
+
+export const benchUsage = `awa bench <${Object.keys(SCENARIOS).join('|')}> [options]`;
+
+function int(v: unknown, dflt: number, name: string, min = 1): number {
+  if (v === undefined) return dflt;
+  const n = Math.floor(v as number);
+  if (n < min) throw new UsageError(`--${name} must be at least ${min}`);
+  return n;
+}
+
+export async function benchCommand(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs(argv, benchOptions);
+  const name = positionals[0];
+  const scenario = name ? SCENARIOS[name] : undefined;
+  if (!name || !scenario)
+    throw new UsageError(`${name ? `unknown scenario "${name}"; ` : ''}usage: ${benchUsage}`);
+  if (values['database-url']) process.env.DATABASE_URL = values['database-url'] as string;
+  const opts: ScenarioOptions = {
+    jobs: int(values.jobs, 100_000, 'jobs'),
+    concurrency: int(values.concurrency ?? values.workers, 1000, 'concurrency'),
+    duration: int(values.duration, DEFAULT_DURATION[name] ?? 60, 'duration'),
+    rate: int(values.rate, 500, 'rate'),
+    sampleEvery: int(values.sample, 5, 'sample'),
+    payloadBytes: int(values.payload, 0, 'payload', 0),
+  };
+  const runs = int(values.runs, 1, 'runs');
+  const system = (values.system as string | undefined) ?? 'all';
+  if (system !== 'all' && !SYSTEMS.includes(system)) {
+    throw new UsageError(`--system must be one of ${[...SYSTEMS, 'all'].join(', ')}, got "${system}"`);
+  }
+  const json = Boolean(values.json);
+  const emit = (row: ResultRow) => {
+    if (json) process.stdout.write(jsonLine(row) + '\n');
+  };
+
+  const rows: ResultRow[] = [];
+  if (scenario.kind === 'standalone') {
+    const rss = new RssSampler();
+    const t0 = performance.now();
+    const m = await scenario.run(opts);
+    rows.push(toRow(name, 'awa', opts, m, (performance.now() - t0) / 1000, rss.stop(), {}, null));
+    emit(rows[0]!);
+  } else {
+    const systems = system === 'all' ? scenario.systemsForAll : [system];
+    const environment = await describeEnvironment(adminUrl());
+    const interrupted = trapSignals();
+    try {
+      for (const sys of systems) {
+        const results: ResultRow[] = [];
+        for (let r = 0; r < runs; r++) {
+          if (runs > 1) process.stderr.write(`${name} ${sys}: run ${r + 1}/${runs}\n`);
+          results.push(await runOnce(name, scenario, sys, opts, environment, interrupted));
+        }
+        const key = name === 'latency' ? (x: ResultRow) => x.p50Ms : (x: ResultRow) => x.jobsPerSec;
+        const row = medianRun(results, key);
+        rows.push(row);
+        emit(row);
+      }
+    } finally {
+      interrupted.release();
+      await dropAllCreated();
+    }
+  }
+  if (!json) console.log(formatTable(name, rows));
+  if (values.report) await writeReportDir(values.report as string, rows);
+}
+
+interface Interrupt {
+  current: SystemAdapter | null;
+  release(): void;
+}
+
+/** Ctrl-C / SIGTERM: stop the system under test and drop every database this process created. */
+function trapSignals(): Interrupt {
+  const state: Interrupt = {
+    current: null,
+    release: () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+  let stopping = false;
+  const onSignal = () => {
+    if (stopping) process.exit(130); // a second Ctrl-C: give up on cleanup
+    stopping = true;
+    process.stderr.write('\ninterrupted: stopping and dropping the bench databases…\n');
+    const stop = state.current?.stop().catch(() => {}) ?? Promise.resolve();
+    void Promise.race([stop, sleep(5_000)])
+      .then(() => dropAllCreated())
+      .finally(() => process.exit(130));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return state;
+}
+
+async function runOnce(
+  name: string,
+  scenario: Extract<Scenario, { kind: 'system' }>,
+  system: string,
+  opts: ScenarioOptions,
+  environment: Environment,
+  interrupt: Interrupt,
+): Promise<ResultRow> {
+  const db = await createDatabase(system);
+  const adapter = makeAdapter(system);
+  interrupt.current = adapter;
+  const rss = new RssSampler();
+  try {
+    await adapter.setup(db.url);
+    const t0 = performance.now();
+    const m = await scenario.run({
+      adapter,
+      url: db.url,
+      opts,
+      progress: (label, total) => new ProgressBar(label, total),
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    const settings = adapter.settings();
+    await adapter.stop();
+    const peakRssMb = rss.stop();
+    // After stop() every backend has exited and flushed its table statistics.
+    const final = m.deadTuples === undefined ? await sampleAfter(db.url, adapter.schema) : null;
+    return toRow(name, system, opts, m, seconds, peakRssMb, settings, environment, final);
+  } finally {
+    rss.stop();
+    await adapter.stop().catch(() => {});
+    interrupt.current = null;
+    await dropDatabase(db.name);
+  }
+}
+
+async function sampleAfter(url: string, schema: string): Promise<{ dead: number; live: number }> {
+  await sleep(500);
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await sampleSchema(client, schema);
+  } finally {
+    await client.end();
+  }
+}
+
+function toRow(
+  scenario: string,
+  system: string,
+  opts: ScenarioOptions,
+  m: Measurement,
+  seconds: number,
+  peakRssMb: number,
+  settings: Record<string, unknown>,
+  environment: Environment | null,
+  final: { dead: number; live: number } | null = null,
+): ResultRow {
+  const num = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? null : v);
+  return {
+    scenario,
+    system,
+    jobs: m.jobs ?? null,
+    concurrency: scenario === 'micro' ? null : opts.concurrency,
+    seconds: m.seconds ?? Math.round(seconds * 1000) / 1000,
+    jobsPerSec: m.jobsPerSec ?? null,
+    p50Ms: num(m.p50Ms ?? undefined),
+    p95Ms: num(m.p95Ms ?? undefined),
+    p99Ms: num(m.p99Ms ?? undefined),
+    maxMs: num(m.maxMs ?? undefined),
+    deadTuples: m.deadTuples ?? final?.dead ?? null,
+    liveTuples: m.liveTuples ?? final?.live ?? null,
+    peakRssMb,
+    runs: 1,
+    runJobsPerSec: [m.jobsPerSec ?? null],
+    settings,
+    extra: m.extra ?? {},
+    ...(environment ? { environment } : {}),
+  };
+}

@@ -1,0 +1,22 @@
+import type { OptionSpec } from '../src/cli/args.js';
+
+// The options of `awa bench`, kept apart from the harness so the CLI can list them without loading the
+// peers (pg-boss, graphile-worker are dev dependencies).
+
+export const benchOptions: Record<string, OptionSpec> = {
+  jobs: { type: 'number', description: 'jobs for enqueue/drain (default 100000)' },
+  concurrency: { type: 'number', description: 'handler concurrency per system (default 1000)' },
+  workers: { type: 'number', description: 'alias of --concurrency' },
+  duration: { type: 'number', description: 'seconds for latency/pinned/soak (default 20/120/600)' },
+  rate: { type: 'number', description: 'offered jobs/s for latency/pinned/soak (default 500)' },
+  system: { type: 'string', description: 'awa|pgboss|pgboss-batch|graphile|all (default all)' },
+  runs: { type: 'number', description: 'run N times and report the median (default 1)' },
+  sample: { type: 'number', description: 'seconds between samples in pinned/soak (default 5)' },
+  payload: { type: 'number', description: 'extra payload bytes per job (default 0)' },
+  'database-url': {
+    type: 'string',
+    description: 'server to create bench databases on (default $DATABASE_URL)',
+  },
+  json: { type: 'boolean', description: 'one JSON object per system per scenario, one per line' },
+  report: { type: 'string', description: 'write results.jsonl and report.html (charts) to this directory' },
+};

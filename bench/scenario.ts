@@ -1,0 +1,69 @@
+import type { ProgressBar } from '../src/cli/progress.js';
+import type { BenchArgs, SystemAdapter } from './adapter.js';
+import { nowMs } from './pace.js';
+import type { ResultRow } from './report.js';
+
+// What a scenario gets and gives back. The CLI owns databases, setup/teardown and the final tuple sample;
+// a scenario only drives the adapter and measures.
+
+export interface ScenarioOptions {
+  jobs: number;
+  concurrency: number;
+  /** Seconds, for time-based scenarios. */
+  duration: number;
+  /** Offered jobs/s, for paced scenarios. */
+  rate: number;
+  /** Seconds between samples in pinned/soak. */
+  sampleEvery: number;
+  /** Extra payload bytes per job (0: just the sequence number and timestamp). */
+  payloadBytes: number;
+}
+
+export interface ScenarioContext {
+  adapter: SystemAdapter;
+  url: string;
+  opts: ScenarioOptions;
+  progress(label: string, total: number): ProgressBar;
+}
+
+export type Measurement = Partial<
+  Pick<
+    ResultRow,
+    | 'jobs'
+    | 'seconds'
+    | 'jobsPerSec'
+    | 'p50Ms'
+    | 'p95Ms'
+    | 'p99Ms'
+    | 'maxMs'
+    | 'deadTuples'
+    | 'liveTuples'
+    | 'extra'
+  >
+>;
+
+/** A scenario driven through a system adapter, against a database of its own. */
+export interface SystemScenario {
+  kind: 'system';
+  /** Systems it runs under --system all (pgboss-batch only where batch-ack mode changes the result). */
+  systemsForAll: string[];
+  run(ctx: ScenarioContext): Promise<Measurement>;
+}
+
+/** A scenario that needs no database (micro). */
+export interface StandaloneScenario {
+  kind: 'standalone';
+  run(opts: ScenarioOptions): Promise<Measurement>;
+}
+
+export type Scenario = SystemScenario | StandaloneScenario;
+
+export function makeArgs(payloadBytes: number): (i: number) => BenchArgs {
+  const pad = payloadBytes > 0 ? 'x'.repeat(payloadBytes) : undefined;
+  return (i) => (pad ? { i, t: nowMs(), pad } : { i, t: nowMs() });
+}
+
+export function round(n: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}

@@ -1,0 +1,519 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AwaClient,
+  CancelJob,
+  ConnectionError,
+  defineJob,
+  FailJob,
+  InvalidOptionError,
+  RetryAfter,
+  SchemaNotMigratedError,
+  Snooze,
+  WorkerHost,
+  type AttemptError,
+  type AwaError,
+  type JobRecord,
+  type Settlement,
+  type WorkerOptions,
+} from '../../src/index.js';
+import { createTestDatabase } from '../helpers/database.js';
+
+// The worker host against a real database: outcomes, scheduling, ordering, unknown kinds, shutdown,
+// leadership and typed errors. Every test uses its own queue, so tests do not see each other's jobs.
+
+const FAST: Partial<WorkerOptions> = {
+  pollIntervalMs: 20,
+  promoteIntervalMs: 20,
+  leaderElectionIntervalMs: 50,
+  // Keep completed history readable: getJob() must find the jobs these tests just ran.
+  completedRetentionMs: 3_600_000,
+  shutdownTimeoutMs: 5_000,
+};
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let client: AwaClient;
+const running: WorkerHost[] = [];
+const hostErrors: unknown[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('worker_host');
+  client = new AwaClient({ connectionString: db.url });
+  await client.migrate();
+});
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((h) => h.stop()));
+  hostErrors.length = 0;
+});
+
+afterAll(async () => {
+  await Promise.all(running.splice(0).map((h) => h.stop()));
+  await client?.close();
+  await db?.drop();
+});
+
+/** A host on the test database with short intervals; stopped after each test. */
+function host(queue: string, options: Partial<WorkerOptions> = {}): WorkerHost {
+  const h = new WorkerHost({ connectionString: db.url, queues: { [queue]: 4 }, ...FAST, ...options });
+  h.on('error', (err) => hostErrors.push(err));
+  return h;
+}
+
+async function start(h: WorkerHost): Promise<WorkerHost> {
+  running.push(h);
+  await h.start();
+  return h;
+}
+
+/** Resolves with the first settlement of `jobId` the database accepted that matches `outcome`. */
+function settled(h: WorkerHost, jobId: string, outcome?: Settlement['outcome']): Promise<Settlement> {
+  return new Promise((resolve) => {
+    const listener = (s: Settlement, accepted: boolean) => {
+      if (s.jobId !== jobId || !accepted || (outcome && s.outcome !== outcome)) return;
+      h.off('settled', listener);
+      resolve(s);
+    };
+    h.on('settled', listener);
+  });
+}
+
+async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
+  const until = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function job(id: string): Promise<JobRecord> {
+  const record = await client.getJob(id);
+  if (!record) throw new Error(`job ${id} not found`);
+  return record;
+}
+
+// JobRecord types its errors loosely; they are AttemptError records.
+const errorsOf = (r: JobRecord): AttemptError[] => (r.meta?.errors ?? []) as AttemptError[];
+
+describe('WorkerHost', () => {
+  it('runs a job to completion and the database shows it completed', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'wh_ok', queue: 'q_ok' });
+    const seen: { args: unknown; attempt: number; kind: string; queue: string; runLease: number }[] = [];
+    const h = host('q_ok').register(kind, (j) => {
+      seen.push({ args: j.args, attempt: j.attempt, kind: j.kind, queue: j.queue, runLease: j.runLease });
+    });
+    const id = await client.enqueue(kind, { n: 42 });
+    expect((await job(id)).state).toBe('available');
+    const done = settled(h, id);
+    await start(h);
+    expect(await done).toMatchObject({ jobId: id, outcome: 'completed', runLease: 1 });
+    expect(seen).toEqual([{ args: { n: 42 }, attempt: 1, kind: 'wh_ok', queue: 'q_ok', runLease: 1 }]);
+    expect(await job(id)).toMatchObject({ state: 'completed', attempt: 1, runLease: 1, args: { n: 42 } });
+    expect(h.stats.completed).toBe(1);
+  });
+
+  it('retries a throwing handler with the attempt counted, then completes', async () => {
+    const kind = defineJob({ kind: 'wh_retry', queue: 'q_retry', maxAttempts: 5 });
+    const attempts: number[] = [];
+    const errorsSeen: number[] = [];
+    const h = host('q_retry').register(kind, (j) => {
+      attempts.push(j.attempt);
+      errorsSeen.push(j.errors.length);
+      if (j.attempt < 3) throw new RetryAfter(10, `not yet (${j.attempt})`);
+    });
+    const id = await client.enqueue(kind, {});
+    const done = settled(h, id, 'completed');
+    await start(h);
+    await done;
+    expect(attempts).toEqual([1, 2, 3]);
+    // Each attempt sees the errors of the attempts before it.
+    expect(errorsSeen).toEqual([0, 1, 2]);
+    const r = await job(id);
+    expect(r).toMatchObject({ state: 'completed', attempt: 3, runLease: 3 });
+    expect(errorsOf(r).map((e) => [e.attempt, e.error])).toEqual([
+      [1, 'not yet (1)'],
+      [2, 'not yet (2)'],
+    ]);
+    expect(h.stats.retried).toBe(2);
+  });
+
+  it('backs off exponentially after a plain error and fails after maxAttempts with every error recorded', async () => {
+    const kind = defineJob({ kind: 'wh_fail', queue: 'q_fail', maxAttempts: 2 });
+    const attempts: number[] = [];
+    const h = host('q_fail').register(kind, (j) => {
+      attempts.push(j.attempt);
+      throw new Error(`boom ${j.attempt}`);
+    });
+    const id = await client.enqueue(kind, {});
+    const retried = settled(h, id, 'retry');
+    const failed = settled(h, id, 'failed');
+    await start(h);
+    await retried;
+    const waiting = await job(id);
+    expect(waiting).toMatchObject({ state: 'retryable', attempt: 1 });
+    // Backoff after attempt 1: 2 s plus up to 25 % jitter, from the moment the error was recorded.
+    const delay = waiting.runAt!.getTime() - Date.parse(errorsOf(waiting)[0]!.at);
+    expect(delay).toBeGreaterThanOrEqual(2_000);
+    expect(delay).toBeLessThanOrEqual(2_500);
+    await failed;
+    expect(attempts).toEqual([1, 2]);
+    const r = await job(id);
+    expect(r).toMatchObject({ state: 'failed', attempt: 2, maxAttempts: 2 });
+    expect(errorsOf(r)).toHaveLength(2);
+    expect(errorsOf(r).map((e) => [e.attempt, e.error])).toEqual([
+      [1, 'boom 1'],
+      [2, 'boom 2'],
+    ]);
+  }, 15_000);
+
+  it('bounds RetryAfter by maxAttempts', async () => {
+    const kind = defineJob({ kind: 'wh_retry_after', queue: 'q_retry_after', maxAttempts: 3 });
+    const attempts: number[] = [];
+    const h = host('q_retry_after').register(kind, (j) => {
+      attempts.push(j.attempt);
+      throw new RetryAfter(10, 'still busy');
+    });
+    const id = await client.enqueue(kind, {});
+    const failed = settled(h, id, 'failed');
+    await start(h);
+    await failed;
+    expect(attempts).toEqual([1, 2, 3]);
+    const r = await job(id);
+    expect(r).toMatchObject({ state: 'failed', attempt: 3 });
+    expect(errorsOf(r).map((e) => e.attempt)).toEqual([1, 2, 3]);
+    expect(h.stats).toMatchObject({ retried: 2, failed: 1 });
+  });
+
+  it('snoozes without spending an attempt', async () => {
+    const kind = defineJob({ kind: 'wh_snooze', queue: 'q_snooze', maxAttempts: 1 });
+    const attempts: number[] = [];
+    const h = host('q_snooze').register(kind, (j) => {
+      attempts.push(j.attempt);
+      if (attempts.length === 1) throw new Snooze(10);
+    });
+    const id = await client.enqueue(kind, {});
+    const done = settled(h, id, 'completed');
+    await start(h);
+    await done;
+    // maxAttempts 1 and two runs: the snooze did not count.
+    expect(attempts).toEqual([1, 1]);
+    const r = await job(id);
+    expect(r).toMatchObject({ state: 'completed', attempt: 1 });
+    expect(errorsOf(r)).toEqual([]);
+    expect(h.stats).toMatchObject({ snoozed: 1, completed: 1, retried: 0 });
+  });
+
+  it('ends a job as cancelled on CancelJob and as failed on FailJob, with attempts left', async () => {
+    const cancelKind = defineJob({ kind: 'wh_cancel', queue: 'q_cancel', maxAttempts: 5 });
+    const failKind = defineJob({ kind: 'wh_failjob', queue: 'q_cancel', maxAttempts: 5 });
+    const calls: string[] = [];
+    const h = host('q_cancel')
+      .register(cancelKind, () => {
+        calls.push('cancel');
+        throw new CancelJob('no longer needed');
+      })
+      .register(failKind, async () => {
+        calls.push('fail');
+        throw new FailJob('bad input');
+      });
+    const cancelId = await client.enqueue(cancelKind, {});
+    const failId = await client.enqueue(failKind, {});
+    const cancelled = settled(h, cancelId, 'cancelled');
+    const failed = settled(h, failId, 'failed');
+    await start(h);
+    await Promise.all([cancelled, failed]);
+    expect(calls.sort()).toEqual(['cancel', 'fail']);
+    const c = await job(cancelId);
+    expect(c).toMatchObject({ state: 'cancelled', attempt: 1 });
+    expect(errorsOf(c).map((e) => e.error)).toEqual(['no longer needed']);
+    const f = await job(failId);
+    expect(f).toMatchObject({ state: 'failed', attempt: 1, maxAttempts: 5 });
+    expect(errorsOf(f).map((e) => e.error)).toEqual(['bad input']);
+  });
+
+  it('records a readable error when a handler throws a non-Error', async () => {
+    const stringKind = defineJob({ kind: 'wh_throw_string', queue: 'q_non_error', maxAttempts: 3 });
+    const objectKind = defineJob({ kind: 'wh_throw_object', queue: 'q_non_error', maxAttempts: 1 });
+    const h = host('q_non_error')
+      .register(stringKind, () => {
+        // Thrown synchronously…
+        throw 'a bare string';
+      })
+      .register(objectKind, async () => {
+        // …and as a rejection.
+        throw { code: 42, why: 'a plain object' };
+      });
+    const stringId = await client.enqueue(stringKind, {});
+    const objectId = await client.enqueue(objectKind, {});
+    const retried = settled(h, stringId, 'retry');
+    const failed = settled(h, objectId, 'failed');
+    await start(h);
+    await Promise.all([retried, failed]);
+    const s = await job(stringId);
+    expect(s).toMatchObject({ state: 'retryable', attempt: 1 });
+    expect(errorsOf(s)).toEqual([
+      expect.objectContaining({ attempt: 1, error: 'non-Error thrown: a bare string', name: 'string' }),
+    ]);
+    const o = await job(objectId);
+    expect(o).toMatchObject({ state: 'failed', attempt: 1 });
+    expect(errorsOf(o)).toEqual([
+      expect.objectContaining({
+        attempt: 1,
+        error: 'non-Error thrown: {"code":42,"why":"a plain object"}',
+        name: 'object',
+      }),
+    ]);
+  });
+
+  it('keeps a scheduled job scheduled until runAt, then runs it', async () => {
+    const kind = defineJob({ kind: 'wh_scheduled', queue: 'q_scheduled' });
+    const starts: { at: number; readyAt: number }[] = [];
+    const h = host('q_scheduled').register(kind, (j) => {
+      starts.push({ at: Date.now(), readyAt: j.readyAt.getTime() });
+    });
+    const runAt = new Date(Date.now() + 300);
+    const id = await client.enqueue(kind, {}, { runAt });
+    const before = await job(id);
+    expect(before.state).toBe('scheduled');
+    expect(before.runAt?.getTime()).toBe(runAt.getTime());
+    const done = settled(h, id, 'completed');
+    await start(h);
+    await done;
+    expect(starts).toHaveLength(1);
+    expect(starts[0]!.at).toBeGreaterThanOrEqual(runAt.getTime());
+    // Promotion makes the job ready as of the time it fell due.
+    expect(starts[0]!.readyAt).toBe(runAt.getTime());
+    expect((await job(id)).state).toBe('completed');
+  });
+
+  it('claims by priority first, then FIFO within a priority', async () => {
+    const kind = defineJob<{ name: string }>({ kind: 'wh_prio', queue: 'q_prio' });
+    const plan: [1 | 2 | 3 | 4, string][] = [
+      [3, 'a'],
+      [1, 'b'],
+      [4, 'c'],
+      [2, 'd'],
+      [1, 'e'],
+      [3, 'f'],
+      [2, 'g'],
+      [4, 'h'],
+      [1, 'i'],
+      [2, 'j'],
+    ];
+    const pg = await client.pool.connect();
+    try {
+      await pg.query('begin');
+      for (const [priority, name] of plan) await client.enqueue(kind, { name }, { priority, client: pg });
+      await pg.query('commit');
+    } finally {
+      pg.release();
+    }
+    const order: string[] = [];
+    const h = host('q_prio', { queues: { q_prio: 1 }, claimBatchSize: 1 }).register(kind, (j) => {
+      order.push(j.args.name);
+    });
+    await start(h);
+    await waitFor('every job to complete', () => h.stats.completed === plan.length);
+    expect(order).toEqual(['b', 'e', 'i', 'd', 'g', 'j', 'a', 'f', 'c', 'h']);
+  });
+
+  it('hands an unknown kind back without losing it; a host that knows the kind runs it later', async () => {
+    const known = defineJob({ kind: 'wh_known', queue: 'q_unknown' });
+    const mystery = defineJob({ kind: 'wh_mystery', queue: 'q_unknown', maxAttempts: 1 });
+    // No maintenance: nothing promotes the handed-back job while we look at it.
+    const a = host('q_unknown', { unknownKindDelayMs: 50, maintenance: false }).register(known, () => {});
+    const id = await client.enqueue(mystery, { keep: 'me' });
+    const handedBack = settled(a, id, 'snooze');
+    await start(a);
+    await handedBack;
+    await a.stop();
+    expect(hostErrors.map((e) => (e as AwaError).code)).toContain('AWA_UNKNOWN_KIND');
+    const waiting = await job(id);
+    expect(waiting).toMatchObject({ state: 'scheduled', attempt: 0, args: { keep: 'me' } });
+    expect(errorsOf(waiting)).toHaveLength(1);
+    expect(errorsOf(waiting)[0]!.error).toContain('unknown job kind "wh_mystery"');
+
+    const seen: { attempt: number; args: unknown; errors: number }[] = [];
+    const b = host('q_unknown', { unknownKindDelayMs: 50 }).register(mystery, (j) => {
+      seen.push({ attempt: j.attempt, args: j.args, errors: j.errors.length });
+    });
+    const done = settled(b, id, 'completed');
+    await start(b);
+    await done;
+    // maxAttempts 1, yet it ran: the hand-back spent no attempt.
+    expect(seen).toEqual([{ attempt: 1, args: { keep: 'me' }, errors: 1 }]);
+    expect(await job(id)).toMatchObject({ state: 'completed', attempt: 1 });
+  });
+
+  it('stop() stops claiming, waits for a running handler and flushes its completion', async () => {
+    const kind = defineJob({ kind: 'wh_graceful', queue: 'q_graceful' });
+    const events: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const hasStarted = new Promise<void>((r) => (started = r));
+    // Concurrency 1: while the handler runs no claim is in flight, so the job enqueued during stop()
+    // can only be claimed if stop() failed to stop claiming (once the handler frees its permit).
+    const h = host('q_graceful', { queues: { q_graceful: 1 } }).register(kind, async () => {
+      events.push('handler started');
+      started();
+      await gate;
+      events.push('handler finished');
+    });
+    const id = await client.enqueue(kind, {});
+    await start(h);
+    await hasStarted;
+    const stopping = h.stop().then(() => events.push('stop resolved'));
+    // Enqueued while stopping: must not be claimed.
+    const late = await client.enqueue(kind, {});
+    await new Promise((r) => setTimeout(r, 100));
+    expect(events).toEqual(['handler started']);
+    release();
+    await stopping;
+    expect(events).toEqual(['handler started', 'handler finished', 'stop resolved']);
+    expect((await job(id)).state).toBe('completed');
+    expect((await job(late)).state).toBe('available');
+  });
+
+  it('stop() aborts the signal of a handler still running after shutdownTimeoutMs', async () => {
+    const kind = defineJob({ kind: 'wh_abort', queue: 'q_abort', maxAttempts: 3 });
+    let abortReason: unknown;
+    let started!: () => void;
+    const hasStarted = new Promise<void>((r) => (started = r));
+    const h = host('q_abort', { shutdownTimeoutMs: 50 }).register(kind, (_j, ctx) => {
+      started();
+      return new Promise((_resolve, reject) => {
+        ctx.signal.addEventListener('abort', () => {
+          abortReason = ctx.signal.reason;
+          reject(ctx.signal.reason as Error);
+        });
+      });
+    });
+    const id = await client.enqueue(kind, {});
+    await start(h);
+    await hasStarted;
+    await h.stop();
+    expect(abortReason).toBeInstanceOf(Error);
+    expect((abortReason as Error).message).toBe('worker host is stopping');
+    // The aborted attempt ended with an error: counted and retryable, nothing lost.
+    const r = await job(id);
+    expect(r).toMatchObject({ state: 'retryable', attempt: 1 });
+    expect(errorsOf(r).map((e) => e.error)).toEqual(['worker host is stopping']);
+  });
+
+  it('a result arriving after stop() is dropped quietly; its attempt stays open for rescue', async () => {
+    const kind = defineJob({ kind: 'wh_late', queue: 'q_late', maxAttempts: 3 });
+    let started!: () => void;
+    const hasStarted = new Promise<void>((r) => (started = r));
+    const h = host('q_late', { shutdownTimeoutMs: 50 }).register(kind, (_j, ctx) => {
+      started();
+      // Ignores the abort for a while, then fails: after stop() has already finished.
+      return new Promise((_resolve, reject) =>
+        ctx.signal.addEventListener('abort', () => setTimeout(() => reject(new Error('late')), 300)),
+      );
+    });
+    const id = await client.enqueue(kind, {});
+    await start(h);
+    await hasStarted;
+    const errorsBefore = hostErrors.length;
+    await h.stop();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(hostErrors.slice(errorsBefore)).toEqual([]);
+    expect((await job(id)).state).toBe('running');
+  });
+
+  it('a handler asking for an impossible delay fails its own attempt only; the rest of the flush lands', async () => {
+    const bad = defineJob({ kind: 'wh_bad_delay', queue: 'q_delay', maxAttempts: 1 });
+    const good = defineJob({ kind: 'wh_good_delay', queue: 'q_delay' });
+    const h = host('q_delay', { completionFlushMs: 20 });
+    h.register(bad, () => {
+      throw new RetryAfter(Number.NaN);
+    });
+    h.register(good, () => {});
+    const [badId, goodId] = await client.enqueueMany([
+      { kind: bad, args: {} },
+      { kind: good, args: {} },
+    ]);
+    const done = Promise.all([settled(h, badId!), settled(h, goodId!)]);
+    await start(h);
+    await done;
+    expect((await job(goodId!)).state).toBe('completed');
+    const failed = await job(badId!);
+    expect(failed.state).toBe('failed');
+    expect(errorsOf(failed)[0]?.error).toContain('RetryAfter.delayMs');
+  });
+
+  it('elects exactly one maintenance leader, and another takes over when it stops', async () => {
+    const a = host('q_leader');
+    const b = host('q_leader');
+    const firstLeader = new Promise<WorkerHost>((resolve) => {
+      a.once('leadership', (is) => is && resolve(a));
+      b.once('leadership', (is) => is && resolve(b));
+    });
+    await Promise.all([start(a), start(b)]);
+    const leader = await firstLeader;
+    const other = leader === a ? b : a;
+    // Several election rounds later, still exactly one leader.
+    await new Promise((r) => setTimeout(r, 250));
+    expect([a.isLeader, b.isLeader].filter(Boolean)).toHaveLength(1);
+    expect(leader.isLeader).toBe(true);
+    const takeover = new Promise<boolean>((resolve) => other.once('leadership', resolve));
+    await leader.stop();
+    expect(leader.isLeader).toBe(false);
+    expect(await takeover).toBe(true);
+    expect(other.isLeader).toBe(true);
+  });
+
+  describe('typed errors', () => {
+    it('rejects start() on an unmigrated database with SchemaNotMigratedError', async () => {
+      const empty = await createTestDatabase('unmigrated');
+      try {
+        const h = new WorkerHost({ connectionString: empty.url });
+        const err = await h.start().then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(SchemaNotMigratedError);
+        expect((err as SchemaNotMigratedError).code).toBe('AWA_SCHEMA_NOT_MIGRATED');
+        expect((err as Error).message).toContain('awa migrate');
+      } finally {
+        await empty.drop();
+      }
+    });
+
+    it('rejects bad worker options with InvalidOptionError naming the field', () => {
+      const field = (options: WorkerOptions): string => {
+        try {
+          new WorkerHost(options);
+        } catch (err) {
+          expect(err).toBeInstanceOf(InvalidOptionError);
+          expect((err as InvalidOptionError).code).toBe('AWA_INVALID_OPTION');
+          return (err as InvalidOptionError).field;
+        }
+        throw new Error('expected InvalidOptionError');
+      };
+      const url = db.url;
+      expect(field({ connectionString: url, queues: { default: { concurrency: 0 } } })).toBe(
+        'queues.default.concurrency',
+      );
+      expect(field({ connectionString: url, queues: { mail: -1 } })).toBe('queues.mail.concurrency');
+      expect(field({ connectionString: url, pollIntervalMS: 20 } as WorkerOptions)).toBe(
+        'options.pollIntervalMS',
+      );
+      expect(field({})).toBe('connectionString');
+      expect(field({ connectionString: 'mysql://localhost/db' })).toBe('connectionString');
+      expect(field({ connectionString: url, claimBatchSize: 0 })).toBe('claimBatchSize');
+      expect(field({ connectionString: url, queues: {} })).toBe('queues');
+    });
+
+    it('rejects start() with ConnectionError when nothing listens at the address', async () => {
+      const h = new WorkerHost({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' });
+      const err = await h.start().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(ConnectionError);
+      expect((err as ConnectionError).code).toBe('AWA_CONNECTION_FAILED');
+      expect((err as Error).message).toContain('127.0.0.1:1');
+    });
+  });
+});

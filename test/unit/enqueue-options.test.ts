@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineJob, InvalidArgsError, InvalidOptionError, PayloadTooLargeError } from '../../src/index.js';
+import { buildJobRow, toJobRow, type JobOptions } from '../../src/model/enqueue-options.js';
+
+const NOW = Date.parse('2030-06-01T12:00:00.000Z');
+const kind = defineJob({ kind: 'mail', queue: 'email', priority: 3, maxAttempts: 7 });
+const row = (options: JobOptions | undefined) => buildJobRow(kind, '{"a":1}', options, NOW);
+
+const optionError = (fn: () => unknown): InvalidOptionError => {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidOptionError);
+    return err as InvalidOptionError;
+  }
+  throw new Error('expected an InvalidOptionError');
+};
+
+describe('buildJobRow', () => {
+  it('takes its defaults from the kind, runnable now, no meta', () => {
+    expect(row(undefined)).toEqual({
+      kind: 'mail',
+      queue: 'email',
+      priority: 3,
+      argsJson: '{"a":1}',
+      maxAttempts: 7,
+      runAt: null,
+      metaJson: null,
+    });
+    expect(row({})).toEqual(row(undefined));
+  });
+
+  it('lets options override the kind', () => {
+    expect(row({ queue: 'urgent', priority: 1, maxAttempts: 2 })).toMatchObject({
+      queue: 'urgent',
+      priority: 1,
+      maxAttempts: 2,
+    });
+  });
+
+  it('keeps a future runAt, and treats a runAt in the past (or now) as runnable now', () => {
+    const future = new Date(NOW + 60_000);
+    expect(row({ runAt: future }).runAt).toEqual(future);
+    expect(row({ runAt: new Date(NOW - 60_000) }).runAt).toBeNull();
+    expect(row({ runAt: new Date(NOW) }).runAt).toBeNull();
+  });
+
+  it('turns delayMs into runAt = now + delayMs (0 = now)', () => {
+    expect(row({ delayMs: 5_000 }).runAt).toEqual(new Date(NOW + 5_000));
+    expect(row({ delayMs: 0 }).runAt).toBeNull();
+  });
+
+  it('rejects runAt and delayMs together, naming delayMs', () => {
+    const e = optionError(() => row({ runAt: new Date(NOW + 1_000), delayMs: 1_000 }));
+    expect(e.field).toBe('delayMs');
+    expect(e.message).toContain('not both');
+  });
+
+  it('rejects an unknown option key with its name and the known keys', () => {
+    const e = optionError(() => row({ prority: 1 } as JobOptions));
+    expect(e.field).toBe('options.prority');
+    expect(e.message).toContain('priority');
+    expect(e.message).toContain('maxAttempts');
+  });
+
+  it('accepts the client key (passed through by enqueue)', () => {
+    expect(row({ client: undefined } as JobOptions).queue).toBe('email');
+  });
+
+  it('rejects out-of-range values, naming the field', () => {
+    const cases: [JobOptions, string][] = [
+      [{ priority: 0 as never }, 'priority'],
+      [{ priority: 5 as never }, 'priority'],
+      [{ maxAttempts: 0 }, 'maxAttempts'],
+      [{ queue: '' }, 'queue'],
+      [{ runAt: new Date(Number.NaN) }, 'runAt'],
+      [{ runAt: '2030-01-01' as never }, 'runAt'],
+      [{ delayMs: -1 }, 'delayMs'],
+      [{ delayMs: 1.5 }, 'delayMs'],
+    ];
+    for (const [options, field] of cases) expect(optionError(() => row(options)).field).toBe(field);
+    expect(optionError(() => buildJobRow(kind, '{}', 'fast' as never, NOW)).field).toBe('options');
+  });
+
+  it('encodes metadata and tags into metaJson', () => {
+    expect(JSON.parse(row({ metadata: { tenant: 't1' }, tags: ['a', 'b'] }).metaJson!)).toEqual({
+      metadata: { tenant: 't1' },
+      tags: ['a', 'b'],
+    });
+    expect(JSON.parse(row({ tags: ['only'] }).metaJson!)).toEqual({ tags: ['only'] });
+  });
+
+  it('validates tags and metadata', () => {
+    const cases: [JobOptions, string][] = [
+      [{ tags: 'a' as never }, 'tags'],
+      [{ tags: [''] }, 'tags'],
+      [{ tags: [7 as never] }, 'tags'],
+      [{ tags: ['x'.repeat(101)] }, 'tags'],
+      [{ tags: Array.from({ length: 21 }, (_, i) => `t${i}`) }, 'tags'],
+      [{ metadata: [] as never }, 'metadata'],
+      [{ metadata: null as never }, 'metadata'],
+    ];
+    for (const [options, field] of cases) expect(optionError(() => row(options)).field).toBe(field);
+    expect(row({ tags: Array.from({ length: 20 }, (_, i) => `t${i}`) }).metaJson).not.toBeNull();
+  });
+
+  it('rejects metadata that is not JSON', () => {
+    expect(() => row({ metadata: { n: 1n } })).toThrow(/BigInt/);
+  });
+});
+
+describe('toJobRow', () => {
+  it('validates args through the kind schema before building the row', async () => {
+    const typed = defineJob({ kind: 'typed', schema: z.object({ id: z.number() }) });
+    await expect(toJobRow(typed, { id: 'x' }, undefined, 1024, NOW)).rejects.toBeInstanceOf(InvalidArgsError);
+    expect(await toJobRow(typed, { id: 1 }, { priority: 1 }, 1024, NOW)).toMatchObject({
+      kind: 'typed',
+      argsJson: '{"id":1}',
+      priority: 1,
+    });
+  });
+
+  it('enforces the payload limit', async () => {
+    await expect(toJobRow(kind, { s: 'x'.repeat(100) }, undefined, 64, NOW)).rejects.toBeInstanceOf(
+      PayloadTooLargeError,
+    );
+  });
+});

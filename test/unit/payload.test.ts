@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import { PayloadNotSerialisableError, PayloadTooLargeError } from '../../src/index.js';
+import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../../src/model/payload.js';
+
+const notSerialisable = (args: unknown, reason: string | RegExp) => {
+  let caught: unknown;
+  try {
+    encodeArgs('k', args, DEFAULT_MAX_PAYLOAD_BYTES);
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught).toBeInstanceOf(PayloadNotSerialisableError);
+  const e = caught as PayloadNotSerialisableError;
+  expect(e.code).toBe('AWA_PAYLOAD_NOT_SERIALISABLE');
+  expect(e.message).toContain('"k"');
+  expect(e.message).toMatch(reason);
+};
+
+describe('encodeArgs', () => {
+  it('round-trips plain JSON unchanged', () => {
+    const values: unknown[] = [
+      { to: 'a@example.com', n: 42, ok: true, none: null, list: [1, 'two', null, false, { x: -1.5 }] },
+      [1, 2, 3],
+      { nested: { deeper: { deepest: ['ünïcødé', '€', '😀', 'line\nbreak', 'quote"'] } } },
+      {},
+      [],
+      'a string',
+      0,
+    ];
+    for (const v of values) {
+      const text = encodeArgs('k', v, DEFAULT_MAX_PAYLOAD_BYTES);
+      expect(JSON.parse(text)).toEqual(v);
+    }
+  });
+
+  it('encodes a Date through its toJSON (an ISO string)', () => {
+    expect(encodeArgs('k', { at: new Date('2030-01-01T00:00:00Z') }, 1024)).toBe(
+      '{"at":"2030-01-01T00:00:00.000Z"}',
+    );
+  });
+
+  it('rejects a BigInt, naming the field', () => {
+    notSerialisable({ amount: 10n }, /"amount" is a BigInt/);
+  });
+
+  it('rejects functions and symbols instead of dropping them', () => {
+    notSerialisable({ callback: () => 1 }, /"callback" is a function/);
+    notSerialisable({ tag: Symbol('t') }, /"tag" is a symbol/);
+    notSerialisable(() => 1, /a function/);
+  });
+
+  it('rejects NaN and ±Infinity instead of storing null', () => {
+    notSerialisable({ ratio: NaN }, /"ratio" is the number NaN/);
+    notSerialisable({ big: Infinity }, /Infinity/);
+    notSerialisable([1, -Infinity], /-Infinity/);
+  });
+
+  it('rejects undefined inside an array (JSON would turn it into null)', () => {
+    notSerialisable([1, undefined, 3], /undefined inside an array/);
+    notSerialisable({ list: ['a', undefined] }, /undefined inside an array/);
+  });
+
+  it('rejects undefined args', () => {
+    notSerialisable(undefined, /args are undefined/);
+  });
+
+  it('rejects circular structures', () => {
+    const a: Record<string, unknown> = { name: 'a' };
+    a.self = a;
+    notSerialisable(a, /circular/i);
+  });
+
+  it('accepts a payload of exactly the limit and rejects one byte over it (ASCII)', () => {
+    const args = 'a'.repeat(18); // encoded: 20 bytes with the quotes
+    expect(encodeArgs('k', args, 20)).toBe(`"${args}"`);
+    expect(() => encodeArgs('k', args, 19)).toThrow(PayloadTooLargeError);
+  });
+
+  it('measures multibyte text in UTF-8 bytes, not string length', () => {
+    const euro = '€'.repeat(6); // 8 UTF-16 units encoded, 2 + 6 × 3 = 20 bytes
+    expect(encodeArgs('k', euro, 20)).toBe(`"${euro}"`);
+    let caught: unknown;
+    try {
+      encodeArgs('mail', euro, 19);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(PayloadTooLargeError);
+    expect((caught as PayloadTooLargeError).code).toBe('AWA_PAYLOAD_TOO_LARGE');
+    expect((caught as Error).message).toContain('"mail" are 20 bytes encoded; the limit is 19');
+
+    const emoji = '😀'.repeat(4); // 2 + 4 × 4 = 18 bytes
+    expect(encodeArgs('k', emoji, 18)).toBe(`"${emoji}"`);
+    expect(() => encodeArgs('k', emoji, 17)).toThrow(PayloadTooLargeError);
+  });
+
+  it('rejects a large object over the default 1 MiB limit', () => {
+    const big = { blob: 'x'.repeat(DEFAULT_MAX_PAYLOAD_BYTES) };
+    expect(() => encodeArgs('k', big, DEFAULT_MAX_PAYLOAD_BYTES)).toThrow(PayloadTooLargeError);
+  });
+});
