@@ -8,7 +8,12 @@ const layer = (dir, forbidden) => ({
   rules: {
     'no-restricted-imports': [
       'error',
-      { patterns: forbidden.map((f) => ({ group: [`**/${f}/*`], message: `src/${dir} must not import src/${f} (layering: cli → runtime → storage → model)` })) },
+      {
+        patterns: forbidden.map((f) => ({
+          group: [`**/${f}/*`],
+          message: `src/${dir} must not import src/${f} (layering: cli → runtime → storage → model)`,
+        })),
+      },
     ],
   },
 });

@@ -1,14 +1,20 @@
 import { defineConfig } from 'vitest/config';
 
-// Two cores: two test files at a time. Integration tests share one PostgreSQL server (resolved once by
-// the global setup) and each file works in databases of its own.
+// Integration tests run against one real PostgreSQL per run, found by test/helpers/global-setup.ts;
+// each file works in databases of its own. Two cores here, so two test files at a time.
+// The chaos suite does real damage (kills workers, restarts PostgreSQL) and takes a couple of minutes;
+// it is part of every run (skip it locally with AWA_TEST_CHAOS=0).
+const chaos = process.env.AWA_TEST_CHAOS === '0' ? [] : ['test/chaos/**/*.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/chaos/**/*.test.ts'],
+    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', ...chaos],
     globalSetup: ['test/helpers/global-setup.ts'],
     pool: 'forks',
+    fileParallelism: true,
     maxWorkers: 2,
     testTimeout: 60_000,
     hookTimeout: 120_000,
+    teardownTimeout: 60_000,
   },
 });

