@@ -56,7 +56,9 @@ describe('claim', () => {
         options: { queue: 'race', priority: ((i % 4) + 1) as 1 },
       })),
     );
-    const pools = [1, 2, 3, 4].map(() => new pg.Pool({ connectionString: f.url, max: 1 }));
+    const pools = [1, 2, 3, 4].map(() =>
+      new pg.Pool({ connectionString: f.url, max: 1 }).on('error', () => {}),
+    );
     try {
       const results = await Promise.all(
         pools.map(async (p) => {

@@ -17,6 +17,8 @@ export async function storageFixture(label: string): Promise<StorageFixture> {
   const client = new AwaClient({ connectionString: db.url });
   await client.migrate();
   const pool = new pg.Pool({ connectionString: db.url, max: 6 });
+  // An idle client can still be reached by the drop's pg_terminate_backend while the pool winds down.
+  pool.on('error', () => {});
   return {
     url: db.url,
     client,
