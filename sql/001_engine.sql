@@ -197,6 +197,32 @@ create table {{schema}}.done_entries (
 );
 create index done_entries_finished on {{schema}}.done_entries (finished_at);
 
+-- Per-queue settings the storage layer needs to route outcomes (cold: written when hosts start).
+create table {{schema}}.queue_settings (
+  queue       text primary key,
+  dlq_enabled boolean not null default false,
+  updated_at  timestamptz not null default now()
+);
+
+-- Operator hold: terminal failures of DLQ-enabled queues, with their last error and attempt history
+-- (meta.errors). Retry re-enqueues with a fresh attempt counter; the leader applies retention.
+create table {{schema}}.dlq_entries (
+  job_id       bigint primary key,
+  run_lease    bigint not null,
+  kind         text not null,
+  queue        text not null,
+  priority     smallint not null,
+  args         jsonb not null,
+  attempt      smallint not null,
+  max_attempts smallint not null,
+  enqueued_at  timestamptz not null,
+  dlq_at       timestamptz not null default now(),
+  reason       text,
+  meta         jsonb
+);
+create index dlq_entries_queue on {{schema}}.dlq_entries (queue, dlq_at);
+
+
 -- ---------------------------------------------------------------------------------------------------
 -- Functions. Advisory-lock keys are (namespace, id) pairs; the namespaces are derived from the schema
 -- name so two Awa schemas in one database never contend.
@@ -433,7 +459,7 @@ create function {{schema}}.with_error(p_meta jsonb, p_error jsonb) returns jsonb
 --   completed  -> closure only (compact success history)
 --   retry      -> closure + deferred_jobs(retryable, attempt counted)
 --   snooze     -> closure + deferred_jobs(scheduled, attempt not counted)
---   failed / cancelled -> closure + done_entries
+--   failed / cancelled -> closure + done_entries, or dlq_entries for failures of DLQ-enabled queues
 create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
     p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[])
   returns table (job_id bigint)
@@ -467,10 +493,12 @@ begin
      group by v.slot, v.batch_id, v.outcome = 'completed'
   ), body as (
     select v.*, r.kind, r.queue, r.priority, r.args, r.attempt as prior_attempt, r.max_attempts,
-           r.enqueued_at, r.meta
+           r.enqueued_at, r.meta,
+           (v.outcome = 'failed' and coalesce(q.dlq_enabled, false)) as to_dlq
       from valid v
       join {{schema}}.ready_entries r
         on r.slot = v.ready_slot and r.lane_id = v.lane_id and r.lane_seq = v.lane_seq
+      left join {{schema}}.queue_settings q on q.queue = r.queue
      where v.outcome <> 'completed'
   ), to_deferred as (
     insert into {{schema}}.deferred_jobs
@@ -486,7 +514,14 @@ begin
       (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
     select b.job_id, b.run_lease, b.outcome, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
            b.max_attempts, b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
-      from body b where b.outcome in ('failed', 'cancelled')
+      from body b where b.outcome in ('failed', 'cancelled') and not b.to_dlq
+  ), to_dlq as (
+    insert into {{schema}}.dlq_entries
+      (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
+    select b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1, b.max_attempts,
+           b.enqueued_at, b.error ->> 'error', {{schema}}.with_error(b.meta, b.error)
+      from body b where b.to_dlq
+    on conflict on constraint dlq_entries_pkey do nothing
   )
   select v.job_id from valid v;
 end

@@ -15,13 +15,6 @@ create table {{schema}}.runtime_instances (
   stopped_at   timestamptz
 ) with (fillfactor = 50);
 
--- Per-queue settings the storage layer needs to route outcomes (cold: written when hosts start).
-create table {{schema}}.queue_settings (
-  queue       text primary key,
-  dlq_enabled boolean not null default false,
-  updated_at  timestamptz not null default now()
-);
-
 -- Mutable state of a live attempt, materialised only when the attempt asks for it (progress today).
 -- Keyed by attempt; the receipt columns let cleanup find rows whose attempt has ended.
 create table {{schema}}.attempt_state (
@@ -34,89 +27,6 @@ create table {{schema}}.attempt_state (
   updated_at timestamptz not null default now(),
   primary key (job_id, run_lease)
 ) with (fillfactor = 70);
-
--- Operator hold: terminal failures of DLQ-enabled queues, with their last error and attempt history
--- (meta.errors). Retry re-enqueues with a fresh attempt counter; the leader applies retention.
-create table {{schema}}.dlq_entries (
-  job_id       bigint primary key,
-  run_lease    bigint not null,
-  kind         text not null,
-  queue        text not null,
-  priority     smallint not null,
-  args         jsonb not null,
-  attempt      smallint not null,
-  max_attempts smallint not null,
-  enqueued_at  timestamptz not null,
-  dlq_at       timestamptz not null default now(),
-  reason       text,
-  meta         jsonb
-);
-create index dlq_entries_queue on {{schema}}.dlq_entries (queue, dlq_at);
-
--- Terminal failures of DLQ-enabled queues go to dlq_entries instead of done_entries; everything else
--- about finish() is unchanged, so it is redefined here with that one routing rule added.
-create or replace function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
-    p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[])
-  returns table (job_id bigint)
-  language plpgsql
-  as $$
-begin
-  perform pg_advisory_xact_lock({{schema}}.lock_ns('receipt'), (x.b % 2147483647)::int)
-    from (select distinct b from unnest(p_batches) as b order by 1) x;
-  return query
-  with input as (
-    select * from unnest(p_slots, p_batches, p_idxs, p_job_ids, p_leases, p_outcomes, p_run_ats, p_errors)
-      as u(slot, batch_id, idx, job_id, run_lease, outcome, run_at, error)
-  ), valid as (
-    select distinct on (i.slot, i.batch_id, i.idx) i.*, b.ready_slot, b.lane_id,
-           case when b.lane_seqs is null then b.first_seq + i.idx - 1 else b.lane_seqs[i.idx] end as lane_seq
-      from input i
-      join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
-     where i.idx between 1 and b.size
-       and coalesce(b.lease, b.run_leases[i.idx]) = i.run_lease
-       and not exists (select 1 from {{schema}}.closure_batches c
-                        where c.slot = i.slot and c.batch_id = i.batch_id and c.idxs @> i.idx)
-  ), closure as (
-    insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
-    select v.slot, v.batch_id, range_agg(int4range(v.idx, v.idx + 1)), count(*),
-           case when v.outcome = 'completed' then 'completed' else 'settled' end
-      from valid v
-     group by v.slot, v.batch_id, v.outcome = 'completed'
-  ), body as (
-    select v.*, r.kind, r.queue, r.priority, r.args, r.attempt as prior_attempt, r.max_attempts,
-           r.enqueued_at, r.meta,
-           (v.outcome = 'failed' and coalesce(q.dlq_enabled, false)) as to_dlq
-      from valid v
-      join {{schema}}.ready_entries r
-        on r.slot = v.ready_slot and r.lane_id = v.lane_id and r.lane_seq = v.lane_seq
-      left join {{schema}}.queue_settings q on q.queue = r.queue
-     where v.outcome <> 'completed'
-  ), to_deferred as (
-    insert into {{schema}}.deferred_jobs
-      (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
-    select b.job_id, b.kind, b.queue, b.priority, b.args,
-           case when b.outcome = 'retry' then b.prior_attempt + 1 else b.prior_attempt end,
-           b.max_attempts, b.run_lease, b.run_at,
-           case when b.outcome = 'retry' then 'retryable' else 'scheduled' end,
-           b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
-      from body b where b.outcome in ('retry', 'snooze')
-  ), to_done as (
-    insert into {{schema}}.done_entries
-      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
-    select b.job_id, b.run_lease, b.outcome, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
-           b.max_attempts, b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
-      from body b where b.outcome in ('failed', 'cancelled') and not b.to_dlq
-  ), to_dlq as (
-    insert into {{schema}}.dlq_entries
-      (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
-    select b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1, b.max_attempts,
-           b.enqueued_at, b.error ->> 'error', {{schema}}.with_error(b.meta, b.error)
-      from body b where b.to_dlq
-    on conflict on constraint dlq_entries_pkey do nothing
-  )
-  select v.job_id from valid v;
-end
-$$;
 
 -- Open receipts of the given batch: members with no closure yet, with what routing them needs.
 create function {{schema}}.open_members(p_slot smallint, p_batch bigint)
