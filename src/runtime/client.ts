@@ -20,6 +20,7 @@ import {
   resolveSchema,
   retryDlq,
   validateConnectionString,
+  withTransaction,
   wrapDatabaseError,
   type CancelledFrom,
   type DlqEntry,
@@ -149,19 +150,9 @@ export class AwaClient {
       if (chunk.length > 0) await flush();
       return total;
     };
-    if (options.client) return this.wrap('copyEnqueue', () => load(options.client!));
-    const client = await connect(this.pool, this.target);
-    try {
-      await client.query('begin');
-      const total = await load(client);
-      await client.query('commit');
-      return total;
-    } catch (err) {
-      await client.query('rollback').catch(() => {});
-      throw wrapDatabaseError('copyEnqueue', err, this.target);
-    } finally {
-      client.release();
-    }
+    return this.wrap('copyEnqueue', () =>
+      options.client ? load(options.client) : withTransaction(this.pool, this.target, load),
+    );
   }
 
   async counts(): Promise<QueueCounts[]> {

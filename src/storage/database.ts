@@ -71,9 +71,10 @@ export async function connect(pool: pg.Pool, target: string): Promise<pg.PoolCli
 /** Runs `fn` in a transaction on a pooled client. */
 export async function withTransaction<T>(
   pool: pg.Pool,
+  target: string,
   fn: (client: pg.PoolClient) => Promise<T>,
 ): Promise<T> {
-  const client = await connect(pool, 'the pool');
+  const client = await connect(pool, target);
   try {
     await client.query('begin');
     const result = await fn(client);
