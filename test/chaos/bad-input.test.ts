@@ -15,35 +15,31 @@ import { createTestDatabase } from '../helpers/database.js';
 import {
   ChaosWorker,
   logDir,
-  newClient,
   printReport,
-  testPool,
   verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
   type ExpectedJob,
+  openScene,
+  closeScene,
+  type Scene,
 } from './harness.js';
 
 describe('chaos: bad input under load', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Scene['db'];
   let client: AwaClient;
   let pool: pg.Pool;
-  let logs: ReturnType<typeof logDir>;
+  let logs: Scene['logs'];
   const workers: ChaosWorker[] = [];
 
+  let scene: Scene | undefined;
   beforeAll(async () => {
-    db = await createTestDatabase('chaos_bad');
-    client = await newClient(db.url);
-    pool = testPool(db.url, 2);
-    logs = logDir('bad');
+    scene = await openScene('bad');
+    ({ db, client, pool, logs } = scene);
   });
   afterAll(async () => {
-    await Promise.all(workers.map((w) => w.dispose()));
-    await client?.close();
-    await pool?.end();
-    await db?.drop();
-    logs?.remove();
+    await closeScene(scene, workers);
   });
 
   it('rejects bad payloads and options, survives handlers that throw non-Errors or hang past the kind deadline', async () => {

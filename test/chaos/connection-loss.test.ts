@@ -5,41 +5,35 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import type { AwaClient } from '../../src/index.js';
 import { chaosSleep } from '../fixtures/chaos-jobs.js';
-import { createTestDatabase } from '../helpers/database.js';
 import {
   assertNoCrash,
   ChaosWorker,
-  logDir,
-  newClient,
   printReport,
   sleep,
-  testPool,
   verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
   type ExpectedJob,
+  openScene,
+  closeScene,
+  type Scene,
 } from './harness.js';
 
 describe('chaos: worker connections are terminated', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Scene['db'];
   let client: AwaClient;
   let pool: pg.Pool;
-  let logs: ReturnType<typeof logDir>;
+  let logs: Scene['logs'];
   const workers: ChaosWorker[] = [];
 
+  let scene: Scene | undefined;
   beforeAll(async () => {
-    db = await createTestDatabase('chaos_terminate');
-    client = await newClient(db.url);
-    pool = testPool(db.url, 2);
-    logs = logDir('terminate');
+    scene = await openScene('terminate');
+    ({ db, client, pool, logs } = scene);
   });
   afterAll(async () => {
-    await Promise.all(workers.map((w) => w.dispose()));
-    await client?.close();
-    await pool?.end();
-    await db?.drop();
-    logs?.remove();
+    await closeScene(scene, workers);
   });
 
   const backends = async (): Promise<Record<string, number>> => {

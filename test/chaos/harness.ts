@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { AwaClient, type JobRecord } from '../../src/index.js';
 import type { ChaosLine, ChaosWorkerConfig } from '../fixtures/chaos-jobs.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/chaos-worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -443,6 +444,29 @@ export function printReport(
   console.log(
     `[chaos] ${scenario}: ${JSON.stringify({ ...figures, violations: violations.length, ...timings })}`,
   );
+}
+
+/** What every scenario file sets up: its own migrated database, a client, a small query pool, a log dir. */
+export interface Scene {
+  db: TestDatabase;
+  client: AwaClient;
+  pool: pg.Pool;
+  logs: { dir: string; remove(): void };
+}
+
+export async function openScene(label: string): Promise<Scene> {
+  const db = await createTestDatabase(`chaos_${label}`);
+  return { db, client: await newClient(db.url), pool: testPool(db.url, 2), logs: logDir(label) };
+}
+
+/** Tears a scene down in the safe order: workers first, then connections, then the database. */
+export async function closeScene(scene: Scene | undefined, workers: readonly ChaosWorker[]): Promise<void> {
+  await Promise.all(workers.map((w) => w.dispose()));
+  if (!scene) return;
+  await scene.client.close();
+  await scene.pool.end();
+  await scene.db.drop();
+  scene.logs.remove();
 }
 
 export async function newClient(url: string): Promise<AwaClient> {

@@ -4,35 +4,32 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AwaClient } from '../../src/index.js';
 import { chaosSleep, type ChaosLine } from '../fixtures/chaos-jobs.js';
-import { createTestDatabase } from '../helpers/database.js';
 import {
   ChaosWorker,
-  logDir,
-  newClient,
   printReport,
   verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
   type ExpectedJob,
+  openScene,
+  closeScene,
+  type Scene,
 } from './harness.js';
 
 describe('chaos: the maintenance leader dies', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Scene['db'];
   let client: AwaClient;
-  let logs: ReturnType<typeof logDir>;
+  let logs: Scene['logs'];
   const workers: ChaosWorker[] = [];
 
+  let scene: Scene | undefined;
   beforeAll(async () => {
-    db = await createTestDatabase('chaos_leader');
-    client = await newClient(db.url);
-    logs = logDir('leader');
+    scene = await openScene('leader');
+    ({ db, client, logs } = scene);
   });
   afterAll(async () => {
-    await Promise.all(workers.map((w) => w.dispose()));
-    await client?.close();
-    await db?.drop();
-    logs?.remove();
+    await closeScene(scene, workers);
   });
 
   it('SIGKILL of the leader, twice: another process takes over, rescues its attempts and promotes scheduled jobs', async () => {

@@ -5,44 +5,38 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { AwaClient } from '../../src/index.js';
 import { chaosSleep } from '../fixtures/chaos-jobs.js';
-import { createTestDatabase } from '../helpers/database.js';
 import {
   ChaosWorker,
-  logDir,
-  newClient,
   printReport,
   sleep,
-  testPool,
   verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
   type ExpectedJob,
+  openScene,
+  closeScene,
+  type Scene,
 } from './harness.js';
 
 const RING = /^(ready_entries|claim_batches|closure_batches)_\d+$/;
 
 describe('chaos: a long REPEATABLE READ transaction pins the horizon', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: Scene['db'];
   let client: AwaClient;
   let pool: pg.Pool;
   let holder: pg.Client;
-  let logs: ReturnType<typeof logDir>;
+  let logs: Scene['logs'];
   const workers: ChaosWorker[] = [];
 
+  let scene: Scene | undefined;
   beforeAll(async () => {
-    db = await createTestDatabase('chaos_pinned');
-    client = await newClient(db.url);
-    pool = testPool(db.url, 2);
-    logs = logDir('pinned');
+    scene = await openScene('pinned');
+    ({ db, client, pool, logs } = scene);
   });
   afterAll(async () => {
-    await Promise.all(workers.map((w) => w.dispose()));
     await holder?.end().catch(() => {});
-    await client?.close();
-    await pool?.end();
-    await db?.drop();
-    logs?.remove();
+    await closeScene(scene, workers);
   });
 
   it('everything completes under a pinned snapshot; no dead tuples on ready_entries/claim_batches/closure_batches', async () => {
