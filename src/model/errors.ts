@@ -69,13 +69,19 @@ export class PayloadNotSerialisableError extends AwaError {
   }
 }
 
+/** A claimed job's kind has no handler in this process; it is handed back, not failed. */
 export class UnknownKindError extends AwaError {
-  constructor(kind: string, known: readonly string[]) {
+  readonly kind: string;
+  constructor(kind: string, known: readonly string[], handBackMs?: number) {
     super(
       'AWA_UNKNOWN_KIND',
       `No handler is registered for job kind "${kind}" (known: ${known.join(', ') || 'none'}). ` +
-        'Register it on a worker that serves this queue.',
+        'Register it on a worker that serves this queue.' +
+        (handBackMs === undefined
+          ? ''
+          : ` Jobs of this kind are handed back for ${handBackMs} ms meanwhile.`),
     );
+    this.kind = kind;
   }
 }
 

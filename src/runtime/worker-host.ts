@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
-import { AwaError } from '../model/errors.js';
+import { AwaError, UnknownKindError } from '../model/errors.js';
 import type { JobContext, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import {
@@ -347,15 +347,9 @@ export class WorkerHost extends EventEmitter<HostEvents> {
 
   /** A kind no handler here knows: snooze it (no attempt spent) so a host that knows it can run it. */
   private handBack(queue: string, batch: ClaimBatch, c: ClaimedJob, now: number): void {
-    const known = this.registry.kinds();
     if (!this.warnedKinds.has(c.kind)) {
       this.warnedKinds.add(c.kind);
-      this.reportError(
-        new AwaError(
-          'AWA_UNKNOWN_KIND',
-          `No handler for job kind "${c.kind}" on queue "${queue}" (known: ${known.join(', ') || 'none'}); handing such jobs back for ${this.config.unknownKindDelayMs} ms.`,
-        ),
-      );
+      this.reportError(new UnknownKindError(c.kind, this.registry.kinds(), this.config.unknownKindDelayMs));
     }
     const error = errorRecord(
       new Error(`unknown job kind "${c.kind}" on instance ${this.config.instanceId}`),

@@ -29,8 +29,3 @@ export async function pruneRing(
   );
   return rows[0] ?? { slot: null, outcome: 'idle' };
 }
-
-export async function currentSlot(db: Queryable, schema: Schema): Promise<number> {
-  const { rows } = await db.query<{ slot: number }>(`select ${schema.ident}.current_slot() as slot`);
-  return rows[0]!.slot;
-}

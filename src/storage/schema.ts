@@ -20,9 +20,7 @@ export function resolveSchema(name: string = DEFAULT_SCHEMA): Schema {
       `must be a lowercase identifier of up to 41 characters (letters, digits, _), got ${JSON.stringify(name)}`,
     );
   }
-  return { name, ident: `"${name}"`, jobsChannel: `awa:${`"${name}"`}` };
-}
-
-export function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
+  const ident = `"${name}"`;
+  // Must match the channel the SQL functions notify on: 'awa:{{schema}}' with the quoted name.
+  return { name, ident, jobsChannel: `awa:${ident}` };
 }
