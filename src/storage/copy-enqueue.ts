@@ -12,10 +12,6 @@ import type { Schema } from './schema.js';
 
 const CHUNK_BYTES = 64 * 1024;
 
-export interface CopyProgress {
-  (enqueued: number): void;
-}
-
 export async function copyEnqueueChunk(
   client: pg.ClientBase,
   schema: Schema,
