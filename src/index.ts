@@ -10,6 +10,7 @@ export {
   SchemaNotMigratedError,
   SchemaTooNewError,
   DatabaseError,
+  TransactionRequiredError,
   type AwaErrorCode,
 } from './model/errors.js';
 export { RetryAfter, Snooze, CancelJob, FailJob } from './model/outcomes.js';
@@ -28,6 +29,8 @@ export type {
   JobRecord,
   MigrateResult,
   PruneResult,
+  PruneOutcome,
+  RingSlot,
   Settlement,
   RescuedAttempt,
   DlqEntry,

@@ -60,7 +60,13 @@ export function buildJobRow(
   const o = options ?? {};
   if (options !== undefined) {
     validatePlainObject('options', options);
-    rejectUnknownKeys('options', options, [...JOB_OPTION_KEYS, 'client']);
+    if ('client' in options) {
+      throw new InvalidOptionError(
+        'options.client',
+        'cannot be given per job: pass { client } as the second argument of enqueueMany or copyEnqueue (one transaction for the whole call)',
+      );
+    }
+    rejectUnknownKeys('options', options, JOB_OPTION_KEYS);
   }
   const queue = o.queue === undefined ? kind.queue : validateName('queue', o.queue);
   const priority = o.priority === undefined ? kind.priority : validatePriority('priority', o.priority);
@@ -81,5 +87,5 @@ function encodeMeta(o: JobOptions): string | null {
   const meta: Record<string, unknown> = {};
   if (o.metadata !== undefined) meta.metadata = validatePlainObject('metadata', o.metadata);
   if (o.tags !== undefined) meta.tags = validateTags('tags', o.tags);
-  return encodeArgs('metadata', meta, 64 * 1024);
+  return encodeArgs('metadata', meta, 64 * 1024, 'options');
 }

@@ -15,6 +15,9 @@ export type AwaErrorCode =
   | 'AWA_DATABASE_ERROR'
   | 'AWA_SHUTDOWN_TIMEOUT'
   | 'AWA_HOST_STATE'
+  | 'AWA_INSTANCE_REREGISTERED'
+  | 'AWA_CLAIM_LOST'
+  | 'AWA_TRANSACTION_REQUIRED'
   | 'AWA_EMBEDDED_START_FAILED';
 
 export class AwaError extends Error {
@@ -97,10 +100,11 @@ export class ConnectionError extends AwaError {
 }
 
 export class SchemaNotMigratedError extends AwaError {
-  constructor(schema: string, have: number, want: number) {
+  constructor(schema: string, have: number, want: number, detail?: string) {
     super(
       'AWA_SCHEMA_NOT_MIGRATED',
-      `Schema "${schema}" is at version ${have}, this build needs ${want}. Run \`awa migrate\` (or migrate()) first.`,
+      `Schema "${schema}" is at version ${have}${detail ? ` but ${detail}` : ''}, this build needs ${want}. ` +
+        'Run `awa migrate` (or migrate()) first.',
     );
   }
 }
@@ -119,5 +123,15 @@ export class DatabaseError extends AwaError {
   constructor(operation: string, cause: unknown) {
     const reason = cause instanceof Error ? cause.message : String(cause);
     super('AWA_DATABASE_ERROR', `${operation} failed: ${reason}`, { cause });
+  }
+}
+
+/** A call that must run inside the caller's open transaction was given a client with none. */
+export class TransactionRequiredError extends AwaError {
+  constructor(operation: string) {
+    super(
+      'AWA_TRANSACTION_REQUIRED',
+      `${operation}({ client }) needs an open transaction on that client: run BEGIN on it first, or omit client and Awa runs the load in a transaction of its own.`,
+    );
   }
 }

@@ -1,11 +1,13 @@
 import { PayloadNotSerialisableError, PayloadTooLargeError } from './errors.js';
+import { hasUnstorable, unstorablePath } from './jsonb.js';
 
 // Job args are stored as JSON. JSON.stringify silently drops functions and undefined and turns NaN into
-// null; a queue must not store something other than what the producer passed, so those are errors.
+// null; a queue must not store something other than what the producer passed, so those are errors. So are
+// strings jsonb cannot hold (U+0000, lone surrogates): caught here, before any SQL, with the path of the value.
 
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 
-export function encodeArgs(kind: string, args: unknown, maxBytes: number): string {
+export function encodeArgs(kind: string, args: unknown, maxBytes: number, label = 'args'): string {
   if (args === undefined) throw new PayloadNotSerialisableError(kind, 'args are undefined');
   let text: string | undefined;
   try {
@@ -15,6 +17,13 @@ export function encodeArgs(kind: string, args: unknown, maxBytes: number): strin
     throw new PayloadNotSerialisableError(kind, err instanceof Error ? err.message : String(err));
   }
   if (text === undefined) throw new PayloadNotSerialisableError(kind, `a ${typeof args} is not JSON`);
+  if (hasUnstorable(text)) {
+    const where = unstorablePath(args, label) ?? label;
+    throw new PayloadNotSerialisableError(
+      kind,
+      `${where} holds U+0000 or a lone UTF-16 surrogate, which PostgreSQL's jsonb cannot store (strip NUL characters; do not cut strings inside a surrogate pair)`,
+    );
+  }
   // String length is a lower bound of the UTF-8 size; only measure exactly when it could matter.
   if (text.length * 3 > maxBytes) {
     const bytes = Buffer.byteLength(text);

@@ -15,6 +15,7 @@ export function validateName(field: string, value: unknown): string {
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f]/.test(value))
     throw new InvalidOptionError(field, 'must not contain control characters');
+  if (!value.isWellFormed()) throw new InvalidOptionError(field, 'must not contain a lone UTF-16 surrogate');
   return value;
 }
 

@@ -11,6 +11,7 @@ import {
   copyEnqueueChunk,
   createPool,
   enqueueRows,
+  ensureLanes,
   findJob,
   listDlq,
   pendingSql,
@@ -19,7 +20,9 @@ import {
   redact,
   resolveSchema,
   retryDlq,
+  ringStatus,
   validateConnectionString,
+  withSavepoint,
   withTransaction,
   wrapDatabaseError,
   type CancelledFrom,
@@ -27,6 +30,7 @@ import {
   type JobRecord,
   type MigrateResult,
   type QueueCounts,
+  type RingSlot,
   type Schema,
 } from '../storage/index.js';
 
@@ -72,6 +76,8 @@ export class AwaClient {
   private readonly target: string;
   private readonly maxPayloadBytes: number;
   private readonly adHocKinds = new Map<string, JobKind<unknown>>();
+  /** Queues whose lanes are known to exist (see prepareLanes). */
+  private readonly laneQueues = new Set<string>();
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
@@ -112,7 +118,10 @@ export class AwaClient {
   async enqueue<Args>(kind: JobKind<Args> | string, args: Args, options?: EnqueueOptions): Promise<string> {
     const { client, ...jobOptions } = options ?? {};
     const row = await toJobRow(this.kindOf(kind), args, options && jobOptions, this.maxPayloadBytes);
-    const [id] = await this.run('enqueue', client, (db) => enqueueRows(db, this.schema, [row]));
+    const [id] = await this.run('enqueue', client, async (db) => {
+      await this.prepareLanes([row]);
+      return enqueueRows(db, this.schema, [row]);
+    });
     return id!;
   }
 
@@ -121,12 +130,17 @@ export class AwaClient {
     if (!Array.isArray(jobs))
       throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
     const rows = await Promise.all(jobs.map((j) => this.toRow(j)));
-    return this.run('enqueueMany', options?.client, (db) => enqueueRows(db, this.schema, rows));
+    return this.run('enqueueMany', options?.client, async (db) => {
+      await this.prepareLanes(rows);
+      return enqueueRows(db, this.schema, rows);
+    });
   }
 
   /**
    * Bulk enqueue through COPY, streaming: accepts any (async) iterable and holds at most one chunk in
-   * memory. All rows commit together. Returns how many jobs were enqueued.
+   * memory. All rows commit together. With `client`, the load runs inside that client's open transaction
+   * under a savepoint (a failure rolls the load back and leaves the transaction usable); a client with no
+   * open transaction is refused with TransactionRequiredError. Returns how many jobs were enqueued.
    */
   async copyEnqueue(
     jobs: Iterable<JobInput> | AsyncIterable<JobInput>,
@@ -138,6 +152,7 @@ export class AwaClient {
       let chunk: JobRow[] = [];
       let total = 0;
       const flush = async () => {
+        await this.prepareLanes(chunk);
         await copyEnqueueChunk(client, this.schema, chunk);
         total += chunk.length;
         chunk = [];
@@ -151,12 +166,19 @@ export class AwaClient {
       return total;
     };
     return this.wrap('copyEnqueue', () =>
-      options.client ? load(options.client) : withTransaction(this.pool, this.target, load),
+      options.client
+        ? withSavepoint(options.client, 'copyEnqueue', load)
+        : withTransaction(this.pool, this.target, load),
     );
   }
 
   async counts(): Promise<QueueCounts[]> {
     return this.run('counts', undefined, (db) => queueCounts(db, this.schema));
+  }
+
+  /** The ring's slots that hold rows, oldest first, and what keeps the oldest from being pruned. */
+  async ringStatus(): Promise<RingSlot[]> {
+    return this.run('ringStatus', undefined, (db) => ringStatus(db, this.schema));
   }
 
   async getJob(id: string): Promise<JobRecord | null> {
@@ -201,6 +223,21 @@ export class AwaClient {
     let def = this.adHocKinds.get(kind);
     if (!def) this.adHocKinds.set(kind, (def = defineJob({ kind })));
     return def;
+  }
+
+  /**
+   * Creates the lanes of queues this client has not enqueued to yet, in a short transaction of its own on
+   * the client's pool, so a caller's open transaction never holds the lane-creation lock (another producer
+   * of the same new queue would wait for it). Skipped when the pool has no free connection: the enqueue
+   * then creates the lane itself, which is just as correct.
+   */
+  private async prepareLanes(rows: readonly JobRow[]): Promise<void> {
+    const fresh = [...new Set(rows.map((r) => r.queue))].filter((q) => !this.laneQueues.has(q));
+    if (fresh.length === 0) return;
+    const p = this.pool;
+    if (p.idleCount === 0 && p.totalCount >= (p.options.max ?? 10)) return;
+    await ensureLanes(p, this.schema, fresh);
+    for (const q of fresh) this.laneQueues.add(q);
   }
 
   private toRow(job: JobInput): Promise<JobRow> {

@@ -2,14 +2,24 @@ import type { Settlement } from '../storage/index.js';
 
 // Group commit for attempt results: settlements queue here and are flushed as one finish() call when
 // `batchSize` are waiting or `flushMs` has passed, with one flush in flight at a time (results that
-// arrive meanwhile form the next batch). A failed flush is retried with backoff: the fencing token
-// makes a replay harmless, and a settlement is only dropped once the database has answered for it.
+// arrive meanwhile form the next batch). A flush that fails for a passing reason (lost connection) is
+// retried with backoff: the fencing token makes a replay harmless, and a settlement is only dropped once
+// the database has answered for it. A flush the database refuses for its DATA is not retried as it is: the
+// batch is split in halves until the one bad settlement is alone, the good ones commit, and the bad one is
+// replaced by a failure that names the cause (or, if even that is refused, dropped: its receipt stays open
+// and the attempt is rescued like a crash would leave it).
 
 export interface BatcherDeps {
   flush(items: readonly Settlement[]): Promise<Set<string>>;
   /** Reports each flush: what was accepted and what the fence rejected as stale. */
   onFlushed(items: readonly Settlement[], accepted: Set<string>): void;
   onError(err: unknown): void;
+  /** True when the database refused the flush because of what one of its settlements holds. Without it,
+   * every failed flush is retried whole. */
+  isPoison?(err: unknown): boolean;
+  /** The failure to record instead of a settlement the database refused (default: the same settlement
+   * again, which is then dropped if refused once more). */
+  quarantine?(item: Settlement, err: unknown): Settlement;
 }
 
 export class CompletionBatcher {
@@ -65,18 +75,14 @@ export class CompletionBatcher {
   }
 
   private async runFlush(items: Settlement[]): Promise<void> {
-    try {
-      const accepted = await this.deps.flush(items);
-      this.retryDelayMs = 0;
-      this.deps.onFlushed(items, accepted);
-    } catch (err) {
-      this.deps.onError(err);
-      if (this.closed) {
-        this.pending = [];
-        this.inFlight = null;
-        return this.notifyIdle();
-      }
-      this.pending = items.concat(this.pending);
+    const rest = await this.flushOrIsolate(items);
+    if (rest.length === 0) this.retryDelayMs = 0;
+    else if (this.closed) {
+      this.pending = [];
+      this.inFlight = null;
+      return this.notifyIdle();
+    } else {
+      this.pending = rest.concat(this.pending);
       this.retryDelayMs = Math.min(Math.max(this.retryDelayMs * 2, 50), 5_000);
       await new Promise((r) => setTimeout(r, this.retryDelayMs));
     }
@@ -86,6 +92,38 @@ export class CompletionBatcher {
     if (this.pending.length >= this.batchSize || (this.pending.length > 0 && urgent)) this.startFlush();
     else if (this.pending.length > 0) this.timer ??= setTimeout(() => this.startFlush(), this.flushMs);
     else this.notifyIdle();
+  }
+
+  /**
+   * One flush; when the database refuses it for its data, bisect down to the culprit. Never throws: returns
+   * the settlements still to be retried (the database did not answer for them), in order.
+   */
+  private async flushOrIsolate(items: Settlement[]): Promise<Settlement[]> {
+    try {
+      this.deps.onFlushed(items, await this.deps.flush(items));
+      return [];
+    } catch (err) {
+      const poison = this.deps.isPoison?.(err) ?? false;
+      // While bisecting, only the culprit is worth a report.
+      if (!poison || items.length === 1) this.deps.onError(err);
+      if (!poison) return items;
+      if (items.length > 1) {
+        const half = Math.ceil(items.length / 2);
+        const first = await this.flushOrIsolate(items.slice(0, half));
+        if (first.length > 0) return first.concat(items.slice(half));
+        return this.flushOrIsolate(items.slice(half));
+      }
+      const replacement = this.deps.quarantine?.(items[0]!, err) ?? items[0]!;
+      try {
+        this.deps.onFlushed([replacement], await this.deps.flush([replacement]));
+      } catch (again) {
+        this.deps.onError(again);
+        if (!(this.deps.isPoison?.(again) ?? false)) return items;
+        // Refused even as a plain failure: leave the receipt open for rescue.
+        this.deps.onFlushed(items, new Set());
+      }
+      return [];
+    }
   }
 
   private notifyIdle(): void {

@@ -54,8 +54,13 @@ export interface WorkerOptions {
   promoteIntervalMs?: number;
   /** Ring rotation and prune. Default every 1 s. */
   ringIntervalMs?: number;
-  /** Keep completed-job history at least this long before prune may drop it. Default 0. */
+  /** How long getJob still reports a completed job (compact history, outside the ring). Default 1 h. */
   completedRetentionMs?: number;
+  /** Prune carries at most this many live rows and receipt members of the oldest slot forward into the
+   * current one, so a few stragglers never stop the ring. Default 20,000. */
+  ringCarryLimit?: number;
+  /** …and only once this many ring slots hold rows (a healthy ring copies nothing). Default 8 (of 16). */
+  ringCarryAfterSlots?: number;
   /** Pool size when the host creates its pool. Default: enough for claims, flushes and maintenance. */
   poolSize?: number;
   /** Stable id of this process in receipts; default a random UUID. */
@@ -121,57 +126,57 @@ export function resolveThreadPool(field: string, value: unknown): ResolvedThread
   };
 }
 
+const DAY = 86_400_000;
+
+/**
+ * Every integer option of the host, in one table: its default, its range. WorkerOptions above documents them
+ * for editors; docs/configuration.md for readers.
+ */
+const INT_OPTIONS = {
+  claimBatchSize: { dflt: 512, min: 1, max: 10_000 },
+  pollIntervalMs: { dflt: 200, min: 1, max: 3_600_000 },
+  completionBatchSize: { dflt: 512, min: 1, max: 10_000 },
+  completionFlushMs: { dflt: 1, min: 0, max: 60_000 },
+  shutdownTimeoutMs: { dflt: 30_000, min: 0, max: DAY },
+  unknownKindDelayMs: { dflt: 60_000, min: 0, max: DAY },
+  leaderElectionIntervalMs: { dflt: 2_000, min: 10, max: 3_600_000 },
+  promoteIntervalMs: { dflt: 250, min: 10, max: 3_600_000 },
+  ringIntervalMs: { dflt: 1_000, min: 10, max: 3_600_000 },
+  ringCarryLimit: { dflt: 20_000, min: 0, max: 10_000_000 },
+  ringCarryAfterSlots: { dflt: 8, min: 2, max: 16 },
+  completedRetentionMs: { dflt: 3_600_000, min: 0, max: 30 * DAY },
+  heartbeatIntervalMs: { dflt: 5_000, min: 50, max: DAY },
+  rescueIntervalMs: { dflt: 5_000, min: 10, max: DAY },
+  failedRetentionMs: { dflt: 3 * DAY, min: 0, max: 3650 * DAY },
+  dlqRetentionMs: { dflt: 30 * DAY, min: 0, max: 3650 * DAY },
+} as const;
+
+type IntOption = keyof typeof INT_OPTIONS;
+
 const KEYS = [
+  ...(Object.keys(INT_OPTIONS) as IntOption[]),
   'connectionString',
   'pool',
   'schema',
   'queues',
-  'claimBatchSize',
-  'pollIntervalMs',
-  'completionBatchSize',
-  'completionFlushMs',
   'priorityAgingMs',
-  'shutdownTimeoutMs',
-  'unknownKindDelayMs',
   'maintenance',
-  'leaderElectionIntervalMs',
-  'promoteIntervalMs',
-  'ringIntervalMs',
-  'completedRetentionMs',
   'poolSize',
   'instanceId',
-  'heartbeatIntervalMs',
   'heartbeatStalenessMs',
-  'rescueIntervalMs',
-  'failedRetentionMs',
-  'dlqRetentionMs',
   'threadPool',
 ] as const;
 
-export interface HostConfig {
+export interface HostConfig extends Record<IntOption, number> {
   connectionString: string | undefined;
   pool: pg.Pool | undefined;
   schema: Schema;
   queues: Map<string, ResolvedQueue>;
-  claimBatchSize: number;
-  pollIntervalMs: number;
-  completionBatchSize: number;
-  completionFlushMs: number;
   priorityAgingSeconds: number;
-  shutdownTimeoutMs: number;
-  unknownKindDelayMs: number;
   maintenance: boolean;
-  leaderElectionIntervalMs: number;
-  promoteIntervalMs: number;
-  ringIntervalMs: number;
-  completedRetentionMs: number;
   poolSize: number;
   instanceId: string;
-  heartbeatIntervalMs: number;
   heartbeatStalenessMs: number;
-  rescueIntervalMs: number;
-  failedRetentionMs: number;
-  dlqRetentionMs: number;
   threadPool: ResolvedThreadPool | null;
 }
 
@@ -180,8 +185,6 @@ export interface ResolvedQueue {
   dlq: boolean;
   deadlineMs: number;
 }
-
-const DAY = 86_400_000;
 
 function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
   if (typeof q === 'number')
@@ -217,10 +220,14 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
   for (const [name, q] of Object.entries(options.queues ?? { default: 50 }))
     queues.set(validateName('queues', name), resolveQueue(name, q));
   if (queues.size === 0) throw new InvalidOptionError('queues', 'must name at least one queue');
-  const int = (field: (typeof KEYS)[number], dflt: number, min: number, max: number): number => {
-    const v = options[field as keyof WorkerOptions];
-    return v === undefined ? dflt : validateInt(field, v, min, max);
-  };
+  const ints = {} as Record<IntOption, number>;
+  for (const [field, { dflt, min, max }] of Object.entries(INT_OPTIONS) as [
+    IntOption,
+    { dflt: number; min: number; max: number },
+  ][]) {
+    const v = options[field];
+    ints[field] = v === undefined ? dflt : validateInt(field, v, min, max);
+  }
   if (options.maintenance !== undefined && typeof options.maintenance !== 'boolean') {
     throw new InvalidOptionError('maintenance', 'must be true or false');
   }
@@ -229,52 +236,35 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
       ? 60_000
       : validatePositive('priorityAgingMs', options.priorityAgingMs);
   return {
+    ...ints,
     connectionString,
     pool: options.pool,
     schema: resolveSchema(options.schema),
     queues,
-    claimBatchSize: int('claimBatchSize', 512, 1, 10_000),
-    pollIntervalMs: int('pollIntervalMs', 200, 1, 3_600_000),
-    completionBatchSize: int('completionBatchSize', 512, 1, 10_000),
-    completionFlushMs: int('completionFlushMs', 1, 0, 60_000),
     priorityAgingSeconds: Math.max(1, Math.round(agingMs / 1000)),
-    shutdownTimeoutMs: int('shutdownTimeoutMs', 30_000, 0, 86_400_000),
-    unknownKindDelayMs: int('unknownKindDelayMs', 60_000, 0, 86_400_000),
     maintenance: options.maintenance ?? true,
-    leaderElectionIntervalMs: int('leaderElectionIntervalMs', 2_000, 10, 3_600_000),
-    promoteIntervalMs: int('promoteIntervalMs', 250, 10, 3_600_000),
-    ringIntervalMs: int('ringIntervalMs', 1_000, 10, 3_600_000),
-    completedRetentionMs: int('completedRetentionMs', 0, 0, 30 * 86_400_000),
-    poolSize: int('poolSize', Math.min(4 + queues.size * 2, 50), 2, 1000),
+    poolSize:
+      options.poolSize === undefined
+        ? Math.min(4 + queues.size * 2, 50)
+        : validateInt('poolSize', options.poolSize, 2, 1000),
     instanceId:
       options.instanceId === undefined ? crypto.randomUUID() : validateName('instanceId', options.instanceId),
-    ...resolveLiveness(int),
-    failedRetentionMs: int('failedRetentionMs', 3 * DAY, 0, 3650 * DAY),
-    dlqRetentionMs: int('dlqRetentionMs', 30 * DAY, 0, 3650 * DAY),
+    heartbeatStalenessMs: resolveStaleness(options.heartbeatStalenessMs, ints.heartbeatIntervalMs),
     threadPool: options.threadPool === undefined ? null : resolveThreadPool('threadPool', options.threadPool),
   };
 }
 
-function resolveLiveness(
-  int: (field: (typeof KEYS)[number], dflt: number, min: number, max: number) => number,
-) {
-  const heartbeatIntervalMs = int('heartbeatIntervalMs', 5_000, 50, DAY);
-  const heartbeatStalenessMs = int(
-    'heartbeatStalenessMs',
-    Math.max(30_000, 3 * heartbeatIntervalMs),
-    1_000,
-    7 * DAY,
-  );
-  // A single late heartbeat (GC pause, slow network) must not get a live worker's jobs rescued.
-  if (heartbeatStalenessMs < 3 * heartbeatIntervalMs) {
+/** A single late heartbeat (GC pause, slow network) must not get a live worker's jobs rescued. */
+function resolveStaleness(value: unknown, heartbeatIntervalMs: number): number {
+  const staleness =
+    value === undefined
+      ? Math.max(30_000, 3 * heartbeatIntervalMs)
+      : validateInt('heartbeatStalenessMs', value, 1_000, 7 * DAY);
+  if (staleness < 3 * heartbeatIntervalMs) {
     throw new InvalidOptionError(
       'heartbeatStalenessMs',
-      `must be at least 3 × heartbeatIntervalMs (${3 * heartbeatIntervalMs} ms), got ${heartbeatStalenessMs} ms`,
+      `must be at least 3 × heartbeatIntervalMs (${3 * heartbeatIntervalMs} ms), got ${staleness} ms`,
     );
   }
-  return {
-    heartbeatIntervalMs,
-    heartbeatStalenessMs,
-    rescueIntervalMs: int('rescueIntervalMs', 5_000, 10, DAY),
-  };
+  return staleness;
 }

@@ -2,11 +2,16 @@ import type pg from 'pg';
 import { connect, createClient } from '../storage/index.js';
 
 // A connection held for one long-lived purpose (LISTEN, leadership lock). It reports its loss once,
-// whichever way it is lost (socket error, server terminated it, server restart).
+// whichever way it is lost (socket error, server terminated it, server restart). A client borrowed from
+// the caller's pool goes back to it the moment it is lost, marked broken (release(err)), so the pool
+// replaces it instead of losing a slot; closing it later is a no-op.
 
 export interface Dedicated {
   client: pg.ClientBase;
+  /** Ends the connection; safe to call more than once and after a loss. */
   close(): Promise<void>;
+  /** Cuts the connection at once, even while a statement runs on it (the server ends it on its side). */
+  destroy(): void;
 }
 
 export async function openDedicated(
@@ -14,40 +19,58 @@ export async function openDedicated(
   name: string,
   onLost: (err: Error) => void,
 ): Promise<Dedicated> {
-  let closed = false;
-  const lost = (err: Error) => {
-    if (closed) return;
-    closed = true;
-    onLost(err);
-  };
+  let done = false;
   if (source.connectionString) {
     const client = createClient(source.connectionString, name);
+    const lost = (err: Error) => {
+      if (done) return;
+      done = true;
+      onLost(err);
+    };
     client.on('error', lost);
     client.on('end', () => lost(new Error(`${name} connection ended`)));
     try {
       await client.connect();
     } catch (err) {
-      closed = true;
+      done = true;
       client.end().catch(() => {});
       throw err;
     }
     return {
       client,
       close: async () => {
-        closed = true;
+        done = true;
         await client.end().catch(() => {});
+      },
+      destroy: () => {
+        done = true;
+        socketOf(client)?.destroy();
       },
     };
   }
   const client = await connect(source.pool!, 'the given pool');
+  const giveBack = (err?: Error) => {
+    if (done) return false;
+    done = true;
+    client.release(err ?? true);
+    return true;
+  };
+  const lost = (err: Error) => {
+    if (giveBack(err)) onLost(err);
+  };
   client.on('error', lost);
   client.on('end', () => lost(new Error(`${name} connection ended`)));
   return {
     client,
-    close: async () => {
-      if (closed) return client.release(true);
-      closed = true;
-      client.release(true);
+    close: async () => void giveBack(),
+    destroy: () => {
+      socketOf(client)?.destroy();
+      giveBack(new Error(`${name} connection destroyed`));
     },
   };
+}
+
+/** The socket under a pg client (not part of pg's typed API, hence the narrow probe). */
+function socketOf(client: pg.ClientBase): { destroy(): void } | undefined {
+  return (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
 }

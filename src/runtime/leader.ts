@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import {
+  boundLockWaits,
   cleanupHistory,
   promoteDue,
   pruneRing,
@@ -28,6 +29,10 @@ export interface LeaderConfig {
   heartbeatStalenessMs: number;
   failedRetentionMs: number;
   dlqRetentionMs: number;
+  ringCarryLimit: number;
+  ringCarryAfterSlots: number;
+  /** How long stop() waits for a maintenance statement in flight before cutting the connection. */
+  stopTimeoutMs: number;
 }
 
 export interface LeaderEvents {
@@ -39,6 +44,10 @@ export interface LeaderEvents {
 
 const PROMOTE_BATCH = 4096;
 const PRUNE_LOCK_TIMEOUT_MS = 10;
+// Maintenance never queues behind someone else's transaction: the SQL uses try-locks where it can, and this
+// bounds any lock wait it could not avoid (a user's LOCK TABLE, a row an operator holds): the step fails,
+// is reported, and runs again next tick.
+const LEADER_LOCK_TIMEOUT_MS = 500;
 const RESCUE_MAX_BATCHES = 256;
 const CLEANUP_INTERVAL_MS = 60_000;
 const CLEANUP_LIMIT = 5_000;
@@ -68,18 +77,25 @@ export class MaintenanceLeader {
     void this.stand();
   }
 
+  /** Stops standing and releases leadership; returns within stopTimeoutMs whatever the database is doing
+   * (a statement still running then is cut off with its connection, which also releases the lock). */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.electionTimer) clearTimeout(this.electionTimer);
     this.clearTicks();
-    await this.busy.catch(() => {});
     const conn = this.conn;
     this.conn = null;
-    if (conn) {
-      await releaseLeadership(conn.client, this.cfg.schema).catch(() => {});
+    if (!conn) return;
+    const idle = await settlesWithin(this.busy, this.cfg.stopTimeoutMs);
+    if (
+      idle &&
+      (await settlesWithin(releaseLeadership(conn.client, this.cfg.schema), this.cfg.stopTimeoutMs))
+    ) {
       await conn.close();
-      this.events.onLeadership(false);
+    } else {
+      conn.destroy();
     }
+    this.events.onLeadership(false);
   }
 
   /** Runs one promotion pass now (tests and `stop` use it); no-op unless leader. */
@@ -92,6 +108,7 @@ export class MaintenanceLeader {
     let conn: Dedicated | null = null;
     try {
       conn = await openDedicated(this.source, 'awa-leader', (err) => this.lost(err));
+      await boundLockWaits(conn.client, LEADER_LOCK_TIMEOUT_MS);
       if (!this.stopped && (await tryAcquireLeadership(conn.client, this.cfg.schema))) {
         this.conn = conn;
         this.events.onLeadership(true);
@@ -195,6 +212,7 @@ export class MaintenanceLeader {
     await cleanupHistory(this.conn.client, this.cfg.schema, {
       failedRetentionSeconds: this.cfg.failedRetentionMs / 1000,
       dlqRetentionSeconds: this.cfg.dlqRetentionMs / 1000,
+      completedRetentionSeconds: this.cfg.completedRetentionMs / 1000,
       limit: CLEANUP_LIMIT,
     });
   }
@@ -204,9 +222,27 @@ export class MaintenanceLeader {
     await rotateRing(this.conn.client, this.cfg.schema);
     if (!this.conn) return;
     const result = await pruneRing(this.conn.client, this.cfg.schema, {
-      completedRetentionSeconds: this.cfg.completedRetentionMs / 1000,
       lockTimeoutMs: PRUNE_LOCK_TIMEOUT_MS,
+      carryLimit: this.cfg.ringCarryLimit,
+      carryAfterSlots: this.cfg.ringCarryAfterSlots,
     });
     this.events.onPrune(result);
+  }
+}
+
+/** True when `p` settled (either way) within `ms`. */
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([
+      p.then(
+        () => true,
+        () => true,
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -1,4 +1,3 @@
-import { retryDelayMs } from '../model/backoff.js';
 import { CancelJob, FailJob, RetryAfter, Snooze } from '../model/outcomes.js';
 import type { Outcome } from '../storage/index.js';
 
@@ -24,8 +23,10 @@ export function decide(
   const error = errorRecord(thrown, attempt, now);
   if (thrown instanceof CancelJob) return { outcome: 'cancelled', error };
   if (thrown instanceof FailJob || attempt >= maxAttempts) return { outcome: 'failed', error };
-  const delay = thrown instanceof RetryAfter ? thrown.delayMs : retryDelayMs(attempt);
-  return { outcome: 'retry', runAt: new Date(now + delay), error };
+  // Without a delay of its own, the retry waits out the backoff rule, which the database applies
+  // (backoff() in sql/functions/common.sql: the one definition, shared with rescue).
+  if (thrown instanceof RetryAfter) return { outcome: 'retry', runAt: new Date(now + thrown.delayMs), error };
+  return { outcome: 'retry', error };
 }
 
 /** A handler may throw anything, including non-Errors; record something readable either way. */

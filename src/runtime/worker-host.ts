@@ -8,11 +8,12 @@ import {
   claimJobs,
   connect,
   createPool,
+  ensureLanes,
   finishAttempts,
-  heartbeat,
+  isConnectionLoss,
+  isDataError,
   markStopped,
   redact,
-  registerInstance,
   writeProgress,
   type ClaimBatch,
   type ClaimedJob,
@@ -27,10 +28,12 @@ import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config
 import { Dispatcher } from './dispatcher.js';
 import { jobView } from './job-view.js';
 import { MaintenanceLeader } from './leader.js';
+import { Liveness } from './liveness.js';
 import { decide, errorRecord } from './outcome.js';
 import { HandlerRegistry, type HandlerEntry } from './registry.js';
 import { PoolExecutor } from './pool-executor.js';
 import { ProgressWriter } from './progress-writer.js';
+import { ReceiptBook } from './receipt-book.js';
 import { HostStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
 
@@ -74,7 +77,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private readonly batcher: CompletionBatcher;
   private readonly attempts = new AttemptTracker();
   private readonly progress: ProgressWriter;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private readonly receipts = new ReceiptBook();
+  private readonly liveness: Liveness;
   private readonly leader: MaintenanceLeader | null;
   private readonly wakeup: Wakeup;
   private readonly warnedKinds = new Set<string>();
@@ -95,6 +99,16 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         flush: (items) => finishAttempts(this.pool, c.schema, items),
         onFlushed: (items, accepted) => this.onFlushed(items, accepted),
         onError: (err) => this.reportError(err),
+        isPoison: isDataError,
+        quarantine: (item, err) => ({
+          ...item,
+          error: {
+            attempt: item.error?.attempt,
+            at: new Date().toISOString(),
+            name: 'ResultRejected',
+            error: `PostgreSQL refused this attempt's result (${(err as Error).message}); its error details were dropped`,
+          },
+        }),
       },
       c.completionBatchSize,
       c.completionFlushMs,
@@ -112,6 +126,18 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     }
     this.progress = new ProgressWriter(
       (w) => writeProgress(this.pool, c.schema, w),
+      (err) => this.reportError(err),
+    );
+    this.liveness = new Liveness(
+      this.pool,
+      {
+        schema: c.schema,
+        instanceId: c.instanceId,
+        queues: [...c.queues].map(([queue, q]) => ({ queue, dlq: q.dlq })),
+        heartbeatIntervalMs: c.heartbeatIntervalMs,
+        sweepMs: c.heartbeatStalenessMs,
+      },
+      this.receipts,
       (err) => this.reportError(err),
     );
     this.wakeup = new Wakeup(
@@ -137,6 +163,9 @@ export class WorkerHost extends EventEmitter<HostEvents> {
             heartbeatStalenessMs: c.heartbeatStalenessMs,
             failedRetentionMs: c.failedRetentionMs,
             dlqRetentionMs: c.dlqRetentionMs,
+            ringCarryLimit: c.ringCarryLimit,
+            ringCarryAfterSlots: c.ringCarryAfterSlots,
+            stopTimeoutMs: STOP_STEP_MS,
           },
           {
             onLeadership: (isLeader) => this.emit('leadership', isLeader),
@@ -181,8 +210,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       );
       try {
         await assertMigrated(client, this.config.schema);
-        const queues = [...this.config.queues].map(([queue, q]) => ({ queue, dlq: q.dlq }));
-        await registerInstance(client, this.config.schema, this.config.instanceId, queues);
+        await ensureLanes(client, this.config.schema, [...this.config.queues.keys()]);
+        await this.liveness.register(client);
       } finally {
         client.release();
       }
@@ -194,11 +223,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       throw err;
     }
     this.state = 'running';
-    this.heartbeatTimer = setInterval(() => {
-      heartbeat(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) =>
-        this.reportError(err),
-      );
-    }, this.config.heartbeatIntervalMs);
+    this.liveness.start();
     for (const d of this.dispatchers.values()) d.start();
     this.leader?.start();
   }
@@ -206,7 +231,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   /**
    * Graceful stop: stop claiming → let running jobs finish (up to shutdownTimeoutMs, then abort their
    * signals) → flush results → release leadership → close connections. Jobs still running at the end
-   * keep open receipts and are rescued later; nothing is lost.
+   * keep open receipts and are rescued later; nothing is lost. Every database step after the drain is
+   * bounded, so stop() returns within shutdownTimeoutMs plus a few seconds whatever the database is doing.
    */
   async stop(): Promise<void> {
     if (this.state === 'stopped' || this.state === 'stopping') return;
@@ -217,19 +243,26 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     if (timedOut) this.attempts.abortAll(new Error('worker host is stopping'));
     // Pool jobs answer their abort within threadPool.graceMs or their thread is terminated (→ retry).
     await this.executor?.close().catch((err: unknown) => this.reportError(err));
-    await raceTimeout(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, 5_000));
+    await raceTimeout(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, STOP_STEP_MS));
     // Handlers that ignored their abort may still return; their receipts stay open for rescue.
     this.batcher.close();
-    await this.progress.flush();
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    await raceTimeout(this.progress.flush(), STOP_STEP_MS);
+    this.liveness.stop();
     // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
     // the leader rescues them at once instead of waiting out the staleness window.
-    await markStopped(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) =>
-      this.reportError(err),
+    await raceTimeout(
+      markStopped(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) =>
+        this.reportError(err),
+      ),
+      STOP_STEP_MS,
     );
     await this.leader?.stop();
-    await this.wakeup.stop();
-    if (this.ownsPool) await this.pool.end().catch(() => {});
+    await raceTimeout(this.wakeup.stop(), STOP_STEP_MS);
+    if (this.ownsPool)
+      await raceTimeout(
+        this.pool.end().catch(() => {}),
+        STOP_STEP_MS,
+      );
     this.state = 'stopped';
   }
 
@@ -265,14 +298,23 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   }
 
   private async claim(queue: string, max: number): Promise<ClaimBatch[]> {
-    const batches = await claimJobs(this.pool, this.config.schema, {
-      queue,
-      max,
-      instanceId: this.config.instanceId,
-      agingSeconds: this.config.priorityAgingSeconds,
-      deadlineSeconds: Math.ceil(this.config.queues.get(queue)!.deadlineMs / 1000),
-    });
+    await this.liveness.beforeClaim(queue);
+    let batches: ClaimBatch[];
+    try {
+      batches = await claimJobs(this.pool, this.config.schema, {
+        queue,
+        max,
+        instanceId: this.config.instanceId,
+        agingSeconds: this.config.priorityAgingSeconds,
+        deadlineSeconds: Math.ceil(this.config.queues.get(queue)!.deadlineMs / 1000),
+      });
+    } catch (err) {
+      // The connection went away mid-claim: the claim may have committed with its answer lost.
+      if (isConnectionLoss(err)) this.liveness.claimLost(queue);
+      throw err;
+    }
     this.stats.claimCalls++;
+    for (const b of batches) this.receipts.add(b);
     return batches;
   }
 
@@ -332,6 +374,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     if (!attempt || attempt.settled) return;
     attempt.settled = true;
     this.attempts.end(attempt);
+    this.receipts.answered(attempt.batch.batchId);
     this.stats.stale++;
     this.dispatchers.get(attempt.queue)!.release();
   }
@@ -385,6 +428,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     s.flushes++;
     const listen = this.listenerCount('settled') > 0;
     for (const item of items) {
+      this.receipts.answered(item.batchId);
       const ok = accepted.has(item.jobId);
       if (!ok) s.stale++;
       else if (item.outcome === 'completed') s.completed++;
@@ -407,6 +451,9 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     else console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`);
   }
 }
+
+/** Upper bound of each database step of stop() after the drain. */
+const STOP_STEP_MS = 5_000;
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';

@@ -1,3 +1,4 @@
+import { storableText } from '../model/jsonb.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -15,7 +16,7 @@ export async function cancelJob(
 ): Promise<CancelledFrom | null> {
   const { rows } = await db.query<{ from: CancelledFrom | null }>(
     `select ${schema.ident}.cancel_job($1, $2) as from`,
-    [jobId, reason],
+    [jobId, storableText(reason)],
   );
   return rows[0]?.from ?? null;
 }

@@ -1,5 +1,10 @@
 import pg from 'pg';
-import { ConnectionError, DatabaseError, InvalidOptionError } from '../model/errors.js';
+import {
+  ConnectionError,
+  DatabaseError,
+  InvalidOptionError,
+  TransactionRequiredError,
+} from '../model/errors.js';
 
 // Connection handling: one place that builds pools and turns driver failures into typed errors.
 
@@ -88,6 +93,32 @@ export async function withTransaction<T>(
   }
 }
 
+/**
+ * Runs `fn` inside the caller's open transaction, under a savepoint: a failure rolls back what `fn` wrote and
+ * leaves the caller's transaction usable. Refuses a client that has no open transaction.
+ */
+export async function withSavepoint<T>(
+  client: pg.ClientBase,
+  operation: string,
+  fn: (client: pg.ClientBase) => Promise<T>,
+): Promise<T> {
+  try {
+    await client.query('savepoint awa_load');
+  } catch (err) {
+    // no_active_sql_transaction: SAVEPOINT outside a transaction block.
+    if ((err as { code?: string }).code === '25P01') throw new TransactionRequiredError(operation);
+    throw err;
+  }
+  try {
+    const result = await fn(client);
+    await client.query('release savepoint awa_load');
+    return result;
+  } catch (err) {
+    await client.query('rollback to savepoint awa_load; release savepoint awa_load').catch(() => {});
+    throw err;
+  }
+}
+
 /** True for errors that mean "the connection or server went away", worth a retry after reconnecting. */
 export function isConnectionLoss(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | null;
@@ -98,6 +129,13 @@ export function isConnectionLoss(err: unknown): boolean {
   return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(
     e.message ?? '',
   );
+}
+
+/** True when PostgreSQL refused a statement for the data it was given (SQLSTATE class 22: bad encoding,
+ * text jsonb cannot hold, a value out of range): retrying the same data cannot help. */
+export function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.length === 5 && code.startsWith('22');
 }
 
 /** Leaves Awa's own errors alone; a lost or refused connection becomes ConnectionError, the rest DatabaseError. */

@@ -1,3 +1,4 @@
+import { toStorableJson } from '../model/jsonb.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -14,7 +15,8 @@ export interface Settlement {
   jobId: string;
   runLease: number;
   outcome: Outcome;
-  /** For retry and snooze: when the job becomes runnable again. */
+  /** For snooze, and retry with a delay of its own: when the job becomes runnable again. A retry without
+   * one waits out the backoff rule (backoff() in sql/functions/common.sql). */
   runAt?: Date;
   /** Appended to the job's error history (retry, failed, cancelled). */
   error?: Record<string, unknown>;
@@ -38,7 +40,7 @@ export async function finishAttempts(
       items.map((s) => s.runLease),
       items.map((s) => s.outcome),
       items.map((s) => s.runAt ?? null),
-      items.map((s) => (s.error ? JSON.stringify(s.error) : null)),
+      items.map((s) => (s.error ? toStorableJson(JSON.stringify(s.error)) : null)),
     ],
   });
   return new Set(rows.map((r) => r.job_id));

@@ -17,3 +17,4 @@ export * from './cancel.js';
 export * from './progress.js';
 export * from './dlq.js';
 export * from './cleanup.js';
+export * from './lanes.js';

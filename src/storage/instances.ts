@@ -34,10 +34,13 @@ export async function registerInstance(
   );
 }
 
-export async function heartbeat(db: Queryable, schema: Schema, instanceId: string): Promise<void> {
-  await db.query(`update ${schema.ident}.runtime_instances set heartbeat_at = now() where instance_id = $1`, [
-    instanceId,
-  ]);
+/** Returns false when this instance has no liveness row any more (cleaned up while the process was away). */
+export async function heartbeat(db: Queryable, schema: Schema, instanceId: string): Promise<boolean> {
+  const res = await db.query(
+    `update ${schema.ident}.runtime_instances set heartbeat_at = now() where instance_id = $1`,
+    [instanceId],
+  );
+  return (res.rowCount ?? 0) > 0;
 }
 
 /** After a clean stop: whatever receipts remain open are rescuable at once, without waiting for staleness. */

@@ -14,3 +14,8 @@ export async function tryAcquireLeadership(client: pg.ClientBase, schema: Schema
 export async function releaseLeadership(client: pg.ClientBase, schema: Schema): Promise<void> {
   await client.query(`select pg_advisory_unlock(${schema.ident}.lock_ns('leader'), 0)`);
 }
+
+/** Makes every lock wait on this session fail after `ms` instead of queueing behind another transaction. */
+export async function boundLockWaits(client: pg.ClientBase, ms: number): Promise<void> {
+  await client.query(`select set_config('lock_timeout', $1, false)`, [`${Math.round(ms)}ms`]);
+}

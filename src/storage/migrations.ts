@@ -1,18 +1,22 @@
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { AwaError, SchemaNotMigratedError, SchemaTooNewError } from '../model/errors.js';
 import type { Schema } from './schema.js';
 
-// Migrations are the versioned files in sql/ (NNN_name.sql), applied in order, each in its own
-// transaction with its schema_version row, all under one advisory lock so concurrent migrators queue
-// instead of racing. The only templating is {{schema}}.
+// The schema has two parts. Tables are versioned migrations (sql/migrations/NNN_name.sql), applied in order,
+// each in its own transaction with its schema_version row. Functions (sql/functions/*.sql, one file per
+// storage operation) are not versioned one by one: migrate drops and re-creates all of them in one
+// transaction whenever the hash of those files differs from the installed one, so a function's history is
+// its file's history. Everything runs under one advisory lock, so concurrent migrators queue instead of
+// racing. The only templating is {{schema}}.
 
 // src/storage/ when run from source, dist/src/storage/ when built: sql/ sits at the package root either way.
 const SQL_DIR =
   ['../../sql/', '../../../sql/']
     .map((rel) => fileURLToPath(new URL(rel, import.meta.url)))
-    .find((dir) => existsSync(`${dir}001_engine.sql`)) ??
+    .find((dir) => existsSync(`${dir}migrations/001_engine.sql`)) ??
   fileURLToPath(new URL('../../sql/', import.meta.url));
 
 export interface Migration {
@@ -21,35 +25,72 @@ export interface Migration {
   sql: string;
 }
 
-let cached: Migration[] | undefined;
+interface FunctionFile {
+  name: string;
+  sql: string;
+}
+
+let cachedMigrations: Migration[] | undefined;
+let cachedFunctions: { files: FunctionFile[]; hash: string } | undefined;
 
 export function migrations(): Migration[] {
-  cached ??= readdirSync(SQL_DIR)
+  cachedMigrations ??= readdirSync(`${SQL_DIR}migrations`)
     .filter((f) => /^\d{3}_.+\.sql$/.test(f))
     .sort()
     .map((file) => ({
       version: Number(file.slice(0, 3)),
       name: file.slice(4, -4),
-      sql: readFileSync(SQL_DIR + file, 'utf8'),
+      sql: readFileSync(`${SQL_DIR}migrations/${file}`, 'utf8'),
     }));
-  return cached;
+  return cachedMigrations;
+}
+
+function functionFiles(): { files: FunctionFile[]; hash: string } {
+  if (!cachedFunctions) {
+    const files = readdirSync(`${SQL_DIR}functions`)
+      .filter((f) => f.endsWith('.sql'))
+      .sort()
+      .map((file) => ({ name: file, sql: readFileSync(`${SQL_DIR}functions/${file}`, 'utf8') }));
+    const hash = createHash('sha256');
+    for (const f of files) hash.update(`${f.name}\n${f.sql}\n`);
+    cachedFunctions = { files, hash: hash.digest('hex').slice(0, 32) };
+  }
+  return cachedFunctions;
 }
 
 export const LATEST_VERSION = (): number => migrations().at(-1)?.version ?? 0;
 
-export function renderMigration(m: Migration, schema: Schema): string {
+export function renderMigration(m: { sql: string }, schema: Schema): string {
   return m.sql.replaceAll('{{schema}}', schema.ident);
+}
+
+/** Drops every function of the schema and creates this build's, recording their hash. */
+function functionsSql(schema: Schema): string {
+  const { files, hash } = functionFiles();
+  return [
+    // Bodies reference each other and are checked when called, not when created, so file order is free.
+    'set local check_function_bodies = off;',
+    `do $drop$ declare f regprocedure; begin
+       for f in select p.oid::regprocedure from pg_proc p
+                 where p.pronamespace = to_regnamespace('${schema.name}') and p.prokind = 'f' loop
+         execute 'drop function ' || f::text;
+       end loop;
+     end $drop$;`,
+    ...files.map((f) => `-- functions/${f.name}\n${renderMigration(f, schema)}`),
+    `insert into ${schema.ident}.schema_functions (hash) values ('${hash}')
+       on conflict (hash) do update set applied_at = now();`,
+  ].join('\n');
 }
 
 /** The SQL `migrate` would run from `fromVersion` on, for review or for a DBA to apply. */
 export function pendingSql(schema: Schema, fromVersion = 0): string {
-  return migrations()
+  const tables = migrations()
     .filter((m) => m.version > fromVersion)
     .map((m) => {
       const record = `insert into ${schema.ident}.schema_version (version, name) values (${m.version}, '${m.name}');`;
       return `-- ${String(m.version).padStart(3, '0')}_${m.name}\nbegin;\n${renderMigration(m, schema)}\n${record}\ncommit;\n`;
-    })
-    .join('\n');
+    });
+  return [...tables, `-- functions\nbegin;\n${functionsSql(schema)}\ncommit;\n`].join('\n');
 }
 
 export async function schemaVersion(client: pg.ClientBase, schema: Schema): Promise<number> {
@@ -63,13 +104,26 @@ export async function schemaVersion(client: pg.ClientBase, schema: Schema): Prom
   return v.rows[0]?.v ?? 0;
 }
 
+async function installedFunctions(client: pg.ClientBase, schema: Schema): Promise<string | null> {
+  const { rows } = await client.query<{ exists: boolean }>(`select to_regclass($1) is not null as exists`, [
+    `${schema.ident}.schema_functions`,
+  ]);
+  if (!rows[0]?.exists) return null;
+  const h = await client.query<{ hash: string }>(
+    `select hash from ${schema.ident}.schema_functions order by applied_at desc limit 1`,
+  );
+  return h.rows[0]?.hash ?? null;
+}
+
 export interface MigrateResult {
   from: number;
   to: number;
   applied: number[];
+  /** True when the engine's functions were (re)installed. */
+  functions: boolean;
 }
 
-/** Applies pending migrations. Safe to run from several processes at once. */
+/** Applies pending migrations and this build's functions. Safe to run from several processes at once. */
 export async function applyMigrations(client: pg.ClientBase, schema: Schema): Promise<MigrateResult> {
   const lockKey = `awa:migrate:${schema.name}`;
   await client.query('select pg_advisory_lock(hashtext($1))', [lockKey]);
@@ -78,36 +132,45 @@ export async function applyMigrations(client: pg.ClientBase, schema: Schema): Pr
     if (from > LATEST_VERSION()) throw new SchemaTooNewError(schema.name, from, LATEST_VERSION());
     const applied: number[] = [];
     for (const m of migrations().filter((x) => x.version > from)) {
-      try {
-        await client.query('begin');
+      await inTransaction(client, `Migration ${m.version}_${m.name}`, async () => {
         await client.query(renderMigration(m, schema));
         await client.query(`insert into ${schema.ident}.schema_version (version, name) values ($1, $2)`, [
           m.version,
           m.name,
         ]);
-        await client.query('commit');
-      } catch (err) {
-        await client.query('rollback').catch(() => {});
-        throw new AwaError(
-          'AWA_MIGRATION_FAILED',
-          `Migration ${m.version}_${m.name} failed: ${(err as Error).message}`,
-          {
-            cause: err,
-          },
-        );
-      }
+      });
       applied.push(m.version);
     }
-    return { from, to: applied.at(-1) ?? from, applied };
+    const functions = (await installedFunctions(client, schema)) !== functionFiles().hash;
+    if (functions) {
+      await inTransaction(client, 'Installing the engine functions', () =>
+        client.query(functionsSql(schema)),
+      );
+    }
+    return { from, to: applied.at(-1) ?? from, applied, functions };
   } finally {
     await client.query('select pg_advisory_unlock(hashtext($1))', [lockKey]).catch(() => {});
   }
 }
 
-/** Fails fast with a clear error when the schema is missing or from another build. */
+async function inTransaction(client: pg.ClientBase, what: string, fn: () => Promise<unknown>): Promise<void> {
+  try {
+    await client.query('begin');
+    await fn();
+    await client.query('commit');
+  } catch (err) {
+    await client.query('rollback').catch(() => {});
+    throw new AwaError('AWA_MIGRATION_FAILED', `${what} failed: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Fails fast with a clear error when the schema is missing, from another build, or its functions are. */
 export async function assertMigrated(client: pg.ClientBase, schema: Schema): Promise<void> {
   const have = await schemaVersion(client, schema);
   const want = LATEST_VERSION();
   if (have < want) throw new SchemaNotMigratedError(schema.name, have, want);
   if (have > want) throw new SchemaTooNewError(schema.name, have, want);
+  if ((await installedFunctions(client, schema)) !== functionFiles().hash) {
+    throw new SchemaNotMigratedError(schema.name, have, want, 'its functions come from another build');
+  }
 }

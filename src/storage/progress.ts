@@ -1,3 +1,4 @@
+import { toStorableJson } from '../model/jsonb.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -14,7 +15,14 @@ export interface ProgressWrite {
 export async function writeProgress(db: Queryable, schema: Schema, w: ProgressWrite): Promise<boolean> {
   const { rows } = await db.query<{ ok: boolean }>(
     `select ${schema.ident}.set_progress($1, $2, $3, $4, $5, $6::jsonb) as ok`,
-    [w.claimSlot, w.batchId, w.idx, w.jobId, w.runLease, JSON.stringify(w.progress ?? null)],
+    [
+      w.claimSlot,
+      w.batchId,
+      w.idx,
+      w.jobId,
+      w.runLease,
+      toStorableJson(JSON.stringify(w.progress ?? null) ?? 'null'),
+    ],
   );
   return rows[0]?.ok === true;
 }

@@ -35,3 +35,20 @@ export async function rescueAbandoned(
     outcome: r.outcome,
   }));
 }
+
+/**
+ * Hands back the open receipts of this instance and queue that the host does not know of (a claim whose
+ * answer was lost with its connection), claimed more than `olderThanSeconds` ago. Their jobs run again at
+ * once without spending an attempt. Returns the attempts handed back.
+ */
+export async function releaseUnknownReceipts(
+  db: Queryable,
+  schema: Schema,
+  opts: { instanceId: string; queue: string; known: readonly string[]; olderThanSeconds: number },
+): Promise<{ jobId: string; runLease: number }[]> {
+  const { rows } = await db.query<{ job_id: string; run_lease: string }>(
+    `select job_id::text, run_lease::text from ${schema.ident}.release_unknown_receipts($1, $2, $3::bigint[], $4)`,
+    [opts.instanceId, opts.queue, opts.known, Math.max(0, Math.round(opts.olderThanSeconds))],
+  );
+  return rows.map((r) => ({ jobId: r.job_id, runLease: Number(r.run_lease) }));
+}

@@ -268,13 +268,17 @@ export async function verifyRun(
       v.push(`job ${j.id} (${j.uid}) is ${rec ? rec.state : 'missing'}, expected ${j.state}`);
       continue;
     }
-    if ((rec.args as { uid?: string }).uid === j.uid) uids.add(j.uid);
-    else v.push(`job ${j.id} carries uid ${(rec.args as { uid?: string }).uid}, expected ${j.uid}`);
+    // Identity: the args the database still holds (a completed job's body is pruned with its ring slot,
+    // leaving compact history) and the args every attempt of it was handed.
+    const dbUid = (rec.args as { uid?: string } | null)?.uid;
+    const handed = (attemptsByJob.get(j.id) ?? []).map((a) => a.uid);
+    if ((rec.args === null || dbUid === j.uid) && handed.every((u) => u === j.uid)) uids.add(j.uid);
+    else v.push(`job ${j.id} carries uid ${dbUid} (handlers saw ${handed.join(', ')}), expected ${j.uid}`);
     if (rec.state === 'completed') completed++;
     else failed++;
     if (rec.state !== j.state)
       v.push(`job ${j.id} (${j.uid}, ${j.kind}) ended ${rec.state}, expected ${j.state}`);
-    if (rec.state === 'failed' && rec.attempt < rec.maxAttempts && j.state !== 'failed') {
+    if (rec.state === 'failed' && rec.attempt < (rec.maxAttempts ?? Infinity) && j.state !== 'failed') {
       v.push(`job ${j.id} failed after ${rec.attempt}/${rec.maxAttempts} attempts`);
     }
     maxAttempt = Math.max(maxAttempt, rec.attempt);

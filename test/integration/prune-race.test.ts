@@ -95,7 +95,11 @@ describe('ring prune racing claims and completions', () => {
     const maintenance = (async () => {
       while (producing || completed.size < produced.length) {
         await rotateRing(maintConn, f.schema);
-        const r = await pruneRing(maintConn, f.schema, { completedRetentionSeconds: 0, lockTimeoutMs: 5 });
+        const r = await pruneRing(maintConn, f.schema, {
+          lockTimeoutMs: 5,
+          carryLimit: 0,
+          carryAfterSlots: 16,
+        });
         outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
         await new Promise((res) => setTimeout(res, 2));
       }

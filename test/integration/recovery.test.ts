@@ -169,7 +169,7 @@ describe('recovery', () => {
     expect(rows).toEqual([{ progress: { pct: 50 } }]);
     await finishAttempts(f.pool, f.schema, [settlement(batch, 0)]);
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 100 } })).toBe(false);
-    const cleaned = await f.pool.query(`select attempt_states from awa.cleanup(3600, 3600, 100)`);
+    const cleaned = await f.pool.query(`select attempt_states from awa.cleanup(3600, 3600, 3600, 100)`);
     expect(cleaned.rows[0].attempt_states).toBe('1');
   });
 
@@ -196,7 +196,7 @@ describe('recovery', () => {
         ),
       );
       await f.pool.query('select awa.rotate()');
-      await f.pool.query('select awa.prune(0, 50)');
+      await f.pool.query('select awa.prune(50, 0, 16)');
     }
     // The slot that held the job's body has really been truncated…
     const body = await f.pool.query(`select count(*)::int as n from awa.ready_entries where job_id = $1`, [
@@ -205,9 +205,9 @@ describe('recovery', () => {
     expect(body.rows[0].n).toBe(0);
     // …and the failure is still on record.
     expect(await f.client.getJob(id)).toMatchObject({ state: 'failed', args: {}, attempt: 1 });
-    await f.pool.query('select * from awa.cleanup(3600, 3600, 100)');
+    await f.pool.query('select * from awa.cleanup(3600, 3600, 3600, 100)');
     expect((await f.client.getJob(id))?.state).toBe('failed');
-    await f.pool.query('select * from awa.cleanup(0, 3600, 100)');
+    await f.pool.query('select * from awa.cleanup(0, 3600, 3600, 100)');
     expect(await f.client.getJob(id)).toBeNull();
   });
 

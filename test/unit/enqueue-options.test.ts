@@ -64,8 +64,10 @@ describe('buildJobRow', () => {
     expect(e.message).toContain('maxAttempts');
   });
 
-  it('accepts the client key (passed through by enqueue)', () => {
-    expect(row({ client: undefined } as JobOptions).queue).toBe('email');
+  it('refuses a client per job, saying where a client goes instead', () => {
+    const e = optionError(() => row({ client: undefined } as JobOptions));
+    expect(e.field).toBe('options.client');
+    expect(e.message).toContain('second argument of enqueueMany or copyEnqueue');
   });
 
   it('rejects out-of-range values, naming the field', () => {

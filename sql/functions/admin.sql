@@ -1,0 +1,165 @@
+-- Operator reads: counts, one job's state, the ring's state. Off the hot path, yet cheap enough to poll:
+-- counts come from cursors, receipts and small tables, never from scanning job rows one by one.
+
+-- Per-queue counts. available = positions between the claimed high-water and the enqueue cursor (less the
+-- cancelled ones) plus rows that committed late into open gaps; positions of producers still in flight or
+-- rolled back and not yet passed by a claim count too, so it can over-count briefly. running = open receipt
+-- members; completed = success history still held (ring and compact history).
+create function {{schema}}.queue_counts()
+  returns table (queue text, available bigint, running bigint, scheduled bigint, retryable bigint,
+                 completed bigint, failed bigint, cancelled bigint)
+  language sql stable
+  set jit = off
+  as $$
+    with lane_now as (
+      select l.lane_id, l.queue, h.high, coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor_pos,
+             coalesce(pg_sequence_last_value(l.enqueue_seq), 0) as enq
+        from {{schema}}.lanes l cross join lateral {{schema}}.lane_high(l) h
+    ), avail as (
+      select ln.queue,
+             sum(greatest(ln.enq - ln.high, 0)
+                 - (select count(*) from {{schema}}.ready_tombstones t where t.lane_id = ln.lane_id and t.lane_seq > ln.high)
+                 + case when ln.floor_pos < ln.high then (
+                     select count(*) from unnest({{schema}}.lane_open(ln.lane_id, ln.floor_pos, ln.high)) g
+                       join {{schema}}.ready_entries r
+                         on r.lane_id = ln.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)
+                      where not exists (select 1 from {{schema}}.ready_tombstones t
+                                         where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq))
+                   else 0 end)::bigint as n
+        from lane_now ln group by ln.queue
+    ), receipts as (
+      -- Completions of receipts whose ready rows were truncated are counted in compact history instead
+      -- (a lane position is never reused, so "member 1's row is still there" tells which).
+      select l.queue, sum({{schema}}.receipt_open_count(b.slot, b.batch_id, b.size))::bigint as running,
+             coalesce(sum((select sum(c.n) from {{schema}}.closure_batches c
+                            where c.slot = b.slot and c.batch_id = b.batch_id and c.outcome = 'completed')
+                          ) filter (where exists (
+                              select 1 from {{schema}}.ready_entries r
+                               where r.slot = b.ready_slot and r.lane_id = b.lane_id
+                                 and r.lane_seq = coalesce(b.lane_seqs[1], b.first_seq))), 0)::bigint as completed
+        from {{schema}}.claim_batches b join {{schema}}.lanes l on l.lane_id = b.lane_id
+       group by l.queue
+    ), history as (
+      select l.queue, sum(h.n)::bigint as n
+        from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id group by l.queue
+    ), q as (
+      select l.queue from {{schema}}.lanes l union select d.queue from {{schema}}.deferred_jobs d
+      union select e.queue from {{schema}}.done_entries e union select x.queue from {{schema}}.dlq_entries x
+    )
+    select q.queue,
+           greatest(coalesce((select a.n from avail a where a.queue = q.queue), 0), 0),
+           coalesce((select r.running from receipts r where r.queue = q.queue), 0),
+           (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'scheduled'),
+           (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'retryable'),
+           coalesce((select r.completed from receipts r where r.queue = q.queue), 0)
+             + coalesce((select h.n from history h where h.queue = q.queue), 0),
+           (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'failed'),
+           (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'cancelled')
+      from q order by q.queue
+  $$;
+
+-- Where job p_id stands now, read in one snapshot: terminal tables first, then the backlog, then the ring
+-- (waiting, running or completed by its receipt), then compact completed history. No row when it never
+-- existed or its history passed retention. attempt = attempts started so far.
+create function {{schema}}.job_state(p_id bigint)
+  returns table (state text, kind text, queue text, priority smallint, args jsonb, attempt int, max_attempts int,
+                 run_lease bigint, run_at timestamptz, finished_at timestamptz, meta jsonb)
+  language plpgsql stable
+  set jit = off
+  as $$
+declare
+  r {{schema}}.ready_entries;
+  v_outcome text;
+  v_claimed boolean;
+begin
+  return query
+    select e.state, e.kind, e.queue, e.priority, e.args, e.attempt::int, e.max_attempts::int, e.run_lease,
+           null::timestamptz, e.finished_at, e.meta
+      from {{schema}}.done_entries e where e.job_id = p_id order by e.run_lease desc limit 1;
+  if found then return; end if;
+  return query
+    select 'dlq'::text, e.kind, e.queue, e.priority, e.args, e.attempt::int, e.max_attempts::int, e.run_lease,
+           null::timestamptz, e.dlq_at, e.meta
+      from {{schema}}.dlq_entries e where e.job_id = p_id;
+  if found then return; end if;
+  return query
+    select d.state, d.kind, d.queue, d.priority, d.args, d.attempt::int, d.max_attempts::int, d.run_lease,
+           d.run_at, null::timestamptz, d.meta
+      from {{schema}}.deferred_jobs d where d.job_id = p_id;
+  if found then return; end if;
+  select * into r from {{schema}}.ready_entries re where re.job_id = p_id order by re.run_lease desc limit 1;
+  if found then
+    select true, (select c.outcome from {{schema}}.closure_batches c
+                   where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx limit 1)
+      into v_claimed, v_outcome
+      from {{schema}}.claim_batches b
+      cross join lateral {{schema}}.receipt_members(b.slot, b.batch_id) m
+     where b.lane_id = r.lane_id and b.first_seq <= r.lane_seq and b.last_seq >= r.lane_seq
+       and m.lane_seq = r.lane_seq and m.run_lease = r.run_lease + 1
+     limit 1;
+    if not coalesce(v_claimed, false) then
+      return query select 'available'::text, r.kind, r.queue, r.priority, r.args, r.attempt::int,
+                          r.max_attempts::int, r.run_lease, null::timestamptz, null::timestamptz, r.meta;
+      return;
+    end if;
+    if v_outcome is null or v_outcome = 'completed' then
+      return query select case when v_outcome is null then 'running' else 'completed' end, r.kind, r.queue,
+                          r.priority, r.args, r.attempt + 1, r.max_attempts::int, r.run_lease + 1,
+                          null::timestamptz, null::timestamptz, r.meta;
+      return;
+    end if;
+  end if;
+  return query
+    select 'completed'::text, null::text, l.queue, l.priority, null::jsonb, h.attempt::int, null::int, h.run_lease,
+           null::timestamptz, h.closed_at, null::jsonb
+      from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id
+     where h.ids @> p_id
+     limit 1;
+end
+$$;
+
+-- The ring at a glance: one row per slot that holds rows (and the current one), oldest first; for the oldest
+-- sealed slot, what keeps prune from truncating it and which queues it belongs to. Row counts are the
+-- statistics collector's estimates, not a scan.
+create function {{schema}}.ring_status()
+  returns table (slot smallint, role text, generation bigint, ready_rows bigint, receipts bigint,
+                 pinned_by text, unclaimed bigint, open_receipts bigint, queues text[])
+  language plpgsql stable
+  set jit = off
+  as $$
+declare
+  v_cur smallint := {{schema}}.current_slot();
+  v_gen bigint := (select max(g.generation) from {{schema}}.ring_rotations g);
+  v_oldest smallint := {{schema}}.oldest_sealed_slot();
+  v_live record;
+  v_s smallint;
+  i int;
+begin
+  for i in 1..16 loop
+    v_s := ((v_cur + i) % 16)::smallint;
+    continue when v_s <> v_cur and not {{schema}}.slot_has_rows(v_s);
+    slot := v_s;
+    role := case when v_s = v_cur then 'current' else 'sealed' end;
+    generation := v_gen - (v_cur - v_s + 16) % 16;
+    ready_rows := (select coalesce(s.n_live_tup, 0) from pg_stat_user_tables s
+                    where s.relid = to_regclass('{{schema}}.ready_entries_' || v_s));
+    receipts := (select coalesce(s.n_live_tup, 0) from pg_stat_user_tables s
+                  where s.relid = to_regclass('{{schema}}.claim_batches_' || v_s));
+    pinned_by := null; unclaimed := null; open_receipts := null; queues := null;
+    if v_s = v_oldest then
+      select * into v_live from {{schema}}.slot_live(v_s, 100000);
+      pinned_by := v_live.reason;
+      unclaimed := v_live.unclaimed;
+      open_receipts := v_live.receipts;
+      queues := array(
+        select distinct l.queue from {{schema}}.slot_unclaimed(v_s, 100000) u join {{schema}}.lanes l on l.lane_id = u.lane_id
+        union
+        select distinct l.queue from {{schema}}.slot_open_receipts(v_s) o
+          join {{schema}}.claim_batches b on b.slot = o.slot and b.batch_id = o.batch_id
+          join {{schema}}.lanes l on l.lane_id = b.lane_id
+        order by 1);
+    end if;
+    return next;
+  end loop;
+end
+$$;

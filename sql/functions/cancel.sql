@@ -1,0 +1,60 @@
+-- Operator cancel of one job, wherever it is. Scheduled/retryable: removed from the backlog. Waiting in the
+-- ring (no receipt covers its position): tombstoned under the lane's claim lock, so no claimer can take it
+-- meanwhile (claimers hold that lock only for their own short statement). Running: its receipt member is
+-- closed through the fenced path and the owner is told to abort the handler. Returns the state the job was
+-- in, or null when it had already finished (or never existed).
+create function {{schema}}.cancel_job(p_job_id bigint, p_reason text) returns text
+  language plpgsql
+  set jit = off
+  as $$
+declare
+  d {{schema}}.deferred_jobs;
+  r {{schema}}.ready_entries;
+  l {{schema}}.lanes;
+  b record;
+  v_err jsonb;
+begin
+  delete from {{schema}}.deferred_jobs dj where dj.job_id = p_job_id returning * into d;
+  if found then
+    insert into {{schema}}.done_entries
+      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
+    values (d.job_id, d.run_lease, 'cancelled', d.kind, d.queue, d.priority, d.args, d.attempt, d.max_attempts,
+            d.enqueued_at, {{schema}}.with_error(d.meta, jsonb_build_object('attempt', d.attempt, 'at', now(), 'error', p_reason)));
+    return d.state;
+  end if;
+  select * into r from {{schema}}.ready_entries re where re.job_id = p_job_id order by re.run_lease desc limit 1;
+  if not found or exists (select 1 from {{schema}}.done_entries de where de.job_id = p_job_id and de.run_lease >= r.run_lease) then
+    return null;
+  end if;
+  select * into l from {{schema}}.lanes where lane_id = r.lane_id;
+  perform pg_advisory_xact_lock({{schema}}.lock_ns('claim'), l.lane_id);
+  v_err := jsonb_build_object('attempt', r.attempt + 1, 'at', now(), 'error', p_reason);
+  if not {{schema}}.lane_covers(l.lane_id, r.lane_seq) then
+    insert into {{schema}}.ready_tombstones (slot, lane_id, lane_seq, job_id, reason)
+      values (r.slot, r.lane_id, r.lane_seq, r.job_id, p_reason) on conflict do nothing;
+    if not found then
+      return null;
+    end if;
+    insert into {{schema}}.done_entries
+      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
+    values (r.job_id, r.run_lease, 'cancelled', r.kind, r.queue, r.priority, r.args, r.attempt, r.max_attempts,
+            r.enqueued_at, {{schema}}.with_error(r.meta, v_err));
+    return 'available';
+  end if;
+  select cb.slot, cb.batch_id, m.idx, m.run_lease into b
+    from {{schema}}.claim_batches cb
+    cross join lateral {{schema}}.receipt_members(cb.slot, cb.batch_id) m
+   where cb.lane_id = r.lane_id and cb.first_seq <= r.lane_seq and cb.last_seq >= r.lane_seq
+     and m.lane_seq = r.lane_seq and m.run_lease = r.run_lease + 1;
+  if not found then
+    return null;
+  end if;
+  perform 1 from {{schema}}.finish(array[b.slot], array[b.batch_id], array[b.idx], array[p_job_id], array[b.run_lease],
+                                   array['cancelled'], array[null::timestamptz], array[v_err]);
+  if not found then
+    return null;
+  end if;
+  perform pg_notify('awa:{{schema}}:cancel', p_job_id || ':' || b.run_lease);
+  return 'running';
+end
+$$;

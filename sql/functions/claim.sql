@@ -1,0 +1,258 @@
+-- Claiming. A claim call takes up to p_max jobs of a queue and appends one receipt (claim_batches row) per
+-- lane and ready slot it read, committed before any handler runs. Lanes are taken in aged-priority order (a
+-- job's effective priority improves by one level per p_aging_secs of waiting, computed here, nothing
+-- rewritten), each under a try-lock, so concurrent claimers skip a busy lane instead of queueing on it and a
+-- claim never waits on anyone: producers hold no lock a claim needs.
+--
+-- Per lane: heal the high-water and floor from committed receipts; claim rows that committed late into open
+-- gaps (they are the oldest); then claim fresh rows above the high-water in lane order. Jobs come back as one
+-- JSON array per receipt (member i is element i): one text value to parse instead of hundreds of rows.
+
+-- What a handler needs of a claimed row, as one JSON array (see src/storage/claim.ts for the order).
+create function {{schema}}.claimed_json(r {{schema}}.ready_entries) returns json
+  language sql stable
+  as $$
+    select json_build_array(r.job_id::text, r.kind, r.args, r.attempt + 1, r.max_attempts, r.run_lease + 1,
+                            r.priority, date_part('epoch', r.enqueued_at) * 1000,
+                            date_part('epoch', r.ready_at) * 1000, r.meta)
+  $$;
+
+-- Appends one receipt. Members are the taken rows in lane order: member i is the row at first_seq + i - 1
+-- when the range holds nothing else, otherwise lane_seqs[i]; run leases likewise (lease when uniform).
+create function {{schema}}.record_receipt(p_claim_slot smallint, p_lane_id int, p_ready_slot smallint,
+    p_first bigint, p_last bigint, p_seqs bigint[], p_leases bigint[], p_gaps int8multirange,
+    p_gap_horizon bigint, p_instance text, p_deadline_secs int) returns bigint
+  language plpgsql
+  as $$
+declare
+  v_batch bigint := nextval('{{schema}}.claim_batch_seq');
+  v_n int := coalesce(cardinality(p_seqs), 0);
+  v_uniform boolean := v_n > 0 and (select min(x) = max(x) from unnest(p_leases) x);
+begin
+  insert into {{schema}}.claim_batches
+    (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, lease, lane_seqs, run_leases,
+     instance_id, deadline_at, gaps, gap_horizon)
+  values (p_claim_slot, v_batch, p_lane_id, p_ready_slot, p_first, p_last, v_n,
+          case when v_uniform then p_leases[1] end,
+          case when p_last - p_first + 1 <> v_n then p_seqs end,
+          case when not v_uniform and v_n > 0 then p_leases end,
+          p_instance,
+          case when p_deadline_secs > 0 then now() + make_interval(secs => p_deadline_secs) end,
+          p_gaps, p_gap_horizon);
+  return v_batch;
+end
+$$;
+
+-- Brings a lane's high-water and floor up to the committed evidence and returns them. Caller holds the lane's
+-- claim lock. When the floor had caught up with the high-water and no newer receipt recorded gaps, the floor
+-- follows the high-water at once (the common case: no gaps at all). Otherwise the open gaps are examined in
+-- ONE statement, so the oldest running transaction and the visibility of rows are read from one snapshot:
+-- a gap whose horizon that transaction has passed and that shows no row is dead.
+create function {{schema}}.heal_lane(p_lane {{schema}}.lanes, out high bigint, out lane_floor bigint,
+    out open_gaps int8multirange)
+  language plpgsql
+  as $$
+declare
+  v_cached_high bigint := coalesce(pg_sequence_last_value(p_lane.claim_seq), 0);
+  v_gapped boolean;
+  v_xmin bigint;
+  v_visible int8multirange;
+  v_cancelled int8multirange;
+  v_unresolved int8multirange;
+begin
+  lane_floor := coalesce(pg_sequence_last_value(p_lane.floor_seq), 0);
+  select h.high, h.gapped into high, v_gapped from {{schema}}.lane_high(p_lane) h;
+  if high > v_cached_high then
+    perform setval(p_lane.claim_seq, high, true);
+  end if;
+  open_gaps := '{}';
+  if lane_floor >= v_cached_high and not v_gapped then
+    if high > lane_floor then
+      perform setval(p_lane.floor_seq, high, true);
+      lane_floor := high;
+    end if;
+    return;
+  end if;
+  open_gaps := {{schema}}.lane_open(p_lane.lane_id, lane_floor, high);
+  if isempty(open_gaps) then
+    perform setval(p_lane.floor_seq, high, true);
+    lane_floor := high;
+    return;
+  end if;
+  select pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
+         coalesce((select range_agg(int8range(r.lane_seq, r.lane_seq + 1))
+                     from unnest(open_gaps) g
+                     join {{schema}}.ready_entries r
+                       on r.lane_id = p_lane.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)),
+                  '{}'::int8multirange),
+         coalesce((select range_agg(int8range(t.lane_seq, t.lane_seq + 1))
+                     from unnest(open_gaps) g
+                     join {{schema}}.ready_tombstones t
+                       on t.lane_id = p_lane.lane_id and t.lane_seq >= lower(g) and t.lane_seq < upper(g)),
+                  '{}'::int8multirange)
+    into v_xmin, v_visible, v_cancelled;
+  -- Not yet resolved: invisible positions whose owners may still commit, and visible rows not yet claimed.
+  v_unresolved := ((open_gaps - {{schema}}.lane_settled(p_lane.lane_id, lane_floor, v_xmin)) - v_visible)
+                + (v_visible - v_cancelled);
+  if isempty(v_unresolved) then
+    perform setval(p_lane.floor_seq, high, true);
+    lane_floor := high;
+    open_gaps := '{}';
+  elsif lower(v_unresolved) - 1 > lane_floor then
+    lane_floor := lower(v_unresolved) - 1;
+    perform setval(p_lane.floor_seq, lane_floor, true);
+    open_gaps := open_gaps * int8multirange(int8range(lane_floor + 1, high + 1));
+  end if;
+end
+$$;
+
+-- Claims rows that committed late into open_gaps gaps of a lane (a producer that held its transaction open_gaps while
+-- later jobs were claimed). One receipt per gap run and ready slot, so a receipt's range never spans positions
+-- another receipt covers; its gaps name every position of its range it did not take. Returns the receipts.
+create function {{schema}}.claim_gap_rows(p_lane {{schema}}.lanes, p_open int8multirange, p_max int,
+    p_claim_slot smallint, p_instance text, p_deadline_secs int)
+  returns table (batch_id bigint, n int, jobs json)
+  language plpgsql
+  as $$
+declare
+  g record;
+begin
+  for g in
+    select x.run, x.slot, min(x.lane_seq) as first_seq, max(x.lane_seq) as last_seq,
+           array_agg(x.lane_seq order by x.lane_seq) as seqs,
+           array_agg(x.run_lease + 1 order by x.lane_seq) as leases,
+           json_agg({{schema}}.claimed_json(x.r) order by x.lane_seq) as jobs
+      from (select run, r.slot, r.lane_seq, r.run_lease, r,
+                   row_number() over (order by r.lane_seq) as k
+              from unnest(p_open) run
+              join {{schema}}.ready_entries r
+                on r.lane_id = p_lane.lane_id and r.lane_seq >= lower(run) and r.lane_seq < upper(run)
+             where not exists (select 1 from {{schema}}.ready_tombstones t
+                                where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) x
+     where x.k <= p_max
+     group by x.run, x.slot
+     order by min(x.lane_seq)
+  loop
+    batch_id := {{schema}}.record_receipt(p_claim_slot, p_lane.lane_id, g.slot, g.first_seq, g.last_seq, g.seqs,
+      g.leases,
+      int8multirange(int8range(g.first_seq, g.last_seq + 1))
+        - (select range_agg(int8range(s, s + 1)) from unnest(g.seqs) s),
+      null, p_instance, p_deadline_secs);
+    n := cardinality(g.seqs);
+    jobs := g.jobs;
+    return next;
+  end loop;
+end
+$$;
+
+-- Claims fresh rows of a lane: those above its high-water, in lane order, from the ready slot that holds the
+-- next one. The receipt's range starts right above the high-water, so every position up to its last row is
+-- accounted for; positions it did not see (producers in flight or rolled back, rows of another slot) are its
+-- gaps, recorded with a horizon one past the lane's xid mark read after the rows were seen. A range of
+-- cancelled rows only still gets its (empty) receipt: that is what moves the high-water past them.
+create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_max int,
+    p_claim_slot smallint, p_instance text, p_deadline_secs int)
+  returns table (batch_id bigint, n int, jobs json)
+  language plpgsql
+  as $$
+declare
+  v_head_slot smallint;
+  v_has_tombstones boolean;
+  v_last bigint;
+  v_seen int;
+  v_seqs bigint[];
+  v_leases bigint[];
+  v_jobs json;
+  v_gaps int8multirange;
+  v_horizon bigint;
+begin
+  select r.slot into v_head_slot from {{schema}}.ready_entries r
+   where r.lane_id = p_lane.lane_id and r.lane_seq > p_high
+   order by r.lane_seq limit 1;
+  if v_head_slot is null then
+    return;
+  end if;
+  v_has_tombstones := exists (select 1 from {{schema}}.ready_tombstones t
+                               where t.slot = v_head_slot and t.lane_id = p_lane.lane_id and t.lane_seq > p_high);
+  -- The subquery's order feeds the aggregates in lane order.
+  select max(r.lane_seq), count(*),
+         array_agg(r.lane_seq) filter (where not r.dead),
+         array_agg(r.run_lease + 1) filter (where not r.dead),
+         json_agg({{schema}}.claimed_json(r.body)) filter (where not r.dead)
+    into v_last, v_seen, v_seqs, v_leases, v_jobs
+    from (select r.lane_seq, r.run_lease, r as body,
+                 (v_has_tombstones and exists (
+                   select 1 from {{schema}}.ready_tombstones t
+                    where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) as dead
+            from {{schema}}.ready_entries r
+           where r.slot = v_head_slot and r.lane_id = p_lane.lane_id and r.lane_seq > p_high
+           order by r.lane_seq
+           limit p_max) r;
+  if v_last is null then
+    return;
+  end if;
+  if v_seen <> v_last - p_high then
+    select int8multirange(int8range(p_high + 1, v_last + 1)) - range_agg(int8range(r.lane_seq, r.lane_seq + 1))
+      into v_gaps
+      from {{schema}}.ready_entries r
+     where r.slot = v_head_slot and r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last;
+    v_horizon := pg_sequence_last_value(p_lane.xid_mark_seq) + 1;
+  end if;
+  batch_id := {{schema}}.record_receipt(p_claim_slot, p_lane.lane_id, v_head_slot, p_high + 1, v_last, v_seqs,
+                                        v_leases, v_gaps, v_horizon, p_instance, p_deadline_secs);
+  n := coalesce(cardinality(v_seqs), 0);
+  jobs := v_jobs;
+  return next;
+end
+$$;
+
+create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int)
+  returns table (batch_id bigint, claim_slot smallint, jobs json)
+  language plpgsql
+  set jit = off
+  as $$
+declare
+  v_lane {{schema}}.lanes;
+  v_slot smallint := {{schema}}.current_slot();
+  v_left int := p_max;
+  v_heal record;
+  b record;
+begin
+  for v_lane in
+    select l.*
+      from {{schema}}.lanes l
+      cross join lateral (select coalesce(pg_sequence_last_value(l.claim_seq), 0) as high,
+                                 coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor) c
+      left join lateral (
+        select r.ready_at from {{schema}}.ready_entries r
+         where r.lane_id = l.lane_id and r.lane_seq > c.high
+         order by r.lane_seq limit 1) h on true
+     where l.queue = p_queue
+       and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
+     order by greatest(1, l.priority - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
+              h.ready_at nulls last, l.lane_id
+  loop
+    exit when v_left <= 0;
+    continue when not pg_try_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id);
+    select * into v_heal from {{schema}}.heal_lane(v_lane);
+    if not isempty(v_heal.open_gaps) then
+      for b in select * from {{schema}}.claim_gap_rows(v_lane, v_heal.open_gaps, v_left, v_slot, p_instance, p_deadline_secs) loop
+        v_left := v_left - b.n;
+        batch_id := b.batch_id;
+        claim_slot := v_slot;
+        jobs := b.jobs;
+        return next;
+      end loop;
+    end if;
+    continue when v_left <= 0;
+    for b in select * from {{schema}}.claim_fresh_rows(v_lane, v_heal.high, v_left, v_slot, p_instance, p_deadline_secs) loop
+      continue when b.n = 0;
+      v_left := v_left - b.n;
+      batch_id := b.batch_id;
+      claim_slot := v_slot;
+      jobs := b.jobs;
+      return next;
+    end loop;
+  end loop;
+end
+$$;

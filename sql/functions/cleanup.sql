@@ -1,0 +1,47 @@
+-- History retention and housekeeping, run by the maintenance leader: off the claim/complete loop, bounded per
+-- call (p_limit rows of each kind).
+create function {{schema}}.cleanup(p_failed_retention_secs int, p_dlq_retention_secs int,
+    p_completed_retention_secs int, p_limit int)
+  returns table (failed bigint, dlq bigint, completed bigint, attempt_states bigint, instances bigint)
+  language plpgsql
+  set jit = off
+  as $$
+begin
+  with gone as (
+    delete from {{schema}}.done_entries d where (d.job_id, d.run_lease) in (
+      select x.job_id, x.run_lease from {{schema}}.done_entries x
+       where x.finished_at < now() - make_interval(secs => p_failed_retention_secs) limit p_limit)
+    returning 1)
+  select count(*) into failed from gone;
+  with gone as (
+    delete from {{schema}}.dlq_entries d where d.job_id in (
+      select x.job_id from {{schema}}.dlq_entries x
+       where x.dlq_at < now() - make_interval(secs => p_dlq_retention_secs) limit p_limit)
+    returning 1)
+  select count(*) into dlq from gone;
+  with gone as (
+    delete from {{schema}}.completed_history h where h.ctid = any(array(
+      select x.ctid from {{schema}}.completed_history x
+       where x.closed_at < now() - make_interval(secs => p_completed_retention_secs) limit p_limit))
+    returning 1)
+  select count(*) into completed from gone;
+  -- Attempt state of attempts that ended (closed receipt member, or receipt already pruned).
+  with gone as (
+    delete from {{schema}}.attempt_state s where (s.job_id, s.run_lease) in (
+      select x.job_id, x.run_lease from {{schema}}.attempt_state x
+       cross join lateral (select {{schema}}.receipt_slot(x.claim_slot, x.batch_id) as slot) rs
+       where not exists (select 1 from {{schema}}.claim_batches cb where cb.slot = rs.slot and cb.batch_id = x.batch_id)
+          or exists (select 1 from {{schema}}.closure_batches c
+                      where c.slot = rs.slot and c.batch_id = x.batch_id and c.idxs @> x.idx)
+       limit p_limit)
+    returning 1)
+  select count(*) into attempt_states from gone;
+  with gone as (
+    delete from {{schema}}.runtime_instances ri
+     where ri.heartbeat_at < now() - interval '1 day'
+       and not exists (select 1 from {{schema}}.claim_batches cb where cb.instance_id = ri.instance_id)
+    returning 1)
+  select count(*) into instances from gone;
+  return next;
+end
+$$;

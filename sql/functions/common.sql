@@ -1,0 +1,31 @@
+-- Small rules every other function shares.
+
+-- Advisory-lock keys are (namespace, id) pairs; namespaces are derived from the schema name so two Awa
+-- schemas in one database never contend.
+create function {{schema}}.lock_ns(purpose text) returns int
+  language sql immutable parallel safe
+  as $$ select hashtext('{{schema}}:' || purpose) $$;
+
+-- The ring's current slot: the newest generation of the append-only rotation ledger.
+create function {{schema}}.current_slot() returns smallint
+  language sql stable
+  as $$ select slot from {{schema}}.ring_rotations order by generation desc limit 1 $$;
+
+-- The retry delay, the one definition: 2^attempt seconds plus up to 25 % jitter, capped at 24 h after the
+-- jitter. Used by finish() for every retry that did not ask for its own delay (handler errors, rescue,
+-- callback timeouts).
+create function {{schema}}.backoff(p_attempt int) returns interval
+  language sql volatile
+  as $$ select make_interval(secs => least(power(2, least(greatest(p_attempt, 0), 30)) * (1 + 0.25 * random()), 86400)) $$;
+
+-- Appends one error record to a job's meta.errors (the attempt history), keeping the newest 20.
+create function {{schema}}.with_error(p_meta jsonb, p_error jsonb) returns jsonb
+  language sql immutable
+  as $$
+    select case when p_error is null then p_meta
+      else coalesce(p_meta, '{}'::jsonb) || jsonb_build_object('errors',
+        (select coalesce(jsonb_agg(e order by o), '[]'::jsonb) from (
+           select e, o from jsonb_array_elements(coalesce(p_meta -> 'errors', '[]'::jsonb) || jsonb_build_array(p_error))
+             with ordinality as x(e, o) order by o desc limit 20) newest))
+    end
+  $$;

@@ -1,0 +1,78 @@
+-- Settling attempts: one call per completion-batcher flush (and per rescue or cancel). Each input row names a
+-- receipt member (claim slot, batch, member index) and the run lease it was claimed with. A row is accepted
+-- only if that receipt is still open for that member at that run lease (the fence); anything else is a stale
+-- writer and is silently ignored. Returns the job ids that were accepted.
+--   completed  -> closure only (compact success history)
+--   retry      -> closure + deferred_jobs(retryable, attempt counted); run_at null = the backoff rule
+--   snooze     -> closure + deferred_jobs(scheduled, attempt not counted)
+--   failed / cancelled -> closure + done_entries, or dlq_entries for failures of DLQ-enabled queues
+create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
+    p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[])
+  returns table (job_id bigint)
+  language plpgsql
+  set jit = off
+  as $$
+begin
+  -- Serialises closers of the same receipt batch (completion vs rescue vs cancel); sorted, so two
+  -- flushes that share batches cannot deadlock.
+  perform pg_advisory_xact_lock({{schema}}.lock_ns('receipt'), (x.b % 2147483647)::int)
+    from (select distinct b from unnest(p_batches) as b order by 1) x;
+  return query
+  with input as (
+    select u.*, coalesce(f.slot, u.given_slot) as slot
+      from unnest(p_slots, p_batches, p_idxs, p_job_ids, p_leases, p_outcomes, p_run_ats, p_errors)
+        as u(given_slot, batch_id, idx, job_id, run_lease, outcome, run_at, error)
+      left join {{schema}}.receipt_forwards f on f.batch_id = u.batch_id
+  ), valid as (
+    -- Member idx of a batch: arithmetic on the lane range in the common case; the stored arrays only
+    -- when the claim recorded them.
+    select distinct on (i.slot, i.batch_id, i.idx) i.*, b.ready_slot, b.lane_id,
+           case when b.lane_seqs is null then b.first_seq + i.idx - 1 else b.lane_seqs[i.idx] end as lane_seq
+      from input i
+      join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
+     where i.idx between 1 and b.size
+       and coalesce(b.lease, b.run_leases[i.idx]) = i.run_lease
+       and not exists (select 1 from {{schema}}.closure_batches c
+                        where c.slot = i.slot and c.batch_id = i.batch_id and c.idxs @> i.idx)
+  ), closure as (
+    insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
+    select v.slot, v.batch_id, range_agg(int4range(v.idx, v.idx + 1)), count(*),
+           case when v.outcome = 'completed' then 'completed' else 'settled' end
+      from valid v
+     group by v.slot, v.batch_id, v.outcome = 'completed'
+  ), body as (
+    select v.*, r.kind, r.queue, r.priority, r.args, r.attempt as prior_attempt, r.max_attempts,
+           r.enqueued_at, r.meta,
+           (v.outcome = 'failed' and coalesce(q.dlq_enabled, false)) as to_dlq
+      from valid v
+      join {{schema}}.ready_entries r
+        on r.slot = v.ready_slot and r.lane_id = v.lane_id and r.lane_seq = v.lane_seq
+      left join {{schema}}.queue_settings q on q.queue = r.queue
+     where v.outcome <> 'completed'
+  ), to_deferred as (
+    insert into {{schema}}.deferred_jobs
+      (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
+    select b.job_id, b.kind, b.queue, b.priority, b.args,
+           case when b.outcome = 'retry' then b.prior_attempt + 1 else b.prior_attempt end,
+           b.max_attempts, b.run_lease,
+           coalesce(b.run_at, now() + {{schema}}.backoff(b.prior_attempt + 1)),
+           case when b.outcome = 'retry' then 'retryable' else 'scheduled' end,
+           b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
+      from body b where b.outcome in ('retry', 'snooze')
+  ), to_done as (
+    insert into {{schema}}.done_entries
+      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
+    select b.job_id, b.run_lease, b.outcome, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
+           b.max_attempts, b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
+      from body b where b.outcome in ('failed', 'cancelled') and not b.to_dlq
+  ), to_dlq as (
+    insert into {{schema}}.dlq_entries
+      (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
+    select b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1, b.max_attempts,
+           b.enqueued_at, b.error ->> 'error', {{schema}}.with_error(b.meta, b.error)
+      from body b where b.to_dlq
+    on conflict on constraint dlq_entries_pkey do nothing
+  )
+  select v.job_id from valid v;
+end
+$$;

@@ -1,0 +1,182 @@
+-- Lanes: one ordered stream of positions per (queue, priority), and the rules producers and claimers follow
+-- on them. Cursors are sequences (non-transactional, no dead tuples):
+--   enqueue_seq   last position handed to a producer;
+--   claim_seq     claimed high-water: no receipt covers a position above it (a cache of committed evidence,
+--                 healed from receipts, stored only under the lane's claim lock);
+--   floor_seq     every position at or below it is claimed, cancelled, or dead (its producer ended without
+--                 committing); positions in (floor, high] that no receipt covers are open gaps;
+--   xid_mark_seq  highest transaction id of a producer that has taken a position.
+-- docs/architecture.md, "Lanes, gaps and the floor", gives the proof.
+
+create function {{schema}}.lane_of(p_queue text, p_priority smallint) returns {{schema}}.lanes
+  language sql stable
+  as $$ select * from {{schema}}.lanes where queue = p_queue and priority = p_priority $$;
+
+-- Creates the four priority lanes of a queue (DDL: four sequences each). Hosts and clients call it in a
+-- transaction of their own before they enqueue, so a producer's open transaction never holds this lock; a
+-- producer that reaches a lane nobody created yet creates it inside its own transaction (and another
+-- producer of the same new queue then waits for it). With p_wait false it returns false instead of waiting.
+create function {{schema}}.ensure_lanes(p_queue text, p_wait boolean) returns boolean
+  language plpgsql
+  as $$
+declare
+  p smallint;
+  v_name text;
+begin
+  if (select count(*) from {{schema}}.lanes where queue = p_queue) = 4 then
+    return true;
+  end if;
+  if p_wait then
+    perform pg_advisory_xact_lock({{schema}}.lock_ns('lanes'), hashtext(p_queue));
+  elsif not pg_try_advisory_xact_lock({{schema}}.lock_ns('lanes'), hashtext(p_queue)) then
+    return false;
+  end if;
+  for p in 1..4 loop
+    continue when exists (select 1 from {{schema}}.lanes where queue = p_queue and priority = p);
+    v_name := md5(p_queue || ':' || p);
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_enq_' || v_name);
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_claim_' || v_name);
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_floor_' || v_name);
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_mark_' || v_name);
+    -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
+    perform setval(format('{{schema}}.%I', s || v_name)::regclass, 0, true)
+       from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_']) s;
+    insert into {{schema}}.lanes (queue, priority, enqueue_seq, claim_seq, floor_seq, xid_mark_seq)
+      values (p_queue, p, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
+              format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
+              format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
+              format('{{schema}}.%I', 'lane_mark_' || v_name)::regclass);
+  end loop;
+  return true;
+end
+$$;
+
+-- Reserves p_count consecutive positions of a lane for the calling transaction, and says which slot its rows
+-- go to. Nothing is held until commit: the reservation is a critical section of a few microseconds, under
+-- an advisory lock taken in a subtransaction that is rolled back on purpose to release it (sequences are not
+-- transactional, so the positions stay taken). Inside it the producer (1) takes the next positions, and
+-- (2) raises the lane's xid mark to its own transaction id, which it made sure to have beforehand. So any
+-- claimer that sees a later position committed and reads the mark afterwards holds a bound above the id of
+-- every transaction that owns an earlier position: once no transaction older than that bound runs, an
+-- earlier position that is still invisible will never become visible.
+create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_count int,
+    out lane_id int, out first_seq bigint, out slot smallint)
+  language plpgsql
+  as $$
+declare
+  v_lane {{schema}}.lanes := {{schema}}.lane_of(p_queue, p_priority);
+  v_xid bigint := pg_current_xact_id()::text::bigint;
+begin
+  if v_lane.lane_id is null then
+    perform {{schema}}.ensure_lanes(p_queue, true);
+    v_lane := {{schema}}.lane_of(p_queue, p_priority);
+  end if;
+  lane_id := v_lane.lane_id;
+  begin
+    perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), v_lane.lane_id);
+    first_seq := nextval(v_lane.enqueue_seq);
+    if p_count > 1 then
+      perform setval(v_lane.enqueue_seq, first_seq + p_count - 1, true);
+    end if;
+    if v_xid > pg_sequence_last_value(v_lane.xid_mark_seq) then
+      perform setval(v_lane.xid_mark_seq, v_xid, true);
+    end if;
+    raise sqlstate 'AWA01';
+  exception when sqlstate 'AWA01' then
+    null;
+  end;
+  slot := {{schema}}.current_slot();
+  perform pg_notify('awa:{{schema}}', p_queue);
+end
+$$;
+
+-- Appends job bodies to a lane as ready rows, in the order given: one reservation, one insert. Every path that
+-- makes jobs runnable goes through here (enqueue, promotion, DLQ retry); COPY reserves with reserve_lane and
+-- streams the same columns.
+create function {{schema}}.append_ready(p_queue text, p_priority smallint, p_bodies {{schema}}.job_body[])
+  returns void
+  language plpgsql
+  as $$
+declare
+  v record;
+begin
+  select * into v from {{schema}}.reserve_lane(p_queue, p_priority, cardinality(p_bodies));
+  insert into {{schema}}.ready_entries
+    (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, attempt, max_attempts, run_lease,
+     enqueued_at, ready_at, meta)
+  select v.slot, v.lane_id, v.first_seq + u.o - 1, u.job_id, u.kind, p_queue, p_priority, u.args,
+         coalesce(u.attempt, 0), u.max_attempts, coalesce(u.run_lease, 0), coalesce(u.enqueued_at, now()),
+         coalesce(u.ready_at, now()), u.meta
+    from unnest(p_bodies) with ordinality as u(job_id, kind, args, attempt, max_attempts, run_lease,
+                                                enqueued_at, ready_at, meta, o);
+end
+$$;
+
+-- The claimed high-water of a lane from committed evidence: the cached claim_seq or the highest last_seq of
+-- a receipt above it, and whether any receipt above the cache recorded gaps. A pure read: only callers that
+-- hold the lane's claim lock store the result (a store outside it could race one inside and regress).
+-- (These helpers are PL/pgSQL, not SQL, so their statements' plans are cached per session: planning a
+-- query over sixteen partitions on every call costs more than running it.)
+create function {{schema}}.lane_high(p_lane {{schema}}.lanes, out high bigint, out gapped boolean)
+  language plpgsql stable
+  as $$
+declare
+  v_cached bigint := coalesce(pg_sequence_last_value(p_lane.claim_seq), 0);
+begin
+  select greatest(v_cached, coalesce(max(b.last_seq), 0)), coalesce(bool_or(b.gaps is not null), false)
+    into high, gapped
+    from {{schema}}.claim_batches b where b.lane_id = p_lane.lane_id and b.last_seq > v_cached;
+end
+$$;
+
+-- The open gaps of a lane: positions in (floor, high] that receipts recorded as gaps and no receipt covers.
+-- Receipts without gaps cover their whole range and never hold an open position, so only receipts with gaps
+-- (a partial index) are read: their gaps, minus what each of them covers. Readers outside the claim lock may
+-- pair a floor with an older high-water; that reads as no open gaps, which is never wrong for them.
+create function {{schema}}.lane_open(p_lane_id int, p_floor bigint, p_high bigint) returns int8multirange
+  language plpgsql stable
+  as $$
+declare
+  v_open int8multirange;
+begin
+  if p_floor >= p_high then
+    return '{}';
+  end if;
+  select coalesce(range_agg(g.r), '{}') into v_open
+    from {{schema}}.claim_batches b, unnest(b.gaps) g(r)
+   where b.lane_id = p_lane_id and b.gaps is not null and b.last_seq > p_floor;
+  if isempty(v_open) then
+    return v_open;
+  end if;
+  return (v_open - coalesce((select range_agg(c.r)
+                               from {{schema}}.claim_batches b,
+                                    unnest(int8multirange(int8range(b.first_seq, b.last_seq + 1)) - b.gaps) c(r)
+                              where b.lane_id = p_lane_id and b.gaps is not null and b.last_seq > p_floor), '{}'))
+       * int8multirange(int8range(p_floor + 1, p_high + 1));
+end
+$$;
+
+-- Gaps whose owners have all ended: those recorded with a horizon that the oldest running transaction has
+-- passed. An invisible position among them will never become visible.
+create function {{schema}}.lane_settled(p_lane_id int, p_floor bigint, p_xmin bigint) returns int8multirange
+  language plpgsql stable
+  as $$
+begin
+  return coalesce((select range_agg(g.r)
+                     from {{schema}}.claim_batches b, unnest(b.gaps) g(r)
+                    where b.lane_id = p_lane_id and b.gaps is not null and b.last_seq > p_floor
+                      and b.gap_horizon <= p_xmin), '{}');
+end
+$$;
+
+-- True when a receipt covers position p of a lane (claimed, or consumed as cancelled). Off the hot path:
+-- operator cancel and admin reads.
+create function {{schema}}.lane_covers(p_lane_id int, p_seq bigint) returns boolean
+  language plpgsql stable
+  as $$
+begin
+  return exists (select 1 from {{schema}}.claim_batches b
+                  where b.lane_id = p_lane_id and b.last_seq >= p_seq and b.first_seq <= p_seq
+                    and (b.gaps is null or not b.gaps @> p_seq));
+end
+$$;

@@ -1,0 +1,48 @@
+-- Receipts: reading the members of a claim batch. A receipt is named by (claim slot, batch id); when prune
+-- carried an open receipt forward out of a slot it truncated, receipt_forwards says where it lives now.
+
+-- The slot that holds receipt p_batch now, given the slot it was claimed in.
+create function {{schema}}.receipt_slot(p_slot smallint, p_batch bigint) returns smallint
+  language sql stable
+  as $$ select coalesce((select f.slot from {{schema}}.receipt_forwards f where f.batch_id = p_batch), p_slot) $$;
+
+-- Members of one claim batch, expanded: idx -> ready row key and run lease. The stored arrays, when
+-- present, are unnested once rather than subscripted per member (each subscript would detoast them).
+create function {{schema}}.receipt_members(p_slot smallint, p_batch bigint)
+  returns table (idx int, lane_id int, ready_slot smallint, lane_seq bigint, run_lease bigint)
+  language sql stable
+  as $$
+    select m.i, b.lane_id, b.ready_slot,
+           case when b.lane_seqs is null then b.first_seq + m.i - 1 else m.seq end,
+           coalesce(b.lease, m.lease)
+      from {{schema}}.claim_batches b
+      cross join lateral (
+        select g.i::int as i, null::bigint as seq, null::bigint as lease
+          from generate_series(1, b.size) g(i)
+         where b.lane_seqs is null and b.run_leases is null
+        union all
+        select x.o::int, x.seq, x.lease
+          from unnest(b.lane_seqs, b.run_leases) with ordinality x(seq, lease, o)
+         where b.lane_seqs is not null or b.run_leases is not null) m
+     where b.slot = p_slot and b.batch_id = p_batch
+  $$;
+
+-- Members of the given batch with no closure yet, with what routing them needs.
+create function {{schema}}.open_members(p_slot smallint, p_batch bigint)
+  returns table (idx int, job_id bigint, run_lease bigint, attempt int, max_attempts int)
+  language sql stable
+  as $$
+    select m.idx, r.job_id, m.run_lease, r.attempt + 1, r.max_attempts
+      from {{schema}}.receipt_members(p_slot, p_batch) m
+      join {{schema}}.ready_entries r on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
+     where not exists (select 1 from {{schema}}.closure_batches c
+                        where c.slot = p_slot and c.batch_id = p_batch and c.idxs @> m.idx)
+  $$;
+
+-- Members of a receipt that no closure names yet, counted.
+create function {{schema}}.receipt_open_count(p_slot smallint, p_batch bigint, p_size int) returns bigint
+  language sql stable
+  as $$
+    select p_size - coalesce((select sum(c.n) from {{schema}}.closure_batches c
+                               where c.slot = p_slot and c.batch_id = p_batch), 0)
+  $$;

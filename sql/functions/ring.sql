@@ -1,0 +1,257 @@
+-- Ring maintenance, run by the maintenance leader. Rotation appends to the ring ledger; prune truncates the
+-- oldest sealed slot once nothing in it is live, after carrying forward the few live things a straggler left
+-- there (an unclaimed job of a queue nobody serves, a long attempt's receipt). TRUNCATE reclaims space even
+-- while a long transaction pins the MVCC horizon; nothing here waits on anyone (try-locks and a short
+-- lock_timeout).
+
+create function {{schema}}.ring_tables() returns text[]
+  language sql immutable
+  as $$ select array['ready_entries', 'ready_tombstones', 'claim_batches', 'closure_batches'] $$;
+
+create function {{schema}}.slot_has_rows(p_slot smallint) returns boolean
+  language sql stable
+  as $$
+    select exists (select 1 from {{schema}}.ready_entries where slot = p_slot)
+        or exists (select 1 from {{schema}}.claim_batches where slot = p_slot)
+        or exists (select 1 from {{schema}}.closure_batches where slot = p_slot)
+        or exists (select 1 from {{schema}}.ready_tombstones where slot = p_slot)
+  $$;
+
+-- Appends a rotation to the ledger when the current slot has rows and the next one is empty. Returns the
+-- new current slot, or null when it skipped (idle ring, busy incoming slot, or another rotator).
+create function {{schema}}.rotate() returns smallint
+  language plpgsql
+  set jit = off
+  as $$
+declare
+  v_gen bigint;
+  v_slot smallint;
+  v_next smallint;
+begin
+  if not pg_try_advisory_xact_lock({{schema}}.lock_ns('ring'), 0) then
+    return null;
+  end if;
+  select generation, slot into v_gen, v_slot from {{schema}}.ring_rotations order by generation desc limit 1;
+  if not exists (select 1 from {{schema}}.ready_entries where slot = v_slot)
+     and not exists (select 1 from {{schema}}.claim_batches where slot = v_slot) then
+    return null;
+  end if;
+  v_next := (v_slot + 1) % 16;
+  if {{schema}}.slot_has_rows(v_next) then
+    return null;
+  end if;
+  insert into {{schema}}.ring_rotations (generation, slot) values (v_gen + 1, v_next);
+  -- The ledger is append-only on the hot path; trimming its far past here is one small delete per
+  -- rotation, off the claim/complete loop.
+  delete from {{schema}}.ring_rotations where generation < v_gen - 64;
+  return v_next;
+end
+$$;
+
+-- The oldest sealed slot that still has rows, or null when only the current slot does.
+create function {{schema}}.oldest_sealed_slot() returns smallint
+  language plpgsql stable
+  as $$
+declare
+  v_cur smallint := {{schema}}.current_slot();
+  v_s smallint;
+begin
+  for i in 1..15 loop
+    v_s := ((v_cur + i) % 16)::smallint;
+    if {{schema}}.slot_has_rows(v_s) then
+      return v_s;
+    end if;
+  end loop;
+  return null;
+end
+$$;
+
+-- Ready rows of a slot that no receipt covers and no tombstone cancelled: above their lane's claimed
+-- high-water, or in one of its open gaps. At most p_limit of them.
+create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int)
+  returns table (lane_id int, lane_seq bigint)
+  language sql stable
+  as $$
+    select r.lane_id, r.lane_seq
+      from {{schema}}.lanes l
+      cross join lateral {{schema}}.lane_high(l) h
+      cross join lateral (select {{schema}}.lane_open(l.lane_id, coalesce(pg_sequence_last_value(l.floor_seq), 0),
+                                                      h.high) as open_gaps) o
+      cross join lateral (
+        select r.lane_id, r.lane_seq from {{schema}}.ready_entries r
+         where r.slot = p_slot and r.lane_id = l.lane_id
+           and (r.lane_seq > h.high or o.open_gaps @> r.lane_seq)
+           and not exists (select 1 from {{schema}}.ready_tombstones t
+                            where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
+         limit p_limit) r
+     limit p_limit
+  $$;
+
+-- Receipts that are still open and either live in the slot or read its rows.
+create function {{schema}}.slot_open_receipts(p_slot smallint)
+  returns table (slot smallint, batch_id bigint, ready_slot smallint, open_members bigint)
+  language sql stable
+  as $$
+    select b.slot, b.batch_id, b.ready_slot, {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size)
+      from {{schema}}.claim_batches b
+     where (b.ready_slot = p_slot or b.slot = p_slot)
+       and {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size) > 0
+  $$;
+
+-- What keeps a sealed slot from being truncated: counts of unclaimed rows (up to p_limit + 1) and open
+-- receipts, and the reason in one word (null when the slot is spent).
+create function {{schema}}.slot_live(p_slot smallint, p_limit int,
+    out unclaimed bigint, out receipts bigint, out members bigint, out reason text)
+  language plpgsql stable
+  as $$
+begin
+  select count(*) into unclaimed from {{schema}}.slot_unclaimed(p_slot, p_limit + 1);
+  select count(*), coalesce(sum(o.open_members), 0) into receipts, members
+    from {{schema}}.slot_open_receipts(p_slot) o;
+  reason := case when unclaimed > 0 then 'unclaimed_ready_rows' when receipts > 0 then 'open_receipts' end;
+end
+$$;
+
+-- Moves what is still live in slot p_from into slot p_to, keeping lane positions, run leases and receipt ids,
+-- so p_from can be truncated: unclaimed rows are copied; an open receipt that reads p_from or lives there moves
+-- to p_to with its closures and the member rows it reads from p_from, leaving a forward so settlements that
+-- name the slot it was claimed in still find it. Moving the receipt (rather than pointing it at p_to where it
+-- is) keeps the ring's one ordering rule: a receipt never lives in an older slot than the rows it reads, so
+-- when a slot is truncated every receipt reading it is either gone with it or already settled. The caller
+-- holds ACCESS EXCLUSIVE on p_from's partitions, so no claim, settlement or producer is in there meanwhile.
+-- Returns how many ready rows were copied.
+create function {{schema}}.carry_forward(p_from smallint, p_to smallint) returns bigint
+  language plpgsql
+  as $$
+declare
+  v_rows bigint := 0;
+  v_n bigint;
+  b record;
+begin
+  insert into {{schema}}.ready_entries
+    (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, attempt, max_attempts, run_lease,
+     enqueued_at, ready_at, meta)
+  select p_to, r.lane_id, r.lane_seq, r.job_id, r.kind, r.queue, r.priority, r.args, r.attempt, r.max_attempts,
+         r.run_lease, r.enqueued_at, r.ready_at, r.meta
+    from {{schema}}.slot_unclaimed(p_from, 2147483647) u
+    join {{schema}}.ready_entries r on r.slot = p_from and r.lane_id = u.lane_id and r.lane_seq = u.lane_seq;
+  get diagnostics v_rows = row_count;
+  for b in select * from {{schema}}.slot_open_receipts(p_from) loop
+    if b.ready_slot = p_from then
+      insert into {{schema}}.ready_entries
+        (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, attempt, max_attempts, run_lease,
+         enqueued_at, ready_at, meta)
+      select p_to, r.lane_id, r.lane_seq, r.job_id, r.kind, r.queue, r.priority, r.args, r.attempt,
+             r.max_attempts, r.run_lease, r.enqueued_at, r.ready_at, r.meta
+        from {{schema}}.receipt_members(b.slot, b.batch_id) m
+        join {{schema}}.ready_entries r on r.slot = p_from and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq;
+      get diagnostics v_n = row_count;
+      v_rows := v_rows + v_n;
+    end if;
+    insert into {{schema}}.claim_batches
+      (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, lease, lane_seqs, run_leases,
+       instance_id, claimed_at, deadline_at, gaps, gap_horizon)
+    select p_to, c.batch_id, c.lane_id, case when c.ready_slot = p_from then p_to else c.ready_slot end,
+           c.first_seq, c.last_seq, c.size, c.lease, c.lane_seqs, c.run_leases, c.instance_id, c.claimed_at,
+           c.deadline_at, c.gaps, c.gap_horizon
+      from {{schema}}.claim_batches c where c.slot = b.slot and c.batch_id = b.batch_id;
+    insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome, closed_at)
+    select p_to, c.batch_id, c.idxs, c.n, c.outcome, c.closed_at
+      from {{schema}}.closure_batches c where c.slot = b.slot and c.batch_id = b.batch_id;
+    if b.slot <> p_from then
+      -- Its old slot is not being truncated: remove the original so the receipt exists once.
+      delete from {{schema}}.closure_batches c where c.slot = b.slot and c.batch_id = b.batch_id;
+      delete from {{schema}}.claim_batches c where c.slot = b.slot and c.batch_id = b.batch_id;
+    end if;
+    insert into {{schema}}.receipt_forwards (batch_id, slot) values (b.batch_id, p_to)
+      on conflict (batch_id) do update set slot = excluded.slot;
+    update {{schema}}.attempt_state set claim_slot = p_to where batch_id = b.batch_id;
+  end loop;
+  return v_rows;
+end
+$$;
+
+-- Compact success history of the receipts that read slot p_slot and are fully settled: one row per completion
+-- flush, attempt number and run lease, with the completed job ids as a multirange.
+create function {{schema}}.keep_completed_history(p_slot smallint) returns bigint
+  language plpgsql
+  as $$
+declare
+  v_n bigint;
+begin
+  insert into {{schema}}.completed_history (lane_id, attempt, run_lease, ids, n, closed_at)
+  select b.lane_id, r.attempt + 1, r.run_lease + 1, range_agg(int8range(r.job_id, r.job_id + 1)), count(*),
+         c.closed_at
+    from {{schema}}.claim_batches b
+    join {{schema}}.closure_batches c on c.slot = b.slot and c.batch_id = b.batch_id and c.outcome = 'completed'
+    cross join lateral unnest(c.idxs) rg
+    cross join lateral generate_series(lower(rg), upper(rg) - 1) i
+    join {{schema}}.ready_entries r
+      on r.slot = b.ready_slot and r.lane_id = b.lane_id
+     and r.lane_seq = case when b.lane_seqs is null then b.first_seq + i - 1 else b.lane_seqs[i] end
+   where b.ready_slot = p_slot and {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size) = 0
+   group by b.lane_id, r.attempt, r.run_lease, c.slot, c.batch_id, c.closed_at, c.idxs;
+  get diagnostics v_n = row_count;
+  return v_n;
+end
+$$;
+
+-- Truncates the oldest sealed slot once nothing in it is live. When a few things are (at most p_carry_limit
+-- rows and receipt members) and the ring has at least p_carry_after live slots, they are carried forward into
+-- the current slot first, so stragglers never stop the ring. Cheap check first, then ACCESS EXCLUSIVE on the
+-- slot's partitions under a short lock_timeout (a claimer, settlement or producer in that slot wins; we retry
+-- next tick), then the same check again under the locks, then carry, history, TRUNCATE.
+--   outcome: pruned | carried | idle | busy | lock_busy | unclaimed_ready_rows | open_receipts
+create function {{schema}}.prune(p_lock_timeout_ms int, p_carry_limit int, p_carry_after int,
+    out slot smallint, out outcome text, out carried bigint)
+  language plpgsql
+  set jit = off
+  as $$
+declare
+  v_cur smallint;
+  v_live record;
+  v_may_carry boolean;
+  v_tables text;
+  v_lock_timeout text := current_setting('lock_timeout');
+begin
+  carried := 0;
+  if not pg_try_advisory_xact_lock({{schema}}.lock_ns('ring'), 0) then
+    outcome := 'busy';
+    return;
+  end if;
+  v_cur := {{schema}}.current_slot();
+  slot := {{schema}}.oldest_sealed_slot();
+  if slot is null then
+    outcome := 'idle';
+    return;
+  end if;
+  v_may_carry := (v_cur - slot + 16) % 16 + 1 >= p_carry_after;
+  select * into v_live from {{schema}}.slot_live(slot, p_carry_limit);
+  if v_live.reason is not null and not (v_may_carry and v_live.unclaimed + v_live.members <= p_carry_limit) then
+    outcome := v_live.reason;
+    return;
+  end if;
+  select string_agg(format('{{schema}}.%I', t || '_' || slot), ', ') into v_tables
+    from unnest({{schema}}.ring_tables()) t;
+  perform set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
+  begin
+    execute 'lock table ' || v_tables || ' in access exclusive mode';
+  exception when lock_not_available then
+    outcome := 'lock_busy';
+    return;
+  end;
+  perform set_config('lock_timeout', v_lock_timeout, true);
+  select * into v_live from {{schema}}.slot_live(slot, p_carry_limit);
+  if v_live.reason is not null then
+    if not (v_may_carry and v_live.unclaimed + v_live.members <= p_carry_limit) then
+      outcome := v_live.reason;
+      return;
+    end if;
+    carried := {{schema}}.carry_forward(slot, v_cur);
+  end if;
+  perform {{schema}}.keep_completed_history(slot);
+  execute 'truncate ' || v_tables;
+  delete from {{schema}}.receipt_forwards f where f.slot = prune.slot;
+  outcome := case when v_live.reason is null then 'pruned' else 'carried' end;
+end
+$$;

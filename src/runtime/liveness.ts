@@ -1,0 +1,104 @@
+import type pg from 'pg';
+import { AwaError } from '../model/errors.js';
+import {
+  heartbeat,
+  registerInstance,
+  releaseUnknownReceipts,
+  type QueueSetting,
+  type Schema,
+} from '../storage/index.js';
+import type { ReceiptBook } from './receipt-book.js';
+
+// This process's liveness in the database: one heartbeat row write per interval vouches for every receipt it
+// holds. If the row is gone (cleaned up while the process was suspended), the heartbeat registers the
+// instance again rather than let every later claim look orphaned. Receipts of this instance that the
+// process does not know of (a claim whose answer was lost with its connection) are handed back: at once
+// for the queue whose claim failed that way, and for every queue on a slow sweep, in case a lost claim
+// committed after that.
+
+export interface LivenessConfig {
+  schema: Schema;
+  instanceId: string;
+  queues: readonly QueueSetting[];
+  heartbeatIntervalMs: number;
+  /** The sweep runs this often and hands back unknown receipts older than this. */
+  sweepMs: number;
+}
+
+export class Liveness {
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private readonly suspect = new Set<string>();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly cfg: LivenessConfig,
+    private readonly receipts: ReceiptBook,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  async register(db: pg.ClientBase | pg.Pool = this.pool): Promise<void> {
+    await registerInstance(db, this.cfg.schema, this.cfg.instanceId, this.cfg.queues);
+  }
+
+  start(): void {
+    this.heartbeatTimer = setInterval(() => void this.beat(), this.cfg.heartbeatIntervalMs);
+    this.sweepTimer = setInterval(() => void this.sweep(), this.cfg.sweepMs);
+  }
+
+  stop(): void {
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.heartbeatTimer = this.sweepTimer = null;
+  }
+
+  /** A claim of `queue` failed in a way that may have committed: reconcile before its next claim. */
+  claimLost(queue: string): void {
+    this.suspect.add(queue);
+  }
+
+  /** Called before each claim of `queue` (its dispatcher has no claim in flight). */
+  async beforeClaim(queue: string): Promise<void> {
+    if (!this.suspect.has(queue)) return;
+    await this.handBack(queue, 0);
+    this.suspect.delete(queue);
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      if (await heartbeat(this.pool, this.cfg.schema, this.cfg.instanceId)) return;
+      await this.register();
+      this.onError(
+        new AwaError(
+          'AWA_INSTANCE_REREGISTERED',
+          `Instance ${this.cfg.instanceId} had no liveness row (was the process suspended longer than the cleanup window?); registered it again.`,
+        ),
+      );
+    } catch (err) {
+      this.onError(err);
+    }
+  }
+
+  private async sweep(): Promise<void> {
+    for (const q of this.cfg.queues) {
+      await this.handBack(q.queue, this.cfg.sweepMs / 1000).catch((err: unknown) => this.onError(err));
+    }
+  }
+
+  private async handBack(queue: string, olderThanSeconds: number): Promise<void> {
+    const released = await releaseUnknownReceipts(this.pool, this.cfg.schema, {
+      instanceId: this.cfg.instanceId,
+      queue,
+      known: this.receipts.known(),
+      olderThanSeconds,
+    });
+    if (released.length > 0) {
+      this.onError(
+        new AwaError(
+          'AWA_CLAIM_LOST',
+          `Handed back ${released.length} job(s) of queue "${queue}" whose claim answer was lost with its connection; they run again without spending an attempt.`,
+        ),
+      );
+    }
+  }
+}

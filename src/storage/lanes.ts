@@ -1,0 +1,13 @@
+import type { Queryable } from './database.js';
+import type { Schema } from './schema.js';
+
+// Lanes are created (DDL: four sequences per lane) once per queue, in a short transaction of their own,
+// before anyone enqueues into them: a producer's open transaction then never holds the lock that creation
+// takes. See ensure_lanes() in sql/functions/lanes.sql.
+
+/** Creates the four priority lanes of each queue that lacks them; returns once they exist. */
+export async function ensureLanes(db: Queryable, schema: Schema, queues: readonly string[]): Promise<void> {
+  for (const queue of new Set(queues)) {
+    await db.query(`select ${schema.ident}.ensure_lanes($1, true)`, [queue]);
+  }
+}

@@ -1,0 +1,134 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { claimJobs, finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
+import { until } from '../helpers/wait.js';
+import { storageFixture, type StorageFixture } from './storage-fixture.js';
+
+// Producers of one lane in their own transactions do not wait for each other; claim skips positions whose
+// producer is still in flight, comes back for them once they commit, and passes the positions of producers
+// that rolled back. Each statement below would hang (or the claim would come back wrong) on the engine that
+// held the lane's enqueue lock until commit.
+
+const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => j.id));
+
+describe('concurrent producers', () => {
+  let f: StorageFixture;
+  const claim = (queue: string, max = 100) =>
+    claimJobs(f.pool, f.schema, { queue, max, instanceId: 'test', agingSeconds: 3600, deadlineSeconds: 0 });
+  const lane = async (queue: string) => {
+    const { rows } = await f.pool.query(
+      `select pg_sequence_last_value(enqueue_seq)::int as enq, pg_sequence_last_value(claim_seq)::int as high,
+              pg_sequence_last_value(floor_seq)::int as floor
+         from awa.lanes where queue = $1 and priority = 2`,
+      [queue],
+    );
+    return rows[0] as { enq: number; high: number; floor: number };
+  };
+  const producer = async () => {
+    const c = new pg.Client({ connectionString: f.url });
+    await c.connect();
+    return c;
+  };
+
+  beforeAll(async () => {
+    f = await storageFixture('producers');
+  });
+  afterAll(async () => {
+    await f.close();
+  });
+
+  it('a producer holding its transaction open delays neither other producers nor the claim of their jobs', async () => {
+    const held = await producer();
+    try {
+      await held.query('begin');
+      const [heldId] = await f.client.enqueueMany(
+        [{ kind: 'k', args: { n: 'held' }, options: { queue: 'hold' } }],
+        {
+          client: held,
+        },
+      );
+      // Other producers, each in a transaction of its own, commit while `held` is open: none waits.
+      const others: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const c = await producer();
+        await c.query('begin');
+        others.push(await f.client.enqueue('k', { n: i }, { client: c, queue: 'hold' }));
+        await c.query('commit');
+        await c.end();
+      }
+      const first = await claim('hold');
+      expect(ids(first)).toEqual(others);
+      // The held position is a gap above the floor, below the high-water.
+      let l = await lane('hold');
+      expect(l.enq).toBe(6);
+      await claim('hold'); // heals the cursors from the committed receipt
+      l = await lane('hold');
+      expect(l.high).toBe(6);
+      expect(l.floor).toBe(0);
+      expect(await claim('hold')).toEqual([]);
+
+      await held.query('commit');
+      const late = await claim('hold');
+      expect(ids(late)).toEqual([heldId]);
+      await claim('hold');
+      l = await lane('hold');
+      expect(l.floor).toBe(6);
+      expect(await claim('hold')).toEqual([]);
+      // Every member settles through the fence like any other.
+      const items = [...first, ...late].flatMap((b) =>
+        b.jobs.map((j) => ({
+          claimSlot: b.claimSlot,
+          batchId: b.batchId,
+          idx: j.idx,
+          jobId: j.id,
+          runLease: j.runLease,
+          outcome: 'completed' as const,
+        })),
+      );
+      const accepted = await finishAttempts(f.pool, f.schema, items);
+      expect(accepted.size).toBe(6);
+    } finally {
+      await held.end();
+    }
+  });
+
+  it('a rolled-back producer leaves a gap the floor passes once its transaction is over, never a job', async () => {
+    const rolled = await producer();
+    try {
+      await rolled.query('begin');
+      await f.client.enqueue('k', { n: 'rolled' }, { client: rolled, queue: 'rb' });
+      const after = await f.client.enqueue('k', { n: 'after' }, { queue: 'rb' });
+      expect(ids(await claim('rb'))).toEqual([after]);
+      await rolled.query('rollback');
+      expect(await claim('rb')).toEqual([]);
+      // The floor passes the dead position once every transaction that was running when the claim saw the
+      // gap has ended (on a shared server that includes other sessions' transactions).
+      await until('the floor to pass the rolled-back position', async () => {
+        expect(await claim('rb')).toEqual([]);
+        return (await lane('rb')).floor === 2;
+      });
+      expect(await lane('rb')).toEqual({ enq: 2, high: 2, floor: 2 });
+    } finally {
+      await rolled.end();
+    }
+  });
+
+  it('a rolled-back gap is not passed while its transaction may still commit, whatever else commits', async () => {
+    const open = await producer();
+    try {
+      await open.query('begin');
+      await f.client.enqueue('k', { n: 'open' }, { client: open, queue: 'wait' });
+      for (let i = 0; i < 3; i++) await f.client.enqueue('k', { i }, { queue: 'wait' });
+      expect(ids(await claim('wait'))).toHaveLength(3);
+      for (let i = 0; i < 3; i++) await claim('wait');
+      expect((await lane('wait')).floor).toBe(0);
+      await open.query('rollback');
+      await until('the floor to pass the rolled-back position', async () => {
+        await claim('wait');
+        return (await lane('wait')).floor === 4;
+      });
+    } finally {
+      await open.end();
+    }
+  });
+});
