@@ -22,3 +22,22 @@ export class UnsafePathError extends EmbeddedPostgresError {
     this.path = path;
   }
 }
+
+/**
+ * The copy of the PostgreSQL binaries the server user would run does not match the installed ones
+ * (damaged, changed after it was made, or a different build left under the same name). Nothing ran
+ * from it.
+ */
+export class BinaryCopyMismatchError extends EmbeddedPostgresError {
+  readonly copyDir: string;
+  /** What differs, e.g. "bin/postgres differs from the source". */
+  readonly problem: string;
+  constructor(copyDir: string, sourceDir: string, problem: string) {
+    super(
+      `The PostgreSQL binaries in ${copyDir} do not match those in ${sourceDir}: ${problem}. Refusing to run them. ` +
+        `Remove ${copyDir} and start again (a fresh copy is made), or set DATABASE_URL to use your own server.`,
+    );
+    this.copyDir = copyDir;
+    this.problem = problem;
+  }
+}
