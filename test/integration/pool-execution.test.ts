@@ -5,6 +5,7 @@ import { AwaClient, WorkerHost, type JobRecord, type WorkerOptions } from '../..
 import {
   hash,
   inlineHash,
+  poolBadOutcome,
   poolCrash,
   poolHash,
   poolNoop,
@@ -15,10 +16,10 @@ import {
 import { createTestDatabase } from '../helpers/database.js';
 
 // Worker-thread execution against a real PostgreSQL: CPU-heavy kinds do not stall the coordinator, a
-// throw or a dying thread fails only its own attempts, aborts reach the thread, a thread that ignores
-// its abort is terminated, and logs/progress come back. Outcomes are exact, and so are the errors each
-// host reports; the only timing assertion is the event-loop-delay comparison between pool and inline
-// runs of the same work.
+// throw or a dying thread fails only its own attempts, whatever a thread sends back cannot crash the
+// host, aborts reach the thread, a thread that ignores its abort is terminated, and logs/progress come
+// back. Outcomes are exact, and so are the errors each host reports; the only timing assertion is the
+// event-loop-delay comparison between pool and inline runs of the same work.
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/pool-handlers.ts', import.meta.url));
 
@@ -158,6 +159,70 @@ describe('pool execution', () => {
     expect(lastAttempt).toMatchObject({ state: 'failed', attempt: 1 });
     expect(mates.map((j) => [j.state, j.attempt])).toEqual(mates.map(() => ['completed', 1]));
     expect(errorsOf(h)).toEqual([]);
+  }, 60_000);
+
+  it('whatever a pool job throws or garbles on the wire fails only its own attempt, with an error naming the cause; the host stays up', async () => {
+    const queue = 'bad_outcomes';
+    // One job per task: a garbled message then carries no batch-mate's outcome.
+    const h = host(queue, 20, { threadPool: pool({ maxBatch: 1 }) });
+    const why: Record<string, string> = {
+      negative:
+        'the handler threw a RetryAfter with delayMs -5, which is not a number of milliseconds from 0 to 31536000000 (a year); ' +
+        'the attempt failed instead. The RetryAfter\'s message: "negative delay"',
+      nan: 'the handler threw a Snooze with delayMs NaN, which is not a number of milliseconds',
+      'ten-years':
+        'the handler threw a RetryAfter with delayMs 315360000000, which is not a number of milliseconds',
+      string:
+        'the handler threw a Snooze with delayMs "5000" (a string), which is not a number of milliseconds',
+      'non-object': 'non-Error thrown: 42',
+      unreadable: 'the handler threw a value that could not be read: no name for you',
+      'wire-non-object': "the pool thread sent 42 as this job's outcome, not null or an error object",
+      'wire-bad-type': 'the pool thread sent an outcome of unknown type "Teleport" (a string)',
+      'wire-not-a-pair':
+        'the worker thread finished its batch without a readable outcome for this job (it sent: an outcome entry names no job of the batch: "not a pair" (a string))',
+      'wire-not-bytes':
+        'the worker thread finished its batch without a readable outcome for this job (it sent: outcomes arrived as "garbage" (a string), not as bytes)',
+      'wire-junk-message':
+        'the worker thread finished its batch without a readable outcome for this job (it sent: a message that is 42, not an object)',
+    };
+    const cases = Object.keys(why);
+    const bad = await client.enqueueMany(
+      cases.map((b) => ({ kind: poolBadOutcome, args: { bad: b }, options: { queue } })),
+    );
+    const good = await client.enqueueMany(
+      Array.from({ length: 8 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
+    );
+    const settled = new Set<string>();
+    h.on('settled', (s, ok) => ok && settled.add(s.jobId));
+    await h.start();
+    await waitFor('every job to settle', () => [...bad, ...good].every((id) => settled.has(id)));
+
+    const badJobs = await jobs(bad);
+    const seen = Object.fromEntries(cases.map((c, n) => [c, badJobs[n]!]));
+    for (const c of cases) {
+      expect(seen[c], c).toMatchObject({ state: 'failed', attempt: 1 });
+      expect(seen[c]!.meta?.errors, c).toHaveLength(1);
+      expect(firstError(seen[c]!), c).toContain(why[c]);
+    }
+    expect(seen['negative']!.meta?.errors?.[0]).toMatchObject({ name: 'InvalidOutcomeError' });
+    expect((await jobs(good)).map((j) => [j.state, j.attempt])).toEqual(good.map(() => ['completed', 1]));
+    // What could not be tied to a job is also reported by the host, once each.
+    expect([...errorsOf(h)].sort()).toEqual(
+      [
+        'outcomes arrived as "garbage" (a string), not as bytes',
+        'an outcome entry names no job of the batch: "not a pair" (a string)',
+        'a message that is 42, not an object',
+      ]
+        .map((p) => `a pool thread sent something the coordinator could not read: ${p}`)
+        .sort(),
+    );
+    // Still up: later jobs run as usual.
+    const later = await client.enqueueMany(
+      Array.from({ length: 4 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
+    );
+    await waitFor('later jobs', () => later.every((id) => settled.has(id)));
+    expect(await allCompleted(later)).toBe(true);
+    await h.stop();
   }, 60_000);
 
   it('process.exit() or a crash in a handler fails only the attempts on that thread; the pool heals', async () => {
