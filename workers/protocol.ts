@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
+import { Unpackr } from 'msgpackr';
 import type { JobContext } from '../src/model/job.js';
-import { CancelJob, FailJob, RetryAfter, Snooze } from '../src/model/outcomes.js';
+import { CancelJob, FailJob, MAX_DELAY_MS, RetryAfter, Snooze } from '../src/model/outcomes.js';
 
 // The wire between the coordinator's PoolExecutor (src/runtime/pool-executor.ts) and the pool thread
 // (workers/pool-worker.ts). One Piscina task carries a batch of jobs plus a MessagePort private to that
@@ -27,7 +28,11 @@ export interface WireError {
   name: string;
   message: string;
   stack?: string;
-  delayMs?: number;
+  /**
+   * RetryAfter and Snooze: the delay as the handler gave it, unchecked (a description when it was not a
+   * number). The coordinator checks it (outcomeFromWire).
+   */
+  delayMs?: number | string;
 }
 
 /** [job index in the batch, null on success or the error]. */
@@ -49,10 +54,27 @@ export interface AbortMessage {
 }
 
 const STACK_LINES = 12;
+const OUTCOME_TYPES: ReadonlySet<string> = new Set(['RetryAfter', 'Snooze', 'CancelJob', 'FailJob', 'Error']);
 
-/** Anything a handler threw → a WireError. Outcome classes are recognised by class or, when the user's
- * module carries its own copy of the library, by name and shape. A non-Error becomes readable text. */
+/**
+ * Anything a handler threw → a WireError; never throws itself (a getter that throws, a revoked Proxy).
+ * Outcome classes are recognised by class or, when the user's module carries its own copy of the
+ * library, by name and shape. A non-Error becomes readable text. A RetryAfter or Snooze goes out with
+ * the delay as thrown, so the coordinator can say what was wrong with it.
+ */
 export function toWireError(thrown: unknown): WireError {
+  try {
+    return describeThrown(thrown);
+  } catch (err) {
+    return {
+      type: 'Error',
+      name: 'Error',
+      message: `the handler threw a value that could not be read: ${safeText(err, (e) => (e as Error).message)}`,
+    };
+  }
+}
+
+function describeThrown(thrown: unknown): WireError {
   if (
     thrown instanceof Error ||
     (typeof thrown === 'object' && thrown !== null && 'message' in thrown && 'name' in thrown)
@@ -62,12 +84,11 @@ export function toWireError(thrown: unknown): WireError {
     const message = String(e.message);
     const stack =
       typeof e.stack === 'string' ? e.stack.split('\n').slice(0, STACK_LINES).join('\n') : undefined;
-    const delayMs = typeof e.delayMs === 'number' && Number.isFinite(e.delayMs) ? e.delayMs : undefined;
-    if ((thrown instanceof RetryAfter || name === 'RetryAfter') && delayMs !== undefined) {
-      return { type: 'RetryAfter', name, message, stack, delayMs };
-    }
-    if ((thrown instanceof Snooze || name === 'Snooze') && delayMs !== undefined) {
-      return { type: 'Snooze', name, message, stack, delayMs };
+    const retryAfter = thrown instanceof RetryAfter || name === 'RetryAfter';
+    if (retryAfter || thrown instanceof Snooze || name === 'Snooze') {
+      const d = e.delayMs;
+      const delayMs = typeof d === 'number' ? d : show(d);
+      return { type: retryAfter ? 'RetryAfter' : 'Snooze', name, message, stack, delayMs };
     }
     if (thrown instanceof CancelJob || name === 'CancelJob')
       return { type: 'CancelJob', name, message, stack };
@@ -77,28 +98,162 @@ export function toWireError(thrown: unknown): WireError {
   return { type: 'Error', name: 'Error', message: `non-Error thrown: ${describeValue(thrown)}` };
 }
 
-/** A WireError → an Error of the same outcome class, so decide() treats it like an inline throw. */
-export function fromWireError(w: WireError): Error {
-  let err: Error;
-  switch (w.type) {
-    case 'RetryAfter':
-      err = new RetryAfter(w.delayMs ?? 0, w.message);
-      break;
-    case 'Snooze':
-      err = new Snooze(w.delayMs ?? 0, w.message);
-      break;
-    case 'CancelJob':
-      err = new CancelJob(w.message);
-      break;
-    case 'FailJob':
-      err = new FailJob(w.message);
-      break;
-    default:
-      err = new Error(w.message);
-      err.name = w.name;
+/**
+ * What a pool thread sent back for a job was not a valid outcome (or asked for an impossible delay).
+ * The attempt fails with this error, through the ordinary retry path.
+ */
+export class InvalidOutcomeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidOutcomeError';
   }
-  if (w.stack) err.stack = w.stack;
-  return err;
+}
+
+/** A job's outcome as the coordinator acts on it: success, or a failure with what to record. */
+export type JobOutcome = { failed: false } | { failed: true; error: Error };
+
+const SUCCESS: JobOutcome = { failed: false };
+
+/**
+ * The coordinator's one door for a job's outcome off the wire (null or a WireError, as far as the
+ * thread kept to the protocol). Never throws: anything that is not a well-formed outcome, or a
+ * RetryAfter/Snooze whose delay is not a number of milliseconds from 0 to MAX_DELAY_MS, becomes a
+ * failure of the attempt with an InvalidOutcomeError saying what was wrong. Valid outcomes are
+ * rebuilt as the same outcome class, so decide() treats them like an inline throw.
+ */
+export function outcomeFromWire(raw: unknown): JobOutcome {
+  if (raw === null) return SUCCESS;
+  const fail = (what: string): JobOutcome => ({ failed: true, error: new InvalidOutcomeError(what) });
+  if (typeof raw !== 'object' || Array.isArray(raw))
+    return fail(`the pool thread sent ${show(raw)} as this job's outcome, not null or an error object`);
+  const w = raw as Record<string, unknown>;
+  if (typeof w.type !== 'string' || !OUTCOME_TYPES.has(w.type))
+    return fail(`the pool thread sent an outcome of unknown type ${show(w.type)}`);
+  if (typeof w.message !== 'string' || typeof w.name !== 'string')
+    return fail(
+      `the pool thread sent a ${w.type} outcome whose name or message is not a string (name ${show(w.name)}, message ${show(w.message)})`,
+    );
+  const { type, name, message } = w as unknown as WireError;
+  const stack = typeof w.stack === 'string' ? w.stack : undefined;
+  let err: Error;
+  try {
+    switch (type) {
+      case 'RetryAfter':
+      case 'Snooze': {
+        const d = w.delayMs;
+        if (typeof d !== 'number' || !Number.isFinite(d) || d < 0 || d > MAX_DELAY_MS) {
+          // A string is the thread's description of a delay that was not a number (toWireError).
+          const outcome = fail(
+            `the handler threw a ${type} with delayMs ${typeof d === 'string' ? d : show(d)}, which is not a number of milliseconds from 0 to ${MAX_DELAY_MS} (a year); ` +
+              `the attempt failed instead. The ${type}'s message: ${JSON.stringify(message)}`,
+          );
+          if (outcome.failed && stack)
+            outcome.error.stack = `${outcome.error.name}: ${outcome.error.message}\n${stack}`;
+          return outcome;
+        }
+        err = type === 'RetryAfter' ? new RetryAfter(d, message) : new Snooze(d, message);
+        break;
+      }
+      case 'CancelJob':
+        err = new CancelJob(message);
+        break;
+      case 'FailJob':
+        err = new FailJob(message);
+        break;
+      default:
+        err = new Error(message);
+        err.name = name;
+    }
+  } catch (e) {
+    // Not reachable with the checks above; the door stays shut to throws all the same.
+    return fail(
+      `the pool thread sent a ${type} outcome that could not be rebuilt: ${safeText(e, (x) => (x as Error).message)}`,
+    );
+  }
+  if (stack) err.stack = stack;
+  return { failed: true, error: err };
+}
+
+/**
+ * A buffer of outcomes off the wire (a 'done' message or a task's result) → [job index, outcome] for
+ * each job it names, plus what could not be read: a buffer that is not msgpack of an array, or an entry
+ * that names no job of the batch (those jobs then count as having sent no outcome). Never throws.
+ */
+export function readOutcomes(
+  bytes: unknown,
+  batchSize: number,
+): { outcomes: [index: number, outcome: JobOutcome][]; problems: string[] } {
+  const outcomes: [number, JobOutcome][] = [];
+  const problems: string[] = [];
+  if (!(bytes instanceof Uint8Array)) {
+    problems.push(`outcomes arrived as ${show(bytes)}, not as bytes`);
+    return { outcomes, problems };
+  }
+  let entries: unknown;
+  try {
+    entries = unpackr.unpack(bytes);
+  } catch (err) {
+    problems.push(`outcomes could not be decoded: ${safeText(err, (e) => (e as Error).message)}`);
+    return { outcomes, problems };
+  }
+  if (!Array.isArray(entries)) {
+    problems.push(`outcomes decoded to ${show(entries)}, not a list`);
+    return { outcomes, problems };
+  }
+  for (const entry of entries as unknown[]) {
+    const i = Array.isArray(entry) && entry.length === 2 ? (entry[0] as unknown) : undefined;
+    if (typeof i !== 'number' || !Number.isInteger(i) || i < 0 || i >= batchSize) {
+      problems.push(`an outcome entry names no job of the batch: ${show(entry)}`);
+      continue;
+    }
+    outcomes.push([i, outcomeFromWire((entry as unknown[])[1])]);
+  }
+  return { outcomes, problems };
+}
+
+/** A thread message that keeps to the protocol, or what is wrong with it. Never throws. */
+export function checkThreadMessage(m: unknown): ThreadMessage | { t: 'invalid'; problem: string } {
+  const bad = (problem: string) => ({ t: 'invalid' as const, problem });
+  if (typeof m !== 'object' || m === null) return bad(`a message that is ${show(m)}, not an object`);
+  const msg = m as Record<string, unknown>;
+  const index = (i: unknown) => typeof i === 'number' && Number.isInteger(i) && i >= 0;
+  switch (msg.t) {
+    case 'start':
+      return { t: 'start' };
+    case 'done':
+      return { t: 'done', b: msg.b as Uint8Array }; // readOutcomes checks the bytes
+    case 'log':
+      return index(msg.i) && typeof msg.line === 'string'
+        ? { t: 'log', i: msg.i as number, line: msg.line }
+        : bad(`a log message without a job index and a line: ${show(m)}`);
+    case 'progress':
+      return index(msg.i)
+        ? { t: 'progress', i: msg.i as number, v: msg.v }
+        : bad(`a progress message without a job index: ${show(m)}`);
+    default:
+      return bad(`a message of unknown kind ${show(msg.t)}`);
+  }
+}
+
+const unpackr = new Unpackr({ useRecords: false });
+
+/** A value for an error message: strings quoted and marked, numbers as they print, the rest as JSON (short). */
+function show(value: unknown): string {
+  if (typeof value === 'string')
+    return `${JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value)} (a string)`;
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean')
+    return String(value);
+  if (value === undefined) return 'undefined';
+  const text = safeText(value, describeValue);
+  return text.length > 100 ? `${text.slice(0, 100)}…` : text;
+}
+
+function safeText(value: unknown, f: (v: unknown) => string): string {
+  try {
+    return f(value);
+  } catch {
+    return `(a ${typeof value} that cannot be printed)`;
+  }
 }
 
 function describeValue(value: unknown): string {

@@ -1,8 +1,20 @@
-import { lstatSync, readFileSync, statSync, symlinkSync } from 'node:fs';
-import { chmod, cp, mkdir, rename, rm } from 'node:fs/promises';
+import {
+  closeSync,
+  constants,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  readSync,
+  symlinkSync,
+  type Stats,
+} from 'node:fs';
+import { chmod, cp, mkdtemp, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { EmbeddedPostgresError } from './errors.js';
+import { BinaryCopyMismatchError, EmbeddedPostgresError } from './errors.js';
+import { ownUid } from './files.js';
 import { run } from './processes.js';
 import type { RunAs } from './system-user.js';
 
@@ -52,6 +64,14 @@ function binariesIn(nativeDir: string, version: string): Binaries {
     postgres: join(nativeDir, 'bin', 'postgres'),
     version,
   };
+}
+
+function lstatOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path);
+  } catch {
+    return null;
+  }
 }
 
 function exists(path: string): boolean {
@@ -112,50 +132,165 @@ function readVersion(nativeDir: string): string {
   return 'unversioned';
 }
 
-/**
- * A copy that someone else could have written to would let them choose what the server user runs,
- * so a pre-existing copy is used only when it is ours and not writable by others.
- */
-function trustworthy(dir: string): boolean {
-  const st = statSync(dir);
-  return st.uid === process.getuid?.() && (st.mode & 0o022) === 0;
+interface Entry {
+  type: 'file' | 'dir' | 'link' | 'other';
+  size: number;
+  uid: number;
+  mode: number;
+  target?: string;
 }
 
-async function copyOnce(nativeDir: string, version: string, log: (line: string) => void): Promise<string> {
-  const copyRoot = join(tmpdir(), `awa-pg-bin-${version}`);
-  const copyNative = join(copyRoot, 'native');
-  if (exists(copyNative)) {
-    if (!trustworthy(copyRoot)) {
-      throw new EmbeddedPostgresError(
-        `${copyRoot} exists but is not owned by this user or is writable by others; refusing to run binaries from it. ` +
-          'Remove it and try again.',
-      );
+// The checks below use synchronous calls: about a thousand small ones, which take a fraction of the
+// time the same work takes through the promise API, once per launcher start.
+
+/** Every entry under `dir` by relative path, read with lstat: no link is followed. */
+function listTree(dir: string): Map<string, Entry> {
+  const out = new Map<string, Entry>();
+  const walk = (rel: string): void => {
+    for (const name of readdirSync(join(dir, rel))) {
+      const r = rel === '' ? name : join(rel, name);
+      const st = lstatSync(join(dir, r));
+      const type = st.isSymbolicLink() ? 'link' : st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other';
+      const entry: Entry = { type, size: st.size, uid: st.uid, mode: st.mode };
+      if (type === 'link') entry.target = readlinkSync(join(dir, r));
+      out.set(r, entry);
+      if (type === 'dir') walk(r);
     }
-    hydrateSymlinks(copyNative);
-    return copyNative;
-  }
-  log(`copying PostgreSQL binaries to ${copyRoot} so the server user can run them`);
-  // Copy under a private name, then rename: a concurrent launcher never sees half a copy.
-  const staging = `${copyRoot}.${process.pid}.${Date.now().toString(36)}.tmp`;
+  };
+  walk('');
+  return out;
+}
+
+/** The version links pg-symlinks.json lists, as hydrateSymlinks makes them (relative to nativeDir). */
+function listedLinks(nativeDir: string): Map<string, string> {
+  const root = dirname(nativeDir);
+  const out = new Map<string, string>();
   try {
-    await mkdir(staging);
-    // Explicitly, not through mkdir's mode: a umask of 077 would lock the server user out again.
-    await chmod(staging, 0o755);
-    await cp(nativeDir, join(staging, 'native'), { recursive: true, verbatimSymlinks: true });
-    hydrateSymlinks(join(staging, 'native'));
-    await rename(staging, copyRoot);
-  } catch (err) {
-    await rm(staging, { recursive: true, force: true });
-    // Losing the rename race to another launcher is fine: its copy is just as good.
-    if (!exists(copyNative)) {
-      throw new EmbeddedPostgresError(
-        `Could not copy the PostgreSQL binaries to ${copyRoot}: ${(err as Error).message}. ` +
-          'Check free space and permissions of the temp directory (TMPDIR), or set DATABASE_URL.',
-        { cause: err },
-      );
+    const links = JSON.parse(readFileSync(join(nativeDir, 'pg-symlinks.json'), 'utf8')) as {
+      source: string;
+      target: string;
+    }[];
+    for (const { source, target } of links) {
+      const at = join(root, target);
+      out.set(relative(nativeDir, at), relative(dirname(at), join(root, source)));
+    }
+  } catch {
+    // Nothing listed.
+  }
+  return out;
+}
+
+const CHUNK = 1 << 20;
+
+function sameBytes(a: string, b: string, ba: Buffer, bb: Buffer): boolean {
+  const fa = openSync(a, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    const fb = openSync(b, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      for (;;) {
+        const ra = readSync(fa, ba, 0, CHUNK, null);
+        const rb = readSync(fb, bb, 0, CHUNK, null);
+        if (ra !== rb) return false;
+        if (ra === 0) return true;
+        if (!ba.subarray(0, ra).equals(bb.subarray(0, rb))) return false;
+      }
+    } finally {
+      closeSync(fb);
+    }
+  } finally {
+    closeSync(fa);
+  }
+}
+
+/**
+ * What keeps `copyRoot`/native from being a faithful, private copy of `nativeDir`, or null. Private:
+ * the copy and everything in it belong to us and nobody else can write to any of it (only then does
+ * what is checked now stay true until the server user runs it). Faithful: the same entries (plus the version
+ * links we add), the same link targets, and every file the same size and the same bytes.
+ */
+export function copyMismatch(nativeDir: string, copyRoot: string): string | null {
+  const uid = ownUid();
+  const top = lstatOrNull(copyRoot);
+  if (!top) return `${copyRoot} does not exist`;
+  if (top.isSymbolicLink()) return `${copyRoot} is a symlink`;
+  if (!top.isDirectory()) return `${copyRoot} is not a directory`;
+  if (top.uid !== uid) return `${copyRoot} belongs to uid ${top.uid}, not ${uid}`;
+  if ((top.mode & 0o022) !== 0) return `${copyRoot} is writable by group or others`;
+  const copyNative = join(copyRoot, 'native');
+  const native = lstatOrNull(copyNative);
+  if (!native?.isDirectory() || native.isSymbolicLink() || native.uid !== uid || (native.mode & 0o022) !== 0)
+    return `${copyNative} is missing, not a directory of ours, or writable by others`;
+
+  const expected = listTree(nativeDir);
+  for (const [rel, target] of listedLinks(nativeDir))
+    if (!expected.has(rel)) expected.set(rel, { type: 'link', size: 0, uid, mode: 0, target });
+  const actual = listTree(copyNative);
+  for (const [rel, a] of actual) {
+    const e = expected.get(rel);
+    if (!e) return `${rel} is not in the source`;
+    if (a.uid !== uid) return `${rel} belongs to uid ${a.uid}, not ${uid}`;
+    if (a.type !== 'link' && (a.mode & 0o022) !== 0) return `${rel} is writable by group or others`;
+    if (a.type !== e.type) return `${rel} is a ${a.type}, in the source a ${e.type}`;
+    if (a.target !== e.target) return `${rel} links to ${a.target}, in the source to ${e.target}`;
+    if (a.type === 'file' && a.size !== e.size) return `${rel} has ${a.size} bytes, the source ${e.size}`;
+  }
+  for (const rel of expected.keys()) if (!actual.has(rel)) return `${rel} is missing`;
+  const ba = Buffer.allocUnsafe(CHUNK);
+  const bb = Buffer.allocUnsafe(CHUNK);
+  for (const [rel, e] of expected) {
+    if (e.type === 'file' && !sameBytes(join(nativeDir, rel), join(copyNative, rel), ba, bb))
+      return `${rel} differs from the source`;
+  }
+  return null;
+}
+
+/** No group or other write bit anywhere in the tree (a umask 002 install would otherwise pass them on). */
+async function lockDown(dir: string): Promise<void> {
+  await chmod(dir, lstatSync(dir).mode & 0o7755);
+  for (const [rel, e] of listTree(dir)) {
+    if (e.type !== 'link' && (e.mode & 0o022) !== 0) await chmod(join(dir, rel), e.mode & 0o7755);
+  }
+}
+
+/**
+ * Makes `copyRoot`/native a copy of `nativeDir` and returns its path. When there is none it is copied
+ * under a private name and renamed into place, so nobody ever sees half a copy; a launcher racing this
+ * one may win that rename, or a copy may be there from an earlier run. Whoever made it, it is compared
+ * with the source (copyMismatch) before anything runs from it.
+ */
+export async function copyBinaries(
+  nativeDir: string,
+  copyRoot: string,
+  log: (line: string) => void,
+): Promise<string> {
+  if (!exists(copyRoot)) {
+    log(`copying PostgreSQL binaries to ${copyRoot} so the server user can run them`);
+    let staging: string | undefined;
+    try {
+      // mkdtemp: a name of our own even against another launcher in this very process.
+      staging = await mkdtemp(`${copyRoot}.tmp-`);
+      // Explicitly, not through a mode: mkdtemp makes it 0700, which would lock the server user out.
+      await chmod(staging, 0o755);
+      await cp(nativeDir, join(staging, 'native'), { recursive: true, verbatimSymlinks: true });
+      hydrateSymlinks(join(staging, 'native'));
+      await lockDown(join(staging, 'native'));
+      await rename(staging, copyRoot);
+      staging = undefined;
+    } catch (err) {
+      if (staging) await rm(staging, { recursive: true, force: true });
+      // Losing the rename to another launcher is fine: its copy is checked below like any other.
+      if (!exists(copyRoot)) {
+        throw new EmbeddedPostgresError(
+          `Could not copy the PostgreSQL binaries to ${copyRoot}: ${(err as Error).message}. ` +
+            'Check free space and permissions of the temp directory (TMPDIR), or set DATABASE_URL.',
+          { cause: err },
+        );
+      }
     }
   }
-  return copyNative;
+  const problem = copyMismatch(nativeDir, copyRoot);
+  if (problem) throw new BinaryCopyMismatchError(copyRoot, nativeDir, problem);
+  return join(copyRoot, 'native');
 }
 
 /** Binaries the server user can run: in place when possible, else from a versioned copy in the temp dir. */
@@ -167,7 +302,8 @@ export async function prepareBinaries(runAs: RunAs | null, log: (line: string) =
   const inPlace = binariesIn(nativeDir, version);
   if (await runnableBy(inPlace, runAs)) return inPlace;
 
-  const copied = binariesIn(await copyOnce(nativeDir, version, log), version);
+  const copyRoot = join(tmpdir(), `awa-pg-bin-${version}`);
+  const copied = binariesIn(await copyBinaries(nativeDir, copyRoot, log), version);
   if (await runnableBy(copied, runAs)) return copied;
   const probe = await run(copied.postgres, ['--version'], runAs).catch((err: Error) => ({
     output: err.message,

@@ -1,32 +1,36 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chown, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmodSync, existsSync, mkdtempSync } from 'node:fs';
+import { chown, mkdir, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Binaries } from './binaries.js';
 import { EmbeddedPostgresError } from './errors.js';
+import { readSmallFile, replaceOwnFile, writeNewFile } from './files.js';
+import { passwordFile, type Layout } from './layout.js';
 import { run } from './processes.js';
 import type { RunAs } from './system-user.js';
 
 // Creates a database cluster in a data directory, or reuses one this launcher created before. The
-// superuser password lives beside the cluster so a persistent data directory can be started again.
+// superuser password is kept in the launcher's control directory (see layout.ts), so a persistent
+// data directory can be started again.
 
-const PASSWORD_FILE = 'awa-embedded-password';
+/** Where launchers before the control directory kept the password: inside the data directory. */
+const LEGACY_PASSWORD_FILE = 'awa-embedded-password';
 
-async function own(path: string, runAs: RunAs | null): Promise<void> {
-  if (runAs) await chown(path, runAs.uid, runAs.gid);
-}
-
-async function readPassword(dataDir: string): Promise<string> {
-  try {
-    return (await readFile(join(dataDir, PASSWORD_FILE), 'utf8')).trim();
-  } catch (err) {
-    throw new EmbeddedPostgresError(
-      `${dataDir} holds a PostgreSQL cluster this launcher did not create (it has no ${PASSWORD_FILE} file), so its password is unknown. ` +
-        'Pass a different (empty or missing) dataDir, or connect to that server yourself with DATABASE_URL.',
-      { cause: err },
-    );
+function readPassword(layout: Layout): string {
+  const current = readSmallFile(passwordFile(layout))?.trim();
+  if (current) return current;
+  // Taken over once from a cluster an earlier launcher made. The server user owns that directory, so
+  // the file is read only if it is still a plain file of ours (no symlink, FIFO or extra hard link).
+  const legacy = readSmallFile(join(layout.dataDir, LEGACY_PASSWORD_FILE))?.trim();
+  if (legacy) {
+    replaceOwnFile(passwordFile(layout), `${legacy}\n`);
+    return legacy;
   }
+  throw new EmbeddedPostgresError(
+    `${layout.dataDir} holds a PostgreSQL cluster this launcher did not create (there is no ${passwordFile(layout)}), so its password is unknown. ` +
+      'Pass a different (empty or missing) dataDir, or connect to that server yourself with DATABASE_URL.',
+  );
 }
 
 async function isEmptyDir(dir: string): Promise<boolean> {
@@ -38,15 +42,16 @@ async function isEmptyDir(dir: string): Promise<boolean> {
   }
 }
 
-/** Returns the superuser password of the cluster in `dataDir`, running initdb first when there is none. */
+/** Returns the superuser password of the cluster in the layout's data directory, running initdb first when there is none. */
 export async function ensureCluster(
   bin: Binaries,
-  dataDir: string,
+  layout: Layout,
   runAs: RunAs | null,
   durable: boolean,
   log: (line: string) => void,
 ): Promise<string> {
-  if (existsSync(join(dataDir, 'PG_VERSION'))) return readPassword(dataDir);
+  const { dataDir } = layout;
+  if (existsSync(join(dataDir, 'PG_VERSION'))) return readPassword(layout);
   if (!(await isEmptyDir(dataDir))) {
     throw new EmbeddedPostgresError(
       `${dataDir} is neither empty nor a PostgreSQL data directory; refusing to initialise a cluster over its contents. ` +
@@ -54,16 +59,17 @@ export async function ensureCluster(
     );
   }
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  await own(dataDir, runAs);
+  if (runAs) await chown(dataDir, runAs.uid, runAs.gid);
 
   const password = randomBytes(18).toString('base64url');
-  // initdb wants the data directory empty, so the password file goes to a private directory of its own.
-  const pwDir = await mkdtemp(join(tmpdir(), 'awa-initdb-pw-'));
+  // initdb wants the data directory empty and cannot enter our control directory, so it reads the
+  // password from a directory of its own: ours, where nobody can plant anything while we write the file
+  // (handed to the server user through the open fd), then opened for passing through (0711), not listing.
+  const pwDir = mkdtempSync(join(tmpdir(), 'awa-initdb-pw-'));
   try {
-    await own(pwDir, runAs);
     const pwFile = join(pwDir, 'pw');
-    await writeFile(pwFile, `${password}\n`, { mode: 0o600 });
-    await own(pwFile, runAs);
+    writeNewFile(pwFile, `${password}\n`, runAs);
+    if (runAs) chmodSync(pwDir, 0o711);
     log(`initdb ${dataDir}`);
     const r = await run(
       bin.initdb,
@@ -91,6 +97,6 @@ export async function ensureCluster(
   } finally {
     await rm(pwDir, { recursive: true, force: true });
   }
-  await writeFile(join(dataDir, PASSWORD_FILE), `${password}\n`, { mode: 0o600 });
+  replaceOwnFile(passwordFile(layout), `${password}\n`);
   return password;
 }

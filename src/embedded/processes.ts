@@ -67,6 +67,21 @@ export function isRunning(pid: number): boolean {
   }
 }
 
+/** The effective uid a process runs as, or null when it cannot be told. */
+export function processUid(pid: number): number | null {
+  let text: string | null = null;
+  try {
+    // Linux: "Uid:\t<real>\t<effective>\t<saved>\t<filesystem>".
+    text = /^Uid:\s+\d+\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? null;
+  } catch {
+    // No procfs (macOS): ask ps.
+    const ps = spawnSync('ps', ['-p', String(pid), '-o', 'uid='], { encoding: 'utf8' });
+    text = ps.status === 0 ? ps.stdout.trim() : null;
+  }
+  const uid = Number(text);
+  return text !== null && text !== '' && Number.isInteger(uid) ? uid : null;
+}
+
 /** The command line of a running process, or null when it cannot be read. */
 export function commandLine(pid: number): string | null {
   try {

@@ -1,18 +1,17 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
-import { Packr, Unpackr } from 'msgpackr';
+import { Packr } from 'msgpackr';
 import { Piscina } from 'piscina';
 import { InvalidOptionError } from '../model/errors.js';
 import type { Job } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import {
-  fromWireError,
+  checkThreadMessage,
   ownBytes,
+  readOutcomes,
   type AbortMessage,
   type PoolTask,
-  type ThreadMessage,
-  type WireOutcome,
 } from '../../workers/protocol.js';
 import { resolveThreadPool, type ThreadPoolOptions } from './config.js';
 import type { HandlerEntry } from './registry.js';
@@ -37,6 +36,10 @@ export type { PoolJobContext } from '../../workers/protocol.js';
 //
 // Containment: a throw fails its own job only (outcomes are reported per job). A crash or
 // process.exit() fails the jobs of that task whose outcome had not arrived; Piscina replaces the thread.
+// Everything a thread sends is checked at the door (checkThreadMessage, readOutcomes, outcomeFromWire in
+// workers/protocol.ts) and nothing in the port listener may throw: handler code shares the thread with
+// our side of the protocol, and an outcome it garbles (or a RetryAfter with a delay of -5 or ten years)
+// fails that attempt with an error that says so, never the process.
 
 export interface PoolExecutorOptions extends ThreadPoolOptions {
   /** A line a handler wrote with ctx.log(...). */
@@ -76,11 +79,12 @@ interface Task {
   kill: AbortController;
   /** Set when the grace timer of this run terminated the thread. */
   culprit: Run | null;
+  /** What the thread sent that could not be read (outcomes lost with it count as missing). */
+  problems: string[];
   done: Promise<void>;
 }
 
 const packr = new Packr({ useRecords: false });
-const unpackr = new Unpackr({ useRecords: false });
 
 export class PoolExecutor {
   readonly module: string;
@@ -123,7 +127,7 @@ export class PoolExecutor {
     });
     // Piscina emits 'error' for a thread that dies with no task (e.g. a handler's stray timer threw after
     // its job ended); without a listener that would crash the process.
-    this.piscina.on('error', (err: unknown) => this.options.onError?.(err));
+    this.piscina.on('error', (err: unknown) => this.report(err));
   }
 
   /** Tasks sent to threads and not finished yet. */
@@ -208,6 +212,7 @@ export class PoolExecutor {
       started: false,
       kill: new AbortController(),
       culprit: null,
+      problems: [],
       done: Promise.resolve(),
     };
     runs.forEach((run, i) => {
@@ -215,18 +220,41 @@ export class PoolExecutor {
       run.index = i;
     });
     const jobs = ownBytes(packr.pack(runs.map((r) => r.job)));
-    port1.on('message', (m: ThreadMessage) => this.onMessage(task, m));
+    port1.on('message', (m: unknown) => this.onMessage(task, m));
     this.tasks.add(task);
     task.done = this.piscina
       .run({ jobs, port: port2 }, { transferList: [jobs.buffer, port2], signal: task.kill.signal })
       .then(
-        (final) => this.finish(task, final, null),
+        (final: unknown) => this.finish(task, final, null),
         (err: unknown) => this.finish(task, null, err),
       );
   }
 
-  private onMessage(task: Task, m: ThreadMessage): void {
+  /** The port listener: whatever arrives, it does not throw (a throw here would end the process). */
+  private onMessage(task: Task, raw: unknown): void {
+    try {
+      this.handleMessage(task, raw);
+    } catch (err) {
+      // Not from the checks (they do not throw): from a 'log' or 'progress' listener of the host's user.
+      this.report(err);
+    }
+  }
+
+  /** onError, which must not throw from where it is called (a port listener, a task's settlement). */
+  private report(err: unknown): void {
+    try {
+      this.options.onError?.(err);
+    } catch (again) {
+      console.error('[awa] pool executor: error while reporting an error:', again, err);
+    }
+  }
+
+  private handleMessage(task: Task, raw: unknown): void {
+    const m = checkThreadMessage(raw);
     switch (m.t) {
+      case 'invalid':
+        this.protocolProblem(task, m.problem);
+        break;
       case 'start':
         task.started = true;
         break;
@@ -246,19 +274,31 @@ export class PoolExecutor {
     }
   }
 
-  private applyOutcomes(task: Task, bytes: Uint8Array): void {
-    for (const [i, error] of unpackr.unpack(bytes) as WireOutcome[]) {
-      const run = task.runs[i];
-      if (run) this.settle(run, error ? fromWireError(error) : undefined, error !== null);
+  private applyOutcomes(task: Task, bytes: unknown): void {
+    const { outcomes, problems } = readOutcomes(bytes, task.runs.length);
+    for (const [i, outcome] of outcomes) {
+      const run = task.runs[i]!;
+      if (outcome.failed) this.settle(run, outcome.error, true);
+      else this.settle(run, undefined, false);
     }
+    for (const problem of problems) this.protocolProblem(task, problem);
   }
 
-  private finish(task: Task, final: Uint8Array | null, err: unknown): void {
+  /** Something from the thread could not be read: the jobs it concerned fail (see lostError); say so. */
+  private protocolProblem(task: Task, problem: string): void {
+    task.problems.push(problem);
+    this.report(
+      new PoolThreadError(`a pool thread sent something the coordinator could not read: ${problem}`),
+    );
+  }
+
+  private finish(task: Task, final: unknown, err: unknown): void {
     // Messages the thread posted before its task ended (outcomes, logs) are already queued on the port,
     // whatever order the two channels deliver in: take them now, before judging what is missing.
     for (let m = receiveMessageOnPort(task.port); m; m = receiveMessageOnPort(task.port))
-      this.onMessage(task, m.message as ThreadMessage);
-    if (final) this.applyOutcomes(task, final);
+      this.onMessage(task, m.message);
+    // null: every outcome went out early on the port.
+    if (final !== null && final !== undefined) this.applyOutcomes(task, final);
     task.port.close();
     this.tasks.delete(task);
     for (const run of task.runs) if (!run.settled) this.settle(run, this.lostError(task, run, err), true);
@@ -280,6 +320,11 @@ export class PoolExecutor {
     if (err) {
       const why = err instanceof Error ? err.message : String(err);
       return new PoolThreadError(`the worker thread running this job died: ${why}`, { cause: err });
+    }
+    if (task.problems.length > 0) {
+      return new PoolThreadError(
+        `the worker thread finished its batch without a readable outcome for this job (it sent: ${task.problems.join('; ')})`,
+      );
     }
     return new PoolThreadError('the worker thread finished its batch without an outcome for this job');
   }

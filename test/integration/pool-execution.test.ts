@@ -5,6 +5,7 @@ import { AwaClient, WorkerHost, type JobRecord, type WorkerOptions } from '../..
 import {
   hash,
   inlineHash,
+  poolBadOutcome,
   poolCrash,
   poolHash,
   poolNoop,
@@ -15,9 +16,10 @@ import {
 import { createTestDatabase } from '../helpers/database.js';
 
 // Worker-thread execution against a real PostgreSQL: CPU-heavy kinds do not stall the coordinator, a
-// throw or a dying thread fails only its own attempts, aborts reach the thread, a thread that ignores
-// its abort is terminated, and logs/progress come back. Outcomes are exact; the only timing assertion is
-// the event-loop-delay comparison between pool and inline runs of the same work.
+// throw or a dying thread fails only its own attempts, whatever a thread sends back cannot crash the
+// host, aborts reach the thread, a thread that ignores its abort is terminated, and logs/progress come
+// back. Outcomes are exact, and so are the errors each host reports; the only timing assertion is the
+// event-loop-delay comparison between pool and inline runs of the same work.
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/pool-handlers.ts', import.meta.url));
 
@@ -25,6 +27,9 @@ describe('pool execution', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
   let client: AwaClient;
   const hosts: WorkerHost[] = [];
+  /** What each host emitted as 'error', as messages. */
+  const hostErrors = new Map<WorkerHost, string[]>();
+  const errorsOf = (h: WorkerHost): string[] => hostErrors.get(h)!;
 
   beforeAll(async () => {
     db = await createTestDatabase('pool');
@@ -48,7 +53,9 @@ describe('pool execution', () => {
       completedRetentionMs: 600_000, // keep completed history readable by getJob()
       ...extra,
     });
-    h.on('error', () => {}); // e.g. a thread dying is reported here; outcomes are what the tests check
+    const errors: string[] = [];
+    h.on('error', (err) => errors.push(err instanceof Error ? err.message : String(err)));
+    hostErrors.set(h, errors);
     hosts.push(h);
     return h;
   }
@@ -99,6 +106,7 @@ describe('pool execution', () => {
     await h.stop();
     expect(await allCompleted(ids)).toBe(true);
     expect(h.stats.completed).toBe(count);
+    expect(errorsOf(h)).toEqual([]);
     return delay.percentile(99) / 1e6;
   }
 
@@ -150,11 +158,78 @@ describe('pool execution', () => {
     expect(firstError(obj!)).toBe('non-Error thrown: {"code":42}');
     expect(lastAttempt).toMatchObject({ state: 'failed', attempt: 1 });
     expect(mates.map((j) => [j.state, j.attempt])).toEqual(mates.map(() => ['completed', 1]));
+    expect(errorsOf(h)).toEqual([]);
+  }, 60_000);
+
+  it('whatever a pool job throws or garbles on the wire fails only its own attempt, with an error naming the cause; the host stays up', async () => {
+    const queue = 'bad_outcomes';
+    // One job per task: a garbled message then carries no batch-mate's outcome.
+    const h = host(queue, 20, { threadPool: pool({ maxBatch: 1 }) });
+    const why: Record<string, string> = {
+      negative:
+        'the handler threw a RetryAfter with delayMs -5, which is not a number of milliseconds from 0 to 31536000000 (a year); ' +
+        'the attempt failed instead. The RetryAfter\'s message: "negative delay"',
+      nan: 'the handler threw a Snooze with delayMs NaN, which is not a number of milliseconds',
+      'ten-years':
+        'the handler threw a RetryAfter with delayMs 315360000000, which is not a number of milliseconds',
+      string:
+        'the handler threw a Snooze with delayMs "5000" (a string), which is not a number of milliseconds',
+      'non-object': 'non-Error thrown: 42',
+      unreadable: 'the handler threw a value that could not be read: no name for you',
+      'wire-non-object': "the pool thread sent 42 as this job's outcome, not null or an error object",
+      'wire-bad-type': 'the pool thread sent an outcome of unknown type "Teleport" (a string)',
+      'wire-not-a-pair':
+        'the worker thread finished its batch without a readable outcome for this job (it sent: an outcome entry names no job of the batch: "not a pair" (a string))',
+      'wire-not-bytes':
+        'the worker thread finished its batch without a readable outcome for this job (it sent: outcomes arrived as "garbage" (a string), not as bytes)',
+      'wire-junk-message':
+        'the worker thread finished its batch without a readable outcome for this job (it sent: a message that is 42, not an object)',
+    };
+    const cases = Object.keys(why);
+    const bad = await client.enqueueMany(
+      cases.map((b) => ({ kind: poolBadOutcome, args: { bad: b }, options: { queue } })),
+    );
+    const good = await client.enqueueMany(
+      Array.from({ length: 8 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
+    );
+    const settled = new Set<string>();
+    h.on('settled', (s, ok) => ok && settled.add(s.jobId));
+    await h.start();
+    await waitFor('every job to settle', () => [...bad, ...good].every((id) => settled.has(id)));
+
+    const badJobs = await jobs(bad);
+    const seen = Object.fromEntries(cases.map((c, n) => [c, badJobs[n]!]));
+    for (const c of cases) {
+      expect(seen[c], c).toMatchObject({ state: 'failed', attempt: 1 });
+      expect(seen[c]!.meta?.errors, c).toHaveLength(1);
+      expect(firstError(seen[c]!), c).toContain(why[c]);
+    }
+    expect(seen['negative']!.meta?.errors?.[0]).toMatchObject({ name: 'InvalidOutcomeError' });
+    expect((await jobs(good)).map((j) => [j.state, j.attempt])).toEqual(good.map(() => ['completed', 1]));
+    // What could not be tied to a job is also reported by the host, once each.
+    expect([...errorsOf(h)].sort()).toEqual(
+      [
+        'outcomes arrived as "garbage" (a string), not as bytes',
+        'an outcome entry names no job of the batch: "not a pair" (a string)',
+        'a message that is 42, not an object',
+      ]
+        .map((p) => `a pool thread sent something the coordinator could not read: ${p}`)
+        .sort(),
+    );
+    // Still up: later jobs run as usual.
+    const later = await client.enqueueMany(
+      Array.from({ length: 4 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
+    );
+    await waitFor('later jobs', () => later.every((id) => settled.has(id)));
+    expect(await allCompleted(later)).toBe(true);
+    await h.stop();
   }, 60_000);
 
   it('process.exit() or a crash in a handler fails only the attempts on that thread; the pool heals', async () => {
     const queue = 'crash';
-    const h = host(queue, 20, { threadPool: pool() });
+    // One job per task, so "the attempts on that thread" are exactly the dying job's: every other job
+    // must run once. (What happens to batch-mates of a dying job is the grace test's subject.)
+    const h = host(queue, 20, { threadPool: pool({ maxBatch: 1 }) });
     const completed = new Set<string>();
     h.on('settled', (s, ok) => ok && s.outcome === 'completed' && completed.add(s.jobId));
     const [exit, crash, ...others] = await client.enqueueMany([
@@ -169,13 +244,10 @@ describe('pool execution', () => {
     expect(exitJob).toMatchObject({ state: 'completed', attempt: 2 });
     expect(firstError(exitJob!)).toContain('worker thread running this job died: worker exited with code: 1');
     expect(crashJob).toMatchObject({ state: 'completed', attempt: 2 });
-    // The crash reads 'thread crashed from a timer', unless the exit took down the same batch first.
-    expect(firstError(crashJob!)).toContain('worker thread running this job died');
-    for (const j of otherJobs) {
-      expect(j.state).toBe('completed');
-      // A batch-mate that shared the dying thread was retried (never lost); any other ran once.
-      if (j.attempt > 1) expect(firstError(j)).toContain('worker thread running this job died');
-    }
+    expect(firstError(crashJob!)).toContain(
+      'worker thread running this job died: thread crashed from a timer',
+    );
+    expect(otherJobs.map((j) => [j.state, j.attempt])).toEqual(otherJobs.map(() => ['completed', 1]));
     // The pool replaced its threads: later jobs, pool-wide, still run on the first attempt.
     const later = await client.enqueueMany(
       Array.from({ length: 8 }, (_, n) => ({ kind: poolNoop, args: { n }, options: { queue } })),
@@ -183,6 +255,8 @@ describe('pool execution', () => {
     await waitFor('later jobs', () => later.every((id) => completed.has(id)));
     expect((await jobs(later)).map((j) => [j.state, j.attempt])).toEqual(later.map(() => ['completed', 1]));
     await h.stop();
+    // The two deaths reach the jobs they hit; nothing else is reported.
+    expect(errorsOf(h)).toEqual([]);
   }, 90_000);
 
   it('aborting a job reaches ctx.signal in its thread; logs and progress reach the coordinator', async () => {
@@ -190,9 +264,7 @@ describe('pool execution', () => {
     // Two jobs on two threads: an async handler waiting for its signal holds its thread's task slot.
     const h = host(queue, 10, { threadPool: pool(), shutdownTimeoutMs: 100 });
     const logs: [string, string][] = [];
-    const progress: [string, number, unknown][] = [];
     h.on('log', (jobId, line) => logs.push([jobId, line]));
-    h.on('progress', (jobId, runLease, value) => progress.push([jobId, runLease, value]));
     const ids = await client.enqueueMany(
       [1, 2].map((n) => ({ kind: poolWait, args: { n }, options: { queue } })),
     );
@@ -200,16 +272,29 @@ describe('pool execution', () => {
     await waitFor('every job waiting', () =>
       ids.every((id) => logs.some(([j, l]) => j === id && l.endsWith('waiting for its signal'))),
     );
+    // Progress is what the coordinator wrote through the attempt's fence: a row per live attempt.
+    const progressRows = async () =>
+      (
+        await client.pool.query<{ job_id: string; run_lease: number; progress: unknown }>(
+          `select job_id::text, run_lease::int, progress from ${client.schema.ident}.attempt_state
+            where job_id = any($1::bigint[])`,
+          [ids],
+        )
+      ).rows.sort((a, b) => ids.indexOf(a.job_id) - ids.indexOf(b.job_id));
+    await waitFor('a progress row per attempt', async () => (await progressRows()).length === ids.length);
+    expect(await progressRows()).toEqual(
+      ids.map((id, i) => ({ job_id: id, run_lease: 1, progress: { step: 'waiting', n: i + 1 } })),
+    );
     await h.stop(); // drains for 100 ms, then aborts every running attempt
     ids.forEach((id, i) => {
       expect(logs).toContainEqual([id, `job ${i + 1} waiting for its signal`]);
       expect(logs).toContainEqual([id, `job ${i + 1} saw abort: worker host is stopping`]);
-      expect(progress).toContainEqual([id, 1, { step: 'waiting', n: i + 1 }]);
     });
     for (const j of await jobs(ids)) {
       expect(j).toMatchObject({ state: 'retryable', attempt: 1 });
       expect(firstError(j)).toBe('worker host is stopping');
     }
+    expect(errorsOf(h)).toEqual([]);
   }, 60_000);
 
   it('a handler that ignores its abort past graceMs has its thread terminated and its attempt retried', async () => {
@@ -230,5 +315,7 @@ describe('pool execution', () => {
     await waitFor('the retry', async () => (await client.getJob(stuck!))?.state === 'completed', 30_000);
     expect(await client.getJob(stuck!)).toMatchObject({ state: 'completed', attempt: 2 });
     await b.stop();
+    expect(errorsOf(a)).toEqual([]);
+    expect(errorsOf(b)).toEqual([]);
   }, 60_000);
 });
