@@ -452,18 +452,28 @@ export interface Scene {
   client: AwaClient;
   pool: pg.Pool;
   logs: { dir: string; remove(): void };
+  /** Ends the client's connections (e.g. so their sessions flush statistics); safe to call again. */
+  closeClient(): Promise<void>;
 }
 
 export async function openScene(label: string): Promise<Scene> {
   const db = await createTestDatabase(`chaos_${label}`);
-  return { db, client: await newClient(db.url), pool: testPool(db.url, 2), logs: logDir(label) };
+  const client = await newClient(db.url);
+  let closing: Promise<void> | null = null;
+  return {
+    db,
+    client,
+    pool: testPool(db.url, 2),
+    logs: logDir(label),
+    closeClient: () => (closing ??= client.close()),
+  };
 }
 
 /** Tears a scene down in the safe order: workers first, then connections, then the database. */
 export async function closeScene(scene: Scene | undefined, workers: readonly ChaosWorker[]): Promise<void> {
   await Promise.all(workers.map((w) => w.dispose()));
   if (!scene) return;
-  await scene.client.close();
+  await scene.closeClient();
   await scene.pool.end();
   await scene.db.drop();
   scene.logs.remove();
