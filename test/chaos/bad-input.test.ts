@@ -16,15 +16,14 @@ import {
   ChaosWorker,
   logDir,
   printReport,
-  verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
-  type ExpectedJob,
   openScene,
   closeScene,
   type Scene,
 } from './harness.js';
+import { verifyRun, type ExpectedJob } from './invariants.js';
 
 describe('chaos: bad input under load', () => {
   let db: Scene['db'];

@@ -7,15 +7,14 @@ import { chaosSleep, type ChaosLine } from '../fixtures/chaos-jobs.js';
 import {
   ChaosWorker,
   printReport,
-  verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
-  type ExpectedJob,
   openScene,
   closeScene,
   type Scene,
 } from './harness.js';
+import { verifyRun, type ExpectedJob } from './invariants.js';
 
 describe('chaos: the maintenance leader dies', () => {
   let db: Scene['db'];

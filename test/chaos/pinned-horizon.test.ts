@@ -9,15 +9,14 @@ import {
   ChaosWorker,
   printReport,
   sleep,
-  verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
-  type ExpectedJob,
   openScene,
   closeScene,
   type Scene,
 } from './harness.js';
+import { verifyRun, type ExpectedJob } from './invariants.js';
 import { readTableStats, sumOf, waitForSessionsToEnd } from '../helpers/table-stats.js';
 
 const RING = /^(ready_entries|claim_batches|closure_batches)_\d+$/;

@@ -7,15 +7,14 @@ import { chaosSleep } from '../fixtures/chaos-jobs.js';
 import {
   ChaosWorker,
   printReport,
-  verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
-  type ExpectedJob,
   openScene,
   closeScene,
   type Scene,
 } from './harness.js';
+import { verifyRun, type ExpectedJob } from './invariants.js';
 
 describe('chaos: a worker dies or stalls mid-job', () => {
   let db: Scene['db'];
