@@ -9,6 +9,7 @@ import {
   writeProgress,
   type ClaimBatch,
 } from '../../src/storage/index.js';
+import { attemptProgress } from '../helpers/attempt-state.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 describe('recovery', () => {
@@ -233,8 +234,8 @@ describe('recovery', () => {
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 10 } })).toBe(true);
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 50 } })).toBe(true);
     expect(await writeProgress(f.pool, f.schema, { ...w, runLease: 7, progress: { pct: 99 } })).toBe(false);
-    const { rows } = await f.pool.query(`select progress from awa.attempt_state where job_id = $1`, [id]);
-    expect(rows).toEqual([{ progress: { pct: 50 } }]);
+    expect(await attemptProgress(f.pool, id, 1)).toEqual({ pct: 50 });
+    expect(await attemptProgress(f.pool, id, 7)).toBeUndefined();
     await finishAttempts(f.pool, f.schema, [settlement(batch, 0)]);
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 100 } })).toBe(false);
     const cleaned = await f.pool.query(`select attempt_states from awa.cleanup(3600, 3600, 100)`);
