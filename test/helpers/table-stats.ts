@@ -7,6 +7,9 @@ import pg from 'pg';
 // (the stats shutdown hook runs before the hook that clears the backend's status entry), so once every
 // session that wrote is gone from pg_stat_activity, its writes are all counted. Counting on an idle
 // flush instead would let a test read zero updates that simply have not been flushed yet.
+// This holds from PostgreSQL 15 (statistics in shared memory). On 14 a backend sends its counters to the
+// statistics collector, which applies them asynchronously: callers also check that writes they know of
+// are counted (e.g. exactly N enqueue inserts), which fails rather than passes when they are not.
 
 export interface TableStats {
   relname: string;
