@@ -1,22 +1,21 @@
-// Shared machinery of the chaos suite: worker child processes (test/fixtures/chaos-worker.ts), their
-// JSON-line logs, and the exact end-of-run checks made from the database and from those logs.
+// Shared machinery of the chaos suite: worker child processes (test/fixtures/chaos-worker.ts) and their
+// JSON-line logs, waiting on the database, and the scene (database, client, log directory) each scenario
+// file works in. The end-of-run checks live in invariants.ts.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { AwaClient, type JobRecord } from '../../src/index.js';
+import { AwaClient } from '../../src/index.js';
 import type { ChaosLine, ChaosWorkerConfig } from '../fixtures/chaos-jobs.js';
+import type { RunReport } from './invariants.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/chaos-worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 export type AttemptLine = Extract<ChaosLine, { event: 'start' | 'end' | 'abort' }>;
-export type SettledLine = Extract<ChaosLine, { event: 'settled' }>;
-export type RescueLine = Extract<ChaosLine, { event: 'rescue' }>;
-export type LeadershipLine = Extract<ChaosLine, { event: 'leadership' }>;
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -180,221 +179,6 @@ export function testPool(url: string, max = 4): pg.Pool {
   return pool;
 }
 
-export interface ExpectedJob {
-  id: string;
-  uid: string;
-  kind: string;
-  /** Terminal state the job must end in; 'failed' only where attempts run out by design. */
-  state: 'completed' | 'failed';
-  /** Runs of the kind's handler may be abandoned by design (kind deadline): overlap is then allowed. */
-  abandonable?: boolean;
-}
-
-export interface RunReport {
-  jobs: number;
-  completed: number;
-  failed: number;
-  lost: number;
-  /** Attempt starts logged by handlers. */
-  attemptsLogged: number;
-  /** Distinct (job, run_lease) rescued by a leader. */
-  rescued: number;
-  /** Settlements the fence rejected. */
-  staleRejected: number;
-  maxAttempt: number;
-  violations: string[];
-}
-
-export interface VerifyOptions {
-  /**
-   * Rescue of a process that was neither killed nor frozen is tolerated (e.g. its heartbeats could not
-   * reach a restarting server); every other check still applies.
-   */
-  allowRescueOfLiveWorkers?: boolean;
-}
-
-/**
- * The end-of-run checks, from the database (getJob of every job) and from the handlers' own logs:
- * every job terminal in its expected state, none lost (uids counted), no attempt started twice, no two
- * attempts of a job overlapping unless the earlier one's process was dead or frozen (or its kind
- * abandons hung handlers by design), every orphaned attempt rescued, rescued jobs with their attempt
- * counted and a rescue entry in their error history, and every rejected (stale) settlement explained.
- */
-export async function verifyRun(
-  client: AwaClient,
-  expected: readonly ExpectedJob[],
-  workers: readonly ChaosWorker[],
-  opts: VerifyOptions = {},
-): Promise<RunReport> {
-  const v: string[] = [];
-  const byPid = new Map(workers.map((w) => [w.pid, w]));
-  const byInstance = new Map(workers.map((w) => [w.instanceId, w]));
-  const starts = new Map<string, AttemptLine[]>();
-  const ends = new Map<string, AttemptLine>();
-  const settled = new Map<string, SettledLine[]>();
-  const rescued = new Map<string, { instanceId: string; reason: string; outcome: string; t: number }>();
-  const key = (id: string, lease: number) => `${id}:${lease}`;
-  for (const w of workers) {
-    for (const l of w.lines()) {
-      if (l.event === 'start')
-        starts.set(key(l.id, l.runLease), [...(starts.get(key(l.id, l.runLease)) ?? []), l]);
-      else if (l.event === 'end') ends.set(key(l.id, l.runLease), l);
-      else if (l.event === 'settled')
-        settled.set(key(l.id, l.runLease), [...(settled.get(key(l.id, l.runLease)) ?? []), l]);
-      else if (l.event === 'rescue')
-        for (const r of l.rescued) rescued.set(key(r.jobId, r.runLease), { ...r, t: l.t });
-    }
-  }
-  for (const [k, s] of starts)
-    if (s.length > 1)
-      v.push(`attempt ${k} started ${s.length} times (pids ${s.map((x) => x.pid).join(', ')})`);
-
-  const records = new Map<string, JobRecord | null>();
-  await Promise.all(expected.map(async (j) => records.set(j.id, await client.getJob(j.id))));
-
-  let completed = 0;
-  let failed = 0;
-  let lost = 0;
-  let maxAttempt = 0;
-  const uids = new Set<string>();
-  const attemptsByJob = new Map<string, AttemptLine[]>();
-  for (const s of starts.values())
-    for (const a of s) attemptsByJob.set(a.id, [...(attemptsByJob.get(a.id) ?? []), a]);
-
-  for (const j of expected) {
-    const rec = records.get(j.id) ?? null;
-    if (!rec || (rec.state !== 'completed' && rec.state !== 'failed')) {
-      lost++;
-      v.push(`job ${j.id} (${j.uid}) is ${rec ? rec.state : 'missing'}, expected ${j.state}`);
-      continue;
-    }
-    // Identity: the args the database still holds (a completed job's body is pruned with its ring slot,
-    // leaving compact history) and the args every attempt of it was handed.
-    const dbUid = (rec.args as { uid?: string } | null)?.uid;
-    const handed = (attemptsByJob.get(j.id) ?? []).map((a) => a.uid);
-    if ((rec.args === null || dbUid === j.uid) && handed.every((u) => u === j.uid)) uids.add(j.uid);
-    else v.push(`job ${j.id} carries uid ${dbUid} (handlers saw ${handed.join(', ')}), expected ${j.uid}`);
-    if (rec.state === 'completed') completed++;
-    else failed++;
-    if (rec.state !== j.state)
-      v.push(`job ${j.id} (${j.uid}, ${j.kind}) ended ${rec.state}, expected ${j.state}`);
-    if (rec.state === 'failed' && rec.attempt < (rec.maxAttempts ?? Infinity) && j.state !== 'failed') {
-      v.push(`job ${j.id} failed after ${rec.attempt}/${rec.maxAttempts} attempts`);
-    }
-    maxAttempt = Math.max(maxAttempt, rec.attempt);
-
-    const attempts = (attemptsByJob.get(j.id) ?? []).sort((a, b) => a.t - b.t || a.runLease - b.runLease);
-    const final = attempts.find((a) => a.runLease === rec.runLease);
-    if (!final)
-      v.push(`job ${j.id}: its recorded attempt (lease ${rec.runLease}) was never started by a handler`);
-    else if (final.attempt !== rec.attempt)
-      v.push(`job ${j.id}: final attempt ${final.attempt} logged, ${rec.attempt} recorded`);
-    if (rec.state === 'completed') {
-      const fin = ends.get(key(j.id, rec.runLease));
-      if (!fin) v.push(`job ${j.id} completed by lease ${rec.runLease}, whose handler never returned`);
-      const acceptedCompletions = attempts
-        .flatMap((a) => settled.get(key(j.id, a.runLease)) ?? [])
-        .filter((s) => s.accepted && s.outcome === 'completed');
-      if (acceptedCompletions.length > 1)
-        v.push(`job ${j.id}: ${acceptedCompletions.length} completions accepted`);
-      if (acceptedCompletions[0] && acceptedCompletions[0].runLease !== rec.runLease) {
-        v.push(
-          `job ${j.id}: completion of lease ${acceptedCompletions[0].runLease} accepted, yet lease ${rec.runLease} recorded`,
-        );
-      }
-    }
-    if (rec.attempt < attempts.length)
-      v.push(`job ${j.id}: ${attempts.length} attempts logged, attempt counter ${rec.attempt}`);
-
-    // No overlap: attempt b starts only once attempt a is over, or a's process is dead/frozen, or a's
-    // kind abandons hung handlers and the host settled a before b started.
-    for (let i = 0; i + 1 < attempts.length; i++) {
-      const a = attempts[i]!;
-      const b = attempts[i + 1]!;
-      const aEnd = ends.get(key(a.id, a.runLease));
-      if (aEnd && aEnd.t <= b.t) continue;
-      const owner = byPid.get(a.pid);
-      if (owner?.deadOrFrozenAt(b.t)) continue;
-      // A hung handler of an abandonable kind: its host settled it at the kind deadline, or the leader
-      // rescued it at the queue deadline, before the next attempt started.
-      const aSettled = settled.get(key(a.id, a.runLease))?.find((s) => s.t <= b.t);
-      if (j.abandonable && aSettled && aSettled.outcome !== 'completed') continue;
-      const aRescued = rescued.get(key(a.id, a.runLease));
-      if (j.abandonable && aRescued && aRescued.reason === 'deadline_exceeded' && aRescued.t <= b.t) continue;
-      v.push(
-        `job ${j.id}: attempt ${a.attempt} (lease ${a.runLease}, pid ${a.pid}) still running when attempt ${b.attempt} started (pid ${b.pid})`,
-      );
-    }
-    // An attempt that never ended in a process that was killed must have been rescued.
-    for (const a of attempts) {
-      const owner = byPid.get(a.pid);
-      if (
-        !ends.has(key(a.id, a.runLease)) &&
-        owner?.killedAt != null &&
-        !j.abandonable &&
-        !rescued.has(key(a.id, a.runLease))
-      ) {
-        v.push(`job ${j.id}: attempt ${a.attempt} orphaned by killed pid ${a.pid} was never rescued`);
-      }
-    }
-  }
-  for (const j of expected)
-    if (!uids.has(j.uid) && records.get(j.id)) v.push(`uid ${j.uid} missing from terminal jobs`);
-
-  // Rescues: only of dead/frozen processes (unless tolerated), with the attempt counted and recorded.
-  for (const [k, r] of rescued) {
-    const [id, lease] = k.split(':') as [string, string];
-    const rec = records.get(id);
-    if (rec === undefined) continue; // not one of this run's jobs
-    const owner = byInstance.get(r.instanceId);
-    if (!opts.allowRescueOfLiveWorkers && r.reason === 'worker_lost') {
-      const damaged = owner !== undefined && (owner.killedAt !== null || owner.frozen.length > 0);
-      if (!damaged) v.push(`attempt ${k} rescued from live worker ${r.instanceId}`);
-    }
-    if (!rec) continue;
-    if (r.outcome === 'retry' && rec.runLease <= Number(lease))
-      v.push(`job ${id} rescued (lease ${lease}) but never re-run`);
-    if (r.outcome === 'retry' && rec.attempt < 2)
-      v.push(`job ${id} rescued yet its attempt counter is ${rec.attempt}`);
-    if (!rec.meta?.errors?.some((e) => /rescued/i.test(e.error)))
-      v.push(`job ${id} rescued without a rescue entry in its error history`);
-  }
-
-  // Stale settlements: each rejected one was rescued first, or (connection loss) was the very attempt the
-  // database recorded — its first flush committed but the answer was lost, and the replay found it closed.
-  let staleRejected = 0;
-  for (const [k, list] of settled) {
-    for (const s of list) {
-      if (s.accepted) continue;
-      const rec = records.get(s.id);
-      if (rec === undefined) continue;
-      staleRejected++;
-      const replayOfRecorded = rec !== null && rec.runLease === s.runLease && list.length > 1;
-      if (
-        !rescued.has(k) &&
-        !replayOfRecorded &&
-        !(rec && rec.runLease === s.runLease && rec.state === 'completed')
-      ) {
-        v.push(`settlement of ${k} (${s.outcome}) rejected, yet the attempt was never rescued`);
-      }
-    }
-  }
-
-  let attemptsLogged = 0;
-  for (const s of starts.values()) attemptsLogged += s.length;
-  return {
-    jobs: expected.length,
-    completed,
-    failed,
-    lost: lost + (expected.length - lost - uids.size),
-    attemptsLogged,
-    rescued: [...rescued.keys()].filter((k) => records.has(k.split(':')[0]!)).length,
-    staleRejected,
-    maxAttempt,
-    violations: v,
-  };
-}
-
 /** Throws with the stderr of any worker that died without the test killing or stopping it. */
 export function assertNoCrash(workers: readonly ChaosWorker[]): void {
   const crashes = workers.map((w) => w.crash()).filter((c) => c !== null);
@@ -456,18 +240,28 @@ export interface Scene {
   client: AwaClient;
   pool: pg.Pool;
   logs: { dir: string; remove(): void };
+  /** Ends the client's connections (e.g. so their sessions flush statistics); safe to call again. */
+  closeClient(): Promise<void>;
 }
 
 export async function openScene(label: string): Promise<Scene> {
   const db = await createTestDatabase(`chaos_${label}`);
-  return { db, client: await newClient(db.url), pool: testPool(db.url, 2), logs: logDir(label) };
+  const client = await newClient(db.url);
+  let closing: Promise<void> | null = null;
+  return {
+    db,
+    client,
+    pool: testPool(db.url, 2),
+    logs: logDir(label),
+    closeClient: () => (closing ??= client.close()),
+  };
 }
 
 /** Tears a scene down in the safe order: workers first, then connections, then the database. */
 export async function closeScene(scene: Scene | undefined, workers: readonly ChaosWorker[]): Promise<void> {
   await Promise.all(workers.map((w) => w.dispose()));
   if (!scene) return;
-  await scene.client.close();
+  await scene.closeClient();
   await scene.pool.end();
   await scene.db.drop();
   scene.logs.remove();

@@ -7,15 +7,14 @@ import { chaosSleep, type ChaosLine } from '../fixtures/chaos-jobs.js';
 import {
   ChaosWorker,
   printReport,
-  verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
-  type ExpectedJob,
   openScene,
   closeScene,
   type Scene,
 } from './harness.js';
+import { verifyRun, type ExpectedJob } from './invariants.js';
 
 describe('chaos: the maintenance leader dies', () => {
   let db: Scene['db'];
@@ -83,8 +82,10 @@ describe('chaos: the maintenance leader dies', () => {
         20_000,
         5,
       );
-      const orphans = leader.running();
       const killedAt = await leader.kill();
+      // Read once the process is dead, so its log is final: the attempts it started and never ended.
+      const orphans = leader.running();
+      expect(orphans.length).toBeGreaterThan(0);
       await waitFor('a new leader', () => leaders().length === 1, 15_000);
       const next = leaders()[0]!;
       const line = next

@@ -7,15 +7,14 @@ import { chaosSleep } from '../fixtures/chaos-jobs.js';
 import {
   ChaosWorker,
   printReport,
-  verifyRun,
   waitFor,
   waitForTerminal,
   workerConfig,
-  type ExpectedJob,
   openScene,
   closeScene,
   type Scene,
 } from './harness.js';
+import { verifyRun, type ExpectedJob } from './invariants.js';
 
 describe('chaos: a worker dies or stalls mid-job', () => {
   let db: Scene['db'];
@@ -58,8 +57,10 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       20_000,
       5,
     );
-    const orphans = victim.running();
     const killedAt = await victim.kill();
+    // Read once the process is dead, so its log is final: the attempts it started and never ended.
+    const orphans = victim.running();
+    expect(orphans.length).toBeGreaterThan(0);
     await waitForTerminal(client, ['chaos'], N, 45_000, run);
     await Promise.all(run.map((w) => w.stop()));
 
@@ -110,6 +111,7 @@ describe('chaos: a worker dies or stalls mid-job', () => {
     victim.freeze();
     const frozenAt = victim.frozen[0]![0];
     const stuck = victim.running();
+    expect(stuck.length).toBeGreaterThan(0);
     const keys = new Set(stuck.map((a) => `${a.id}:${a.runLease}`));
     const rescuedKeys = (): Set<string> =>
       new Set(

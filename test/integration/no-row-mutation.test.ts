@@ -1,36 +1,18 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { readTableStats, sumOf, waitForSessionsToEnd, type TableStats } from '../helpers/table-stats.js';
 
-// The design's central promise: draining jobs updates and deletes no row. Table statistics are flushed
-// by a backend when it exits, so every connection that did the work is closed before reading them.
-
-interface TableStats {
-  relname: string;
-  ins: number;
-  upd: number;
-  del: number;
-}
-
-async function tableStats(url: string): Promise<Map<string, TableStats>> {
-  const c = new pg.Client(url);
-  await c.connect();
-  try {
-    await c.query('select pg_stat_clear_snapshot()');
-    const { rows } = await c.query<TableStats>(
-      `select relname, n_tup_ins::int as ins, n_tup_upd::int as upd, n_tup_del::int as del
-         from pg_stat_user_tables where schemaname = 'awa'`,
-    );
-    return new Map(rows.map((r) => [r.relname, r]));
-  } finally {
-    await c.end();
-  }
-}
+// The design's central promise: draining jobs updates and deletes no row. A backend's table statistics
+// are only certain to be counted once it has exited, so every connection that did the work is closed,
+// and its session seen gone, before the statistics are read.
 
 const job = defineJob({ kind: 'noop', queue: 'q' });
 const N = 20_000;
 const HEARTBEAT_MS = 200;
+const READY = /^ready_entries_\d+$/;
+const RECEIPTS = /^claim_batches_\d+$/;
+const CLOSURES = /^closure_batches_\d+$/;
 
 describe('claim/complete loop', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -42,11 +24,14 @@ describe('claim/complete loop', () => {
   });
 
   it(`drains ${N} jobs with zero row UPDATEs or DELETEs, writing per batch, not per job`, async () => {
-    const client = new AwaClient({ connectionString: db.url });
-    await client.migrate();
-    await client.copyEnqueue(Array.from({ length: N }, (_, n) => ({ kind: job, args: { n } })));
-    await client.close();
-    const before = await waitForStats(db.url, (s) => (s.get('ready_entries_0')?.ins ?? 0) >= N);
+    const producer = new AwaClient({ connectionString: db.url });
+    await producer.migrate();
+    await producer.copyEnqueue(Array.from({ length: N }, (_, n) => ({ kind: job, args: { n } })));
+    await producer.close();
+    await waitForSessionsToEnd(db.url);
+    const before = await readTableStats(db.url);
+    // Every enqueue insert is counted: the statistics are complete, not merely flushed so far.
+    expect(sumOf(before, READY, 'ins')).toBe(N);
 
     const host = new WorkerHost({
       connectionString: db.url,
@@ -60,36 +45,52 @@ describe('claim/complete loop', () => {
     while (host.stats.completed < N) await new Promise((r) => setTimeout(r, 20));
     await host.stop();
     const drainMs = performance.now() - started;
-    const after = await waitForStats(db.url, (s) => (s.get('closure_batches_0')?.ins ?? 0) > 0);
+    // stop() ended the host's pool and its LISTEN connection; once their sessions are gone, every row
+    // they wrote is in the statistics.
+    await waitForSessionsToEnd(db.url);
+    const after = await readTableStats(db.url);
 
-    const delta = (name: string, k: 'ins' | 'upd' | 'del') =>
+    const delta = (name: string, k: keyof Omit<TableStats, 'relname'>) =>
       (after.get(name)?.[k] ?? 0) - (before.get(name)?.[k] ?? 0);
+    const familyDelta = (family: RegExp, k: 'ins' | 'upd' | 'del') =>
+      sumOf(after, family, k) - sumOf(before, family, k);
     // The one row a host updates is its own liveness row: once per heartbeat interval and at stop,
     // whatever the number of jobs. No queue table is updated or deleted from.
     const mutated = [...after.keys()].filter((t) => delta(t, 'upd') !== 0 || delta(t, 'del') !== 0);
     expect(mutated.filter((t) => t !== 'runtime_instances')).toEqual([]);
-    const heartbeats = Math.ceil(drainMs / HEARTBEAT_MS) + 1;
-    expect(delta('runtime_instances', 'upd')).toBeLessThanOrEqual(heartbeats + 1);
+    expect(delta('runtime_instances', 'ins')).toBe(1);
+    // At least the stop mark (stopped_at) is counted: the host's own writes reached the statistics.
+    expect(delta('runtime_instances', 'upd')).toBeGreaterThanOrEqual(1);
+    expect(delta('runtime_instances', 'upd')).toBeLessThanOrEqual(Math.ceil(drainMs / HEARTBEAT_MS) + 2);
     expect(delta('runtime_instances', 'del')).toBe(0);
+    // No job was re-inserted (no retry, no snooze): draining added no ready rows.
+    expect(familyDelta(READY, 'ins')).toBe(0);
     // Receipts and closures are written per batch: far fewer rows than jobs.
-    const receipts = delta('claim_batches_0', 'ins');
-    const closures = delta('closure_batches_0', 'ins');
+    const receipts = familyDelta(RECEIPTS, 'ins');
+    const closures = familyDelta(CLOSURES, 'ins');
     expect(receipts).toBeGreaterThan(0);
     expect(receipts).toBeLessThan(N / 10);
+    expect(closures).toBeGreaterThan(0);
     expect(closures).toBeLessThan(N / 10);
     expect(host.stats.completed).toBe(N);
+
+    // And the database agrees that every job completed, none left waiting or running.
+    const reader = new AwaClient({ connectionString: db.url, poolSize: 1 });
+    try {
+      expect(await reader.counts()).toEqual([
+        {
+          queue: 'q',
+          available: 0,
+          running: 0,
+          scheduled: 0,
+          retryable: 0,
+          completed: N,
+          failed: 0,
+          cancelled: 0,
+        },
+      ]);
+    } finally {
+      await reader.close();
+    }
   });
 });
-
-/** Stats of finished backends can take a moment to land; wait until the expected writes show. */
-async function waitForStats(
-  url: string,
-  ready: (s: Map<string, TableStats>) => boolean,
-): Promise<Map<string, TableStats>> {
-  for (let i = 0; i < 100; i++) {
-    const s = await tableStats(url);
-    if (ready(s)) return s;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('table statistics never showed the expected writes');
-}

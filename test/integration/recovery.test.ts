@@ -3,11 +3,13 @@ import { defineJob, InvalidOptionError, WorkerHost, type Settlement } from '../.
 import {
   claimJobs,
   finishAttempts,
+  markStopped,
   registerInstance,
   rescueAbandoned,
   writeProgress,
   type ClaimBatch,
 } from '../../src/storage/index.js';
+import { attemptProgress } from '../helpers/attempt-state.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 describe('recovery', () => {
@@ -62,6 +64,73 @@ describe('recovery', () => {
     expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 1)])).toEqual(new Set());
     expect((await f.client.getJob(b!))?.state).toBe('retryable');
     expect((await f.client.getJob(a!))?.state).toBe('completed');
+  });
+
+  const rescuedFrom = async (instanceId: string) =>
+    (await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 3600, maxBatches: 10 }))
+      .filter((r) => r.instanceId === instanceId)
+      .sort((x, y) => Number(x.jobId) - Number(y.jobId));
+
+  it('rescues the open receipts of an instance marked stopped at once, without waiting for staleness', async () => {
+    await registerInstance(f.pool, f.schema, 'stopping', [{ queue: 'sq', dlq: false }]);
+    const [a, b] = await f.client.enqueueMany([
+      { kind: 'k', args: { n: 1 }, options: { queue: 'sq' } },
+      { kind: 'k', args: { n: 2 }, options: { queue: 'sq' } },
+    ]);
+    const batch = await claim('sq', 'stopping');
+    expect(batch.jobs.map((j) => j.id)).toEqual([a, b]);
+    // Heard from just now: a staleness window of an hour leaves it alone…
+    expect(await rescuedFrom('stopping')).toEqual([]);
+    // …until it says it stopped (a graceful stop with handlers that never returned).
+    await markStopped(f.pool, f.schema, 'stopping');
+    expect(await rescuedFrom('stopping')).toEqual([
+      { jobId: a, runLease: 1, instanceId: 'stopping', reason: 'worker_lost', outcome: 'retry' },
+      { jobId: b, runLease: 1, instanceId: 'stopping', reason: 'worker_lost', outcome: 'retry' },
+    ]);
+    for (const id of [a!, b!]) {
+      const job = await f.client.getJob(id);
+      expect(job).toMatchObject({ state: 'retryable', attempt: 1, runLease: 1 });
+      expect(job?.meta?.errors?.map((e) => e.error)).toEqual([
+        'rescued: worker stopping stopped heartbeating',
+      ]);
+    }
+    // Nothing is rescued twice, and the stopped worker's late result is fenced out.
+    expect(await rescuedFrom('stopping')).toEqual([]);
+    expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set());
+  });
+
+  it('rescues the open receipts of an instance that never registered', async () => {
+    const id = await f.client.enqueue('k', {}, { queue: 'gq' });
+    await claim('gq', 'ghost');
+    expect(await rescuedFrom('ghost')).toEqual([
+      { jobId: id, runLease: 1, instanceId: 'ghost', reason: 'worker_lost', outcome: 'retry' },
+    ]);
+    expect(await f.client.getJob(id)).toMatchObject({ state: 'retryable', attempt: 1 });
+  });
+
+  it('sends a rescued attempt with no attempts left to the DLQ of a DLQ queue', async () => {
+    await registerInstance(f.pool, f.schema, 'doomed', [{ queue: 'rdlq', dlq: true }]);
+    const id = await f.client.enqueue('k', { keep: 'me' }, { queue: 'rdlq', maxAttempts: 1 });
+    await claim('rdlq', 'doomed');
+    await markStopped(f.pool, f.schema, 'doomed');
+    expect(await rescuedFrom('doomed')).toEqual([
+      { jobId: id, runLease: 1, instanceId: 'doomed', reason: 'worker_lost', outcome: 'failed' },
+    ]);
+    expect(await f.client.getJob(id)).toMatchObject({ state: 'dlq', attempt: 1, args: { keep: 'me' } });
+    const held = await f.client.listDlq({ queue: 'rdlq' });
+    expect(held).toEqual([
+      expect.objectContaining({
+        id,
+        queue: 'rdlq',
+        attempt: 1,
+        maxAttempts: 1,
+        args: { keep: 'me' },
+        reason: 'rescued: worker doomed stopped heartbeating',
+      }),
+    ]);
+    expect(held[0]!.errors).toEqual([
+      expect.objectContaining({ attempt: 1, error: 'rescued: worker doomed stopped heartbeating' }),
+    ]);
   });
 
   it('rescues attempts past their batch deadline, and fails them for good once attempts are exhausted', async () => {
@@ -165,8 +234,8 @@ describe('recovery', () => {
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 10 } })).toBe(true);
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 50 } })).toBe(true);
     expect(await writeProgress(f.pool, f.schema, { ...w, runLease: 7, progress: { pct: 99 } })).toBe(false);
-    const { rows } = await f.pool.query(`select progress from awa.attempt_state where job_id = $1`, [id]);
-    expect(rows).toEqual([{ progress: { pct: 50 } }]);
+    expect(await attemptProgress(f.pool, id, 1)).toEqual({ pct: 50 });
+    expect(await attemptProgress(f.pool, id, 7)).toBeUndefined();
     await finishAttempts(f.pool, f.schema, [settlement(batch, 0)]);
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 100 } })).toBe(false);
     const cleaned = await f.pool.query(`select attempt_states from awa.cleanup(3600, 3600, 3600, 100)`);

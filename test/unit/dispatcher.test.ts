@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../src/runtime/dispatcher.js';
 import type { ClaimBatch } from '../../src/storage/index.js';
 
@@ -53,25 +53,110 @@ describe('Dispatcher', () => {
     d.stopClaiming();
   });
 
-  it('backs off after a failed claim and reports the error', async () => {
-    const errors: unknown[] = [];
-    let calls = 0;
-    const d = new Dispatcher('q', 5, 5, 60_000, {
-      claim: async () => {
-        calls++;
-        throw new Error('db down');
+  describe('after a failed claim', () => {
+    beforeEach(() => {
+      vi.useFakeTimers();
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('retries only once its backoff has passed, doubling it up to 5 s, and starts again at 100 ms after a success', async () => {
+      const errors: unknown[] = [];
+      let calls = 0;
+      let failing = true;
+      const d = new Dispatcher('q', 5, 5, 3_600_000, {
+        claim: async () => {
+          calls++;
+          if (failing) throw new Error(`db down ${calls}`);
+          return [];
+        },
+        execute: () => {},
+        backpressure: () => false,
+        onError: (e) => errors.push(e),
+      });
+      d.start();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls).toBe(1);
+      expect(errors).toHaveLength(1);
+      expect(d.running).toBe(0);
+
+      // Each retry comes exactly when its backoff has passed, not a millisecond before; a wake-up
+      // (notification, freed permit) during the backoff does not cut it short.
+      const delays = [100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000];
+      for (const [i, delay] of delays.entries()) {
+        await vi.advanceTimersByTimeAsync(delay - 1);
+        d.wake();
+        await vi.advanceTimersByTimeAsync(0);
+        expect({ retry: i, calls }).toEqual({ retry: i, calls: i + 1 });
+        await vi.advanceTimersByTimeAsync(1);
+        expect({ retry: i, calls }).toEqual({ retry: i, calls: i + 2 });
+      }
+      expect(errors).toHaveLength(delays.length + 1);
+      expect((errors.at(-1) as Error).message).toBe(`db down ${delays.length + 1}`);
+
+      // The database is back: the next retry succeeds, and a later failure backs off from 100 ms again.
+      failing = false;
+      await vi.advanceTimersByTimeAsync(5_000);
+      const afterRecovery = calls;
+      expect(errors).toHaveLength(delays.length + 1);
+      failing = true;
+      d.wake();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls).toBe(afterRecovery + 1);
+      await vi.advanceTimersByTimeAsync(99);
+      expect(calls).toBe(afterRecovery + 1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(calls).toBe(afterRecovery + 2);
+      expect(d.running).toBe(0);
+
+      // stopClaiming cancels a pending retry.
+      d.stopClaiming();
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(calls).toBe(afterRecovery + 2);
+    });
+  });
+
+  it('does not claim under backpressure, and resumes when results are flushed', async () => {
+    let pressure = true;
+    const asks: number[] = [];
+    const running: string[] = [];
+    let available = 6;
+    const d = new Dispatcher('q', 10, 4, 3_600_000, {
+      claim: async (_q, max) => {
+        asks.push(max);
+        const n = Math.min(max, available);
+        available -= n;
+        return n > 0 ? [batchOf(n, 100 - available)] : [];
       },
-      execute: () => {},
-      backpressure: () => false,
-      onError: (e) => errors.push(e),
+      execute: (_q, _b, job) => running.push(job.id),
+      backpressure: () => pressure,
+      onError: (e) => {
+        throw e;
+      },
     });
     d.start();
-    await new Promise((r) => setTimeout(r, 20));
-    d.wake(); // ignored while backing off
-    await new Promise((r) => setTimeout(r, 20));
-    expect(calls).toBe(1);
-    expect(errors).toHaveLength(1);
-    expect(d.running).toBe(0);
+    await new Promise((r) => setTimeout(r, 10));
+    // Free permits and a wake-up, yet no claim: results are piling up.
+    expect(asks).toEqual([]);
+    d.wake();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(asks).toEqual([]);
+    // Still under pressure: a flush that does not relieve it claims nothing either.
+    d.resume();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(asks).toEqual([]);
+    // Pressure gone: resume() claims, batch after batch while they come back full.
+    pressure = false;
+    d.resume();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(asks).toEqual([4, 4]);
+    expect(running).toHaveLength(6);
+    expect(d.running).toBe(6);
+    // The queue ran dry (the last batch came back short): a later flush does not claim for nothing.
+    d.resume();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(asks).toEqual([4, 4]);
     d.stopClaiming();
   });
 });

@@ -1,0 +1,112 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
+import { createTestDatabase } from '../helpers/database.js';
+
+// The LISTEN/NOTIFY wake-up. The host polls only every 30 s here, so a job picked up within two seconds
+// was brought by its notification (the bound tells notification from poll; it is not a performance
+// figure). The LISTEN connection is then terminated from the server side: the host must reconnect,
+// LISTEN again, and keep waking on notifications.
+
+const POLL_MS = 30_000;
+const WAKE_BOUND_MS = 2_000;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number) {
+  const until = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+describe('LISTEN/NOTIFY wake-up', () => {
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let client: AwaClient;
+  let admin: pg.Pool;
+  let host: WorkerHost | undefined;
+
+  beforeAll(async () => {
+    db = await createTestDatabase('wakeup');
+    client = new AwaClient({ connectionString: db.url, poolSize: 2 });
+    await client.migrate();
+    admin = new pg.Pool({ connectionString: db.url, max: 1, application_name: 'wakeup-test' });
+    admin.on('error', () => {});
+  });
+  afterAll(async () => {
+    await host?.stop();
+    await client?.close();
+    await admin?.end();
+    await db?.drop();
+  });
+
+  /** The host's LISTEN sessions that have run their LISTEN and sit idle, waiting for notifications. */
+  const listening = async (): Promise<number[]> => {
+    const { rows } = await admin.query<{ pid: number }>(
+      `select pid from pg_stat_activity
+        where datname = current_database() and application_name = 'awa-listen'
+          and state = 'idle' and query ilike 'listen %'`,
+    );
+    return rows.map((r) => r.pid);
+  };
+
+  it('wakes on a new job well before its poll, and again after its LISTEN connection is terminated', async () => {
+    const kind = defineJob({ kind: 'wake', queue: 'q_wake' });
+    const ran = new Map<string, number>();
+    const errors: unknown[] = [];
+    host = new WorkerHost({
+      connectionString: db.url,
+      queues: { q_wake: 2 },
+      pollIntervalMs: POLL_MS,
+      maintenance: false,
+    });
+    host.on('error', (err) => errors.push(err));
+    host.register(kind, (j) => {
+      ran.set(j.id, Date.now());
+    });
+    await host.start();
+    const [first, ...more] = await listening();
+    expect(more).toEqual([]);
+    expect(first).toBeDefined();
+    // start() has claimed once already and found nothing; the poll is 30 s away.
+    await sleep(200);
+    const claimsBefore = host.stats.claimCalls;
+
+    const enqueuedAt = Date.now();
+    const a = await client.enqueue(kind, {});
+    await waitFor('the first job to run', () => ran.has(a), WAKE_BOUND_MS);
+    expect(ran.get(a)! - enqueuedAt).toBeLessThan(WAKE_BOUND_MS);
+    expect(host.stats.claimCalls).toBeGreaterThan(claimsBefore);
+    expect(errors).toEqual([]);
+
+    // The server ends the LISTEN session.
+    const { rows } = await admin.query<{ ok: boolean }>(
+      `select pg_terminate_backend(pid) as ok from pg_stat_activity
+        where datname = current_database() and application_name = 'awa-listen'`,
+    );
+    expect(rows).toEqual([{ ok: true }]);
+    // The host notices, reports it, and listens again on a new session.
+    await waitFor(
+      'a new LISTEN session',
+      async () => {
+        const now = await listening();
+        return now.length === 1 && now[0] !== first;
+      },
+      10_000,
+    );
+    expect(errors.length).toBeGreaterThanOrEqual(1);
+    // Reconnecting polls once (notifications sent while it was down are lost): let that poll pass, so
+    // the next job can only arrive by notification.
+    await sleep(300);
+    const claimsAfterReconnect = host.stats.claimCalls;
+    const reenqueuedAt = Date.now();
+    const b = await client.enqueue(kind, {});
+    await waitFor('the job enqueued after the reconnect to run', () => ran.has(b), WAKE_BOUND_MS);
+    expect(ran.get(b)! - reenqueuedAt).toBeLessThan(WAKE_BOUND_MS);
+    expect(host.stats.claimCalls).toBeGreaterThan(claimsAfterReconnect);
+
+    await host.stop();
+    expect(await client.getJob(a)).toMatchObject({ state: 'completed', attempt: 1 });
+    expect(await client.getJob(b)).toMatchObject({ state: 'completed', attempt: 1 });
+  });
+});
