@@ -148,6 +148,11 @@ begin
       get diagnostics v_n = row_count;
       v_rows := v_rows + v_n;
     end if;
+    if b.slot = p_to then
+      -- Already in the current slot (claimed there from an older slot's rows): it just reads p_to now.
+      update {{schema}}.claim_batches c set ready_slot = p_to where c.slot = p_to and c.batch_id = b.batch_id;
+      continue;
+    end if;
     insert into {{schema}}.claim_batches
       (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, lease, lane_seqs, run_leases,
        instance_id, claimed_at, deadline_at, gaps, gap_horizon)

@@ -6,8 +6,13 @@ import { InvalidOptionError } from './errors.js';
 /** Longest delay a handler may ask for: a year. */
 export const MAX_DELAY_MS = 365 * 86_400_000;
 
+/** True for a delay a RetryAfter or Snooze may carry (checked again where one arrives: it is mutable). */
+export function isValidDelay(delayMs: unknown): delayMs is number {
+  return typeof delayMs === 'number' && Number.isFinite(delayMs) && delayMs >= 0 && delayMs <= MAX_DELAY_MS;
+}
+
 function validDelay(name: string, delayMs: number): number {
-  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+  if (!isValidDelay(delayMs)) {
     throw new InvalidOptionError(
       `${name}.delayMs`,
       `must be a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(delayMs)}`,

@@ -1,4 +1,4 @@
-import { CancelJob, FailJob, RetryAfter, Snooze } from '../model/outcomes.js';
+import { CancelJob, FailJob, isValidDelay, MAX_DELAY_MS, RetryAfter, Snooze } from '../model/outcomes.js';
 import type { Outcome } from '../storage/index.js';
 
 // Turns how a handler ended into the storage outcome: the retry policy lives here.
@@ -19,6 +19,14 @@ export function decide(
   now = Date.now(),
 ): Decision {
   if (!failed) return COMPLETED;
+  // The delay was checked when the outcome was made, but it is a plain field a handler can overwrite.
+  if ((thrown instanceof Snooze || thrown instanceof RetryAfter) && !isValidDelay(thrown.delayMs)) {
+    const bad = new Error(
+      `${thrown.name} carries an invalid delayMs (${String(thrown.delayMs)}); it must be 0 to ${MAX_DELAY_MS} ms`,
+    );
+    bad.name = 'InvalidOutcome';
+    thrown = bad;
+  }
   if (thrown instanceof Snooze) return { outcome: 'snooze', runAt: new Date(now + thrown.delayMs) };
   const error = errorRecord(thrown, attempt, now);
   if (thrown instanceof CancelJob) return { outcome: 'cancelled', error };

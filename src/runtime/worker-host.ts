@@ -100,8 +100,11 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         onFlushed: (items, accepted) => this.onFlushed(items, accepted),
         onError: (err) => this.reportError(err),
         isPoison: isDataError,
+        // The attempt still ends as it asked (retry, fail…), only without what PostgreSQL refused: its
+        // own run time (a retry then waits out the backoff rule) and error details.
         quarantine: (item, err) => ({
           ...item,
+          runAt: undefined,
           error: {
             attempt: item.error?.attempt,
             at: new Date().toISOString(),

@@ -20,10 +20,13 @@ export async function migrateCommand(argv: string[]): Promise<void> {
   const client = new AwaClient({ connectionString: databaseUrl(values), schema, poolSize: 1 });
   try {
     const result = await client.migrate();
+    const name = client.schema.name;
     console.log(
-      result.applied.length === 0
-        ? `schema "${client.schema.name}" is up to date (version ${result.to})`
-        : `migrated schema "${client.schema.name}" from version ${result.from} to ${result.to}`,
+      result.applied.length > 0
+        ? `migrated schema "${name}" from version ${result.from} to ${result.to}`
+        : result.functions
+          ? `schema "${name}" is at version ${result.to}; installed this build's functions`
+          : `schema "${name}" is up to date (version ${result.to})`,
     );
   } finally {
     await client.close();
