@@ -23,6 +23,7 @@ export {
 } from './model/job-kind.js';
 export type { Job, JobContext, JobHandler, JobState, AttemptError } from './model/job.js';
 export type { JobOptions } from './model/enqueue-options.js';
+export type { UniqueOptions } from './model/unique.js';
 export type { Priority } from './model/validation.js';
 export type {
   QueueCounts,
@@ -35,5 +36,6 @@ export type {
   RescuedAttempt,
   DlqEntry,
   CancelledFrom,
+  EnqueueResult,
 } from './storage/index.js';
 export * from './runtime/index.js';

@@ -26,7 +26,7 @@ export class AwaAdapter implements SystemAdapter {
     const jobs = (function* () {
       for (let i = 0; i < n; i++) yield { kind, args: make(i) };
     })();
-    this.enqueued += await this.db().copyEnqueue(jobs, { onProgress });
+    this.enqueued += (await this.db().copyEnqueue(jobs, { onProgress })).inserted;
   }
 
   async enqueueBatch(args: readonly BenchArgs[]): Promise<void> {

@@ -6,8 +6,8 @@
 -- rolled back and not yet passed by a claim count too, so it can over-count briefly. running = open receipt
 -- members; completed = success history still held (ring and compact history).
 create function {{schema}}.queue_counts()
-  returns table (queue text, available bigint, running bigint, scheduled bigint, retryable bigint,
-                 completed bigint, failed bigint, cancelled bigint)
+  returns table (queue text, paused boolean, available bigint, running bigint, scheduled bigint,
+                 retryable bigint, completed bigint, failed bigint, cancelled bigint)
   language sql stable
   set jit = off
   as $$
@@ -45,8 +45,10 @@ create function {{schema}}.queue_counts()
     ), q as (
       select l.queue from {{schema}}.lanes l union select d.queue from {{schema}}.deferred_jobs d
       union select e.queue from {{schema}}.done_entries e union select x.queue from {{schema}}.dlq_entries x
+      union select s.queue from {{schema}}.queue_settings s
     )
     select q.queue,
+           coalesce((select s.paused_at is not null from {{schema}}.queue_settings s where s.queue = q.queue), false),
            greatest(coalesce((select a.n from avail a where a.queue = q.queue), 0), 0),
            coalesce((select r.running from receipts r where r.queue = q.queue), 0),
            (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'scheduled'),

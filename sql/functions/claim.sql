@@ -218,6 +218,9 @@ declare
   v_heal record;
   b record;
 begin
+  if exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null) then
+    return;
+  end if;
   for v_lane in
     select l.*
       from {{schema}}.lanes l

@@ -2,7 +2,8 @@
 -- call (p_limit rows of each kind).
 create function {{schema}}.cleanup(p_failed_retention_secs int, p_dlq_retention_secs int,
     p_completed_retention_secs int, p_limit int)
-  returns table (failed bigint, dlq bigint, completed bigint, attempt_states bigint, instances bigint)
+  returns table (failed bigint, dlq bigint, completed bigint, attempt_states bigint, instances bigint,
+                 unique_claims bigint)
   language plpgsql
   set jit = off
   as $$
@@ -42,6 +43,7 @@ begin
        and not exists (select 1 from {{schema}}.claim_batches cb where cb.instance_id = ri.instance_id)
     returning 1)
   select count(*) into instances from gone;
+  unique_claims := {{schema}}.unique_cleanup(p_limit);
   return next;
 end
 $$;

@@ -1,6 +1,7 @@
 import { InvalidOptionError } from './errors.js';
 import type { JobKind } from './job-kind.js';
 import { encodeArgs } from './payload.js';
+import { resolveUnique, uniqueKey, type UniqueOptions } from './unique.js';
 import {
   rejectUnknownKeys,
   validateDate,
@@ -24,9 +25,21 @@ export interface JobOptions {
   maxAttempts?: number;
   metadata?: Record<string, unknown>;
   tags?: string[];
+  /** Make this job unique (true, or UniqueOptions), or not (false), whatever its kind says. A duplicate is
+   * not inserted: enqueue reports the job that holds the key. */
+  unique?: UniqueOptions | boolean;
 }
 
-const JOB_OPTION_KEYS = ['queue', 'priority', 'runAt', 'delayMs', 'maxAttempts', 'metadata', 'tags'] as const;
+const JOB_OPTION_KEYS = [
+  'queue',
+  'priority',
+  'runAt',
+  'delayMs',
+  'maxAttempts',
+  'metadata',
+  'tags',
+  'unique',
+] as const;
 
 /** A job ready for storage: validated, encoded, defaults applied. */
 export interface JobRow {
@@ -38,6 +51,8 @@ export interface JobRow {
   /** Null when the job is runnable now. */
   runAt: Date | null;
   metaJson: string | null;
+  /** Carries a unique key (in its meta): it must go through enqueue(), which takes the key. */
+  unique: boolean;
 }
 
 export async function toJobRow(
@@ -79,13 +94,28 @@ export function buildJobRow(
     runAt = new Date(now + validateInt('delayMs', o.delayMs, 0, 10 * 365 * 86_400_000));
   }
   if (runAt && runAt.getTime() <= now) runAt = null;
-  return { kind: kind.kind, queue, priority, argsJson, maxAttempts, runAt, metaJson: encodeMeta(o) };
+  const u = o.unique === undefined ? kind.unique : resolveUnique('unique', o.unique);
+  const unique = u && {
+    key: uniqueKey(u, kind.kind, queue, argsJson, runAt?.getTime() ?? now),
+    states: u.states,
+  };
+  return {
+    kind: kind.kind,
+    queue,
+    priority,
+    argsJson,
+    maxAttempts,
+    runAt,
+    metaJson: encodeMeta(o, unique),
+    unique: unique !== undefined,
+  };
 }
 
-function encodeMeta(o: JobOptions): string | null {
-  if (o.metadata === undefined && o.tags === undefined) return null;
+function encodeMeta(o: JobOptions, unique: { key: string; states: string[] } | undefined): string | null {
+  if (o.metadata === undefined && o.tags === undefined && unique === undefined) return null;
   const meta: Record<string, unknown> = {};
   if (o.metadata !== undefined) meta.metadata = validatePlainObject('metadata', o.metadata);
   if (o.tags !== undefined) meta.tags = validateTags('tags', o.tags);
+  if (unique !== undefined) meta.unique = unique;
   return encodeArgs('metadata', meta, 64 * 1024, 'options');
 }

@@ -1,5 +1,6 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { InvalidArgsError, InvalidOptionError } from './errors.js';
+import { resolveUnique, type ResolvedUnique, type UniqueOptions } from './unique.js';
 import {
   validateInt,
   validateMaxAttempts,
@@ -25,6 +26,8 @@ export interface JobKindOptions<Args> {
   execution?: Execution;
   /** Hard limit per attempt: past it the handler's signal aborts and the attempt is retried (or fails). */
   deadlineMs?: number;
+  /** Jobs of this kind are unique (see UniqueOptions); an enqueue may override it. */
+  unique?: UniqueOptions | boolean;
 }
 
 /** A typed job kind: the contract between producers and the handler. */
@@ -36,6 +39,8 @@ export interface JobKind<Args = unknown> {
   readonly execution: Execution;
   /** 0 when the kind has no deadline of its own. */
   readonly deadlineMs: number;
+  /** Set when jobs of this kind are unique by default. */
+  readonly unique?: ResolvedUnique;
   readonly schema?: StandardSchemaV1<unknown, Args>;
   /** Checks args against the schema (if any) and returns the validated value. */
   validate(args: unknown): Promise<Args>;
@@ -57,6 +62,7 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
   const deadlineMs =
     options.deadlineMs === undefined ? 0 : validateInt('deadlineMs', options.deadlineMs, 1, 7 * 86_400_000);
   const schema = options.schema;
+  const unique = resolveUnique('unique', options.unique);
   return {
     kind,
     queue,
@@ -64,6 +70,7 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
     maxAttempts,
     execution,
     deadlineMs,
+    ...(unique ? { unique } : {}),
     schema,
     async validate(args: unknown): Promise<Args> {
       if (!schema) return args as Args;

@@ -48,4 +48,6 @@ export type JobState =
   | 'failed'
   | 'cancelled'
   /** Failed for good in a DLQ-enabled queue: held for an operator to retry or purge. */
-  | 'dlq';
+  | 'dlq'
+  /** Parked until an external callback arrives (see docs/callbacks.md). */
+  | 'waiting_external';

@@ -3,7 +3,7 @@ import { InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, type JobKind } from '../model/job-kind.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../model/payload.js';
-import { rejectUnknownKeys, validateInt, validatePlainObject } from '../model/validation.js';
+import { rejectUnknownKeys, validateInt, validateName, validatePlainObject } from '../model/validation.js';
 import {
   applyMigrations,
   cancelJob,
@@ -21,12 +21,14 @@ import {
   resolveSchema,
   retryDlq,
   ringStatus,
+  setQueuePaused,
   validateConnectionString,
   withSavepoint,
   withTransaction,
   wrapDatabaseError,
   type CancelledFrom,
   type DlqEntry,
+  type EnqueueResult,
   type JobRecord,
   type MigrateResult,
   type QueueCounts,
@@ -67,6 +69,12 @@ export interface CopyEnqueueOptions {
   /** Rows per COPY chunk (memory bound). Default 20,000. */
   chunkSize?: number;
   onProgress?: (enqueued: number) => void;
+}
+
+export interface CopyEnqueueResult {
+  inserted: number;
+  /** Unique jobs skipped because another job holds their key. */
+  duplicates: number;
 }
 
 export class AwaClient {
@@ -115,18 +123,30 @@ export class AwaClient {
     return pendingSql(this.schema);
   }
 
-  async enqueue<Args>(kind: JobKind<Args> | string, args: Args, options?: EnqueueOptions): Promise<string> {
+  /**
+   * Enqueues one job; on `client`, inside whatever transaction it has open. Returns its id, and
+   * `inserted: false` when the job is unique and another job holds its key (that job's id is returned).
+   */
+  async enqueue<Args>(
+    kind: JobKind<Args> | string,
+    args: Args,
+    options?: EnqueueOptions,
+  ): Promise<EnqueueResult> {
     const { client, ...jobOptions } = options ?? {};
     const row = await toJobRow(this.kindOf(kind), args, options && jobOptions, this.maxPayloadBytes);
-    const [id] = await this.run('enqueue', client, async (db) => {
+    const [result] = await this.run('enqueue', client, async (db) => {
       await this.prepareLanes([row]);
       return enqueueRows(db, this.schema, [row]);
     });
-    return id!;
+    return result!;
   }
 
-  /** Enqueues many jobs in one statement; returns their ids in input order. */
-  async enqueueMany(jobs: readonly JobInput[], options?: { client?: pg.ClientBase }): Promise<string[]> {
+  /** Enqueues many jobs in one statement; returns one result per job, in input order (duplicates of unique
+   * jobs are skipped, not errors: `inserted: false` with the holder's id). */
+  async enqueueMany(
+    jobs: readonly JobInput[],
+    options?: { client?: pg.ClientBase },
+  ): Promise<EnqueueResult[]> {
     if (!Array.isArray(jobs))
       throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
     const rows = await Promise.all(jobs.map((j) => this.toRow(j)));
@@ -140,36 +160,51 @@ export class AwaClient {
    * Bulk enqueue through COPY, streaming: accepts any (async) iterable and holds at most one chunk in
    * memory. All rows commit together. With `client`, the load runs inside that client's open transaction
    * under a savepoint (a failure rolls the load back and leaves the transaction usable); a client with no
-   * open transaction is refused with TransactionRequiredError. Returns how many jobs were enqueued.
+   * open transaction is refused with TransactionRequiredError. Unique jobs whose key is held are skipped.
+   * Returns how many jobs were inserted and how many were skipped as duplicates.
    */
   async copyEnqueue(
     jobs: Iterable<JobInput> | AsyncIterable<JobInput>,
     options: CopyEnqueueOptions = {},
-  ): Promise<number> {
+  ): Promise<CopyEnqueueResult> {
     const chunkSize =
       options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
-    const load = async (client: pg.ClientBase): Promise<number> => {
+    const load = async (client: pg.ClientBase): Promise<CopyEnqueueResult> => {
       let chunk: JobRow[] = [];
-      let total = 0;
+      const result = { inserted: 0, duplicates: 0 };
       const flush = async () => {
         await this.prepareLanes(chunk);
-        await copyEnqueueChunk(client, this.schema, chunk);
-        total += chunk.length;
+        const duplicates = await copyEnqueueChunk(client, this.schema, chunk);
+        result.inserted += chunk.length - duplicates;
+        result.duplicates += duplicates;
         chunk = [];
-        options.onProgress?.(total);
+        options.onProgress?.(result.inserted + result.duplicates);
       };
       for await (const job of jobs) {
         chunk.push(await this.toRow(job));
         if (chunk.length >= chunkSize) await flush();
       }
       if (chunk.length > 0) await flush();
-      return total;
+      return result;
     };
     return this.wrap('copyEnqueue', () =>
       options.client
         ? withSavepoint(options.client, 'copyEnqueue', load)
         : withTransaction(this.pool, this.target, load),
     );
+  }
+
+  /** Pauses a queue fleet-wide: hosts stop claiming its jobs (running ones finish); enqueues are still
+   * accepted. Returns false when it was paused already. */
+  async pauseQueue(queue: string): Promise<boolean> {
+    validateName('queue', queue);
+    return this.run('pauseQueue', undefined, (db) => setQueuePaused(db, this.schema, queue, true));
+  }
+
+  /** Resumes a paused queue; hosts are woken at once. Returns false when it was not paused. */
+  async resumeQueue(queue: string): Promise<boolean> {
+    validateName('queue', queue);
+    return this.run('resumeQueue', undefined, (db) => setQueuePaused(db, this.schema, queue, false));
   }
 
   async counts(): Promise<QueueCounts[]> {

@@ -4,6 +4,7 @@ export {
   type EnqueueOptions,
   type JobInput,
   type CopyEnqueueOptions,
+  type CopyEnqueueResult,
 } from './client.js';
 export { WorkerHost, DeadlineExceeded, type HostEvents } from './worker-host.js';
 export { defineHandler, type HandlerEntry } from './registry.js';

@@ -7,6 +7,8 @@ import type { Schema } from './schema.js';
 
 export interface QueueCounts {
   queue: string;
+  /** Paused fleet-wide: no host claims its jobs until it is resumed. */
+  paused: boolean;
   available: number;
   running: number;
   scheduled: number;
@@ -17,11 +19,12 @@ export interface QueueCounts {
 }
 
 export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueCounts[]> {
-  const { rows } = await db.query<Record<keyof QueueCounts, string>>(
+  const { rows } = await db.query<Record<Exclude<keyof QueueCounts, 'paused'>, string> & { paused: boolean }>(
     `select * from ${schema.ident}.queue_counts()`,
   );
   return rows.map((r) => ({
     queue: r.queue,
+    paused: r.paused,
     available: Number(r.available),
     running: Number(r.running),
     scheduled: Number(r.scheduled),

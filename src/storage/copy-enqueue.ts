@@ -15,16 +15,18 @@ import type { Schema } from './schema.js';
 
 const CHUNK_BYTES = 64 * 1024;
 
+/** COPYs one chunk; returns how many of its (unique) jobs were duplicates and not inserted. */
 export async function copyEnqueueChunk(
   client: pg.ClientBase,
   schema: Schema,
   rows: readonly JobRow[],
-): Promise<void> {
+): Promise<number> {
   const lanes = new Map<string, JobRow[]>();
-  const deferred: JobRow[] = [];
+  // Scheduled and unique jobs go through enqueue(): the backlog table, and the unique key's claim.
+  const viaEnqueue: JobRow[] = [];
   for (const row of rows) {
-    if (row.runAt) {
-      deferred.push(row);
+    if (row.runAt || row.unique) {
+      viaEnqueue.push(row);
       continue;
     }
     const key = `${row.priority}\u0000${row.queue}`;
@@ -33,7 +35,8 @@ export async function copyEnqueueChunk(
     lane.push(row);
   }
   for (const laneRows of lanes.values()) await copyLane(client, schema, laneRows);
-  if (deferred.length > 0) await enqueueRows(client, schema, deferred);
+  if (viaEnqueue.length === 0) return 0;
+  return (await enqueueRows(client, schema, viaEnqueue)).filter((r) => !r.inserted).length;
 }
 
 async function copyLane(client: pg.ClientBase, schema: Schema, rows: readonly JobRow[]): Promise<void> {

@@ -6,11 +6,22 @@ import type { Schema } from './schema.js';
 // single statement, so on the caller's client it joins their open transaction (commit = visible,
 // rollback = never existed) and without one it is atomic on its own.
 
-export async function enqueueRows(db: Queryable, schema: Schema, rows: readonly JobRow[]): Promise<string[]> {
+export interface EnqueueResult {
+  /** The job's id; for a duplicate of a unique job, the id of the job holding the key. */
+  id: string;
+  /** False when a unique job was a duplicate and nothing was inserted. */
+  inserted: boolean;
+}
+
+export async function enqueueRows(
+  db: Queryable,
+  schema: Schema,
+  rows: readonly JobRow[],
+): Promise<EnqueueResult[]> {
   if (rows.length === 0) return [];
-  const { rows: ids } = await db.query<{ id: string }>({
+  const { rows: out } = await db.query<{ id: string; inserted: boolean }>({
     name: `awa-enqueue-${schema.name}`,
-    text: `select id::text from ${schema.ident}.enqueue($1, $2, $3, $4::jsonb[], $5, $6, $7::jsonb[]) as id`,
+    text: `select job_id::text as id, inserted from ${schema.ident}.enqueue($1, $2, $3, $4::jsonb[], $5, $6, $7::jsonb[])`,
     values: [
       rows.map((r) => r.kind),
       rows.map((r) => r.queue),
@@ -21,5 +32,5 @@ export async function enqueueRows(db: Queryable, schema: Schema, rows: readonly 
       rows.map((r) => r.metaJson),
     ],
   });
-  return ids.map((r) => r.id);
+  return out;
 }

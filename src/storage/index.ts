@@ -18,3 +18,4 @@ export * from './progress.js';
 export * from './dlq.js';
 export * from './cleanup.js';
 export * from './lanes.js';
+export * from './queues.js';

@@ -63,7 +63,7 @@ describe('chaos: bad input under load', () => {
     // Load: plain jobs flowing the whole time.
     const loadUids = Array.from({ length: 300 }, (_, i) => `bad-load-${i}`);
     add(
-      await client.enqueueMany(loadUids.map((uid) => ({ kind: chaosSleep, args: { uid } }))),
+      (await client.enqueueMany(loadUids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map((r) => r.id),
       loadUids,
       chaosSleep.kind,
       'completed',
@@ -72,30 +72,36 @@ describe('chaos: bad input under load', () => {
     // Handlers throwing non-Errors: once (then succeed), or always with a single attempt (failed for good).
     const values: ThrowArgs['value'][] = ['string', 'object', 'number', 'null', 'undefined'];
     const onceUids = values.map((v) => `bad-throw-once-${v}`);
-    const onceIds = await client.enqueueMany(
-      values.map((value, i) => ({ kind: chaosThrow, args: { uid: onceUids[i]!, value, throwUntil: 1 } })),
-    );
+    const onceIds = (
+      await client.enqueueMany(
+        values.map((value, i) => ({ kind: chaosThrow, args: { uid: onceUids[i]!, value, throwUntil: 1 } })),
+      )
+    ).map((r) => r.id);
     add(onceIds, onceUids, chaosThrow.kind, 'completed');
     const alwaysUids = values.map((v) => `bad-throw-always-${v}`);
-    const alwaysIds = await client.enqueueMany(
-      values.map((value, i) => ({
-        kind: chaosThrow,
-        args: { uid: alwaysUids[i]!, value },
-        options: { maxAttempts: 1 },
-      })),
-    );
+    const alwaysIds = (
+      await client.enqueueMany(
+        values.map((value, i) => ({
+          kind: chaosThrow,
+          args: { uid: alwaysUids[i]!, value },
+          options: { maxAttempts: 1 },
+        })),
+      )
+    ).map((r) => r.id);
     add(alwaysIds, alwaysUids, chaosThrow.kind, 'failed');
 
     // Handlers that never resolve, on a kind with deadlineMs 500: retried (then succeed) or failed.
     const hangOnceUids = Array.from({ length: 4 }, (_, i) => `bad-hang-once-${i}`);
-    const hangOnceIds = await client.enqueueMany(
-      hangOnceUids.map((uid) => ({ kind: chaosHang, args: { uid, hangUntil: 1 } })),
-    );
+    const hangOnceIds = (
+      await client.enqueueMany(hangOnceUids.map((uid) => ({ kind: chaosHang, args: { uid, hangUntil: 1 } })))
+    ).map((r) => r.id);
     add(hangOnceIds, hangOnceUids, chaosHang.kind, 'completed', true);
     const hangAlwaysUids = Array.from({ length: 3 }, (_, i) => `bad-hang-always-${i}`);
-    const hangAlwaysIds = await client.enqueueMany(
-      hangAlwaysUids.map((uid) => ({ kind: chaosHang, args: { uid }, options: { maxAttempts: 1 } })),
-    );
+    const hangAlwaysIds = (
+      await client.enqueueMany(
+        hangAlwaysUids.map((uid) => ({ kind: chaosHang, args: { uid }, options: { maxAttempts: 1 } })),
+      )
+    ).map((r) => r.id);
     add(hangAlwaysIds, hangAlwaysUids, chaosHang.kind, 'failed', true);
 
     // Bad producer input, while all that runs: each rejected with a typed error, nothing enqueued.
@@ -192,11 +198,13 @@ describe('chaos: bad input under load', () => {
     workers.push(w);
     await waitFor('a leader', () => w.isLeader(), 10_000);
     const uids = ['hangq-hang-0', 'hangq-ok-0', 'hangq-ok-1'];
-    const ids = await client.enqueueMany([
-      { kind: chaosHangQueue, args: { uid: uids[0]!, hangUntil: 1 } },
-      { kind: chaosHangQueue, args: { uid: uids[1]!, hangUntil: 0 } },
-      { kind: chaosHangQueue, args: { uid: uids[2]!, hangUntil: 0 } },
-    ]);
+    const ids = (
+      await client.enqueueMany([
+        { kind: chaosHangQueue, args: { uid: uids[0]!, hangUntil: 1 } },
+        { kind: chaosHangQueue, args: { uid: uids[1]!, hangUntil: 0 } },
+        { kind: chaosHangQueue, args: { uid: uids[2]!, hangUntil: 0 } },
+      ])
+    ).map((r) => r.id);
     const expected: ExpectedJob[] = ids.map((id, i) => ({
       id,
       uid: uids[i]!,
@@ -257,9 +265,9 @@ describe('chaos: bad input under load', () => {
       const w = await ChaosWorker.spawn(logs2.dir, workerConfig(fresh.url, 'mig-a'));
       workers.push(w);
       try {
-        const [id] = await clients[0]!.enqueueMany([{ kind: chaosSleep, args: { uid: 'migrated' } }]);
+        const [r] = await clients[0]!.enqueueMany([{ kind: chaosSleep, args: { uid: 'migrated' } }]);
         await waitForTerminal(clients[0]!, ['chaos'], 1, 15_000, [w]);
-        expect(await clients[0]!.getJob(id!)).toMatchObject({ state: 'completed', attempt: 1 });
+        expect(await clients[0]!.getJob(r!.id)).toMatchObject({ state: 'completed', attempt: 1 });
         await w.stop();
       } finally {
         logs2.remove();

@@ -63,7 +63,9 @@ describe('chaos: worker connections are terminated', () => {
     await waitFor('a leader', () => workers.some((w) => w.isLeader()), 10_000);
     const N = 600;
     const uids = Array.from({ length: N }, (_, i) => `term-${i}`);
-    const ids = await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })));
+    const ids = (await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map(
+      (r) => r.id,
+    );
     const expected: ExpectedJob[] = ids.map((id, i) => ({
       id,
       uid: uids[i]!,
@@ -126,9 +128,9 @@ describe('chaos: worker connections are terminated', () => {
     );
     // A fresh wave is picked up after the damage.
     const waveUids = Array.from({ length: 30 }, (_, i) => `term-wave-${i}`);
-    const waveIds = await client.enqueueMany(
-      waveUids.map((uid) => ({ kind: chaosSleep, args: { uid, sleepMs: 0 } })),
-    );
+    const waveIds = (
+      await client.enqueueMany(waveUids.map((uid) => ({ kind: chaosSleep, args: { uid, sleepMs: 0 } })))
+    ).map((r) => r.id);
     const waveAt = Date.now();
     await waitForTerminal(client, ['chaos'], N + waveUids.length, 20_000, workers);
     const waveMs = Date.now() - waveAt;

@@ -52,13 +52,15 @@ describe('chaos: the maintenance leader dies', () => {
     const uids = Array.from({ length: NOW + SCHEDULED }, (_, i) =>
       i < NOW ? `lead-now-${i}` : `lead-sched-${i - NOW}`,
     );
-    const ids = await client.enqueueMany(
-      uids.map((uid, i) => ({
-        kind: chaosSleep,
-        args: { uid },
-        options: i < NOW ? {} : { runAt: new Date(runAtMs) },
-      })),
-    );
+    const ids = (
+      await client.enqueueMany(
+        uids.map((uid, i) => ({
+          kind: chaosSleep,
+          args: { uid },
+          options: i < NOW ? {} : { runAt: new Date(runAtMs) },
+        })),
+      )
+    ).map((r) => r.id);
     const expected: ExpectedJob[] = ids.map((id, i) => ({
       id,
       uid: uids[i]!,

@@ -58,7 +58,9 @@ describe('chaos: PostgreSQL restarts mid-run', () => {
     await waitFor('a leader', () => workers.some((w) => w.isLeader()), 10_000);
     const N = 400;
     const uids = Array.from({ length: N }, (_, i) => `restart-${i}`);
-    const ids = await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })));
+    const ids = (await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map(
+      (r) => r.id,
+    );
     const expected: ExpectedJob[] = ids.map((id, i) => ({
       id,
       uid: uids[i]!,

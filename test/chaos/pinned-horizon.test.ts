@@ -78,7 +78,9 @@ describe('chaos: a long REPEATABLE READ transaction pins the horizon', () => {
     const expected: ExpectedJob[] = [];
     for (let wave = 0; wave < WAVES; wave++) {
       const uids = Array.from({ length: PER_WAVE }, (_, i) => `pin-${wave}-${i}`);
-      const ids = await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })));
+      const ids = (await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map(
+        (r) => r.id,
+      );
       expected.push(
         ...ids.map((id, i) => ({ id, uid: uids[i]!, kind: chaosSleep.kind, state: 'completed' as const })),
       );

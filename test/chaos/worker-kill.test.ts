@@ -33,7 +33,9 @@ describe('chaos: a worker dies or stalls mid-job', () => {
 
   const enqueue = async (prefix: string, n: number): Promise<ExpectedJob[]> => {
     const uids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-    const ids = await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })));
+    const ids = (await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map(
+      (r) => r.id,
+    );
     return ids.map((id, i) => ({ id, uid: uids[i]!, kind: chaosSleep.kind, state: 'completed' as const }));
   };
 

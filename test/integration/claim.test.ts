@@ -18,13 +18,15 @@ describe('claim', () => {
   });
 
   it('takes lanes in priority order and each lane in enqueue order, incrementing the run lease', async () => {
-    const order = await f.client.enqueueMany(
-      [3, 1, 2, 1, 3, 2, 4, 1].map((priority, i) => ({
-        kind: 'p',
-        args: { i },
-        options: { queue: 'prio', priority: priority as 1 },
-      })),
-    );
+    const order = (
+      await f.client.enqueueMany(
+        [3, 1, 2, 1, 3, 2, 4, 1].map((priority, i) => ({
+          kind: 'p',
+          args: { i },
+          options: { queue: 'prio', priority: priority as 1 },
+        })),
+      )
+    ).map((r) => r.id);
     const batches = await claim('prio', 100);
     const byPriority = [1, 2, 3, 4].flatMap((p) => order.filter((_, i) => [3, 1, 2, 1, 3, 2, 4, 1][i] === p));
     expect(ids(batches)).toEqual(byPriority);
@@ -80,13 +82,13 @@ describe('claim', () => {
   });
 
   it('ages a waiting lane ahead of a more urgent fresh one', async () => {
-    const [old] = await f.client.enqueueMany([
-      { kind: 'a', args: {}, options: { queue: 'aging', priority: 4 } },
-    ]);
+    const [old] = (
+      await f.client.enqueueMany([{ kind: 'a', args: {}, options: { queue: 'aging', priority: 4 } }])
+    ).map((r) => r.id);
     await new Promise((r) => setTimeout(r, 3_200));
-    const [fresh] = await f.client.enqueueMany([
-      { kind: 'a', args: {}, options: { queue: 'aging', priority: 2 } },
-    ]);
+    const [fresh] = (
+      await f.client.enqueueMany([{ kind: 'a', args: {}, options: { queue: 'aging', priority: 2 } }])
+    ).map((r) => r.id);
     // With aging of one level per second, the priority-4 job waited 3 s: effective priority 1.
     expect(ids(await claim('aging', 1, 1))).toEqual([old]);
     expect(ids(await claim('aging', 1, 1))).toEqual([fresh]);

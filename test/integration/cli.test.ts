@@ -114,7 +114,7 @@ describe('awa migrate', () => {
     const client = new AwaClient({ connectionString: fresh.url, poolSize: 1 });
     try {
       expect(await client.migrate()).toEqual({ from: 3, to: 3, applied: [], functions: false });
-      const id = await client.enqueue('k', {}, { queue: 'q' });
+      const id = (await client.enqueue('k', {}, { queue: 'q' })).id;
       expect((await client.getJob(id))?.state).toBe('available');
     } finally {
       await client.close();
@@ -169,7 +169,7 @@ describe('operator commands', () => {
   });
 
   it('job get prints a job (or says it is not found); job cancel cancels it once', async () => {
-    const id = await client.enqueue('k', { hello: 'cli' }, { queue: 'cq_job' });
+    const id = (await client.enqueue('k', { hello: 'cli' }, { queue: 'cq_job' })).id;
     const record = await client.getJob(id);
 
     const json = await awa(['job', 'get', id, '--json'], env);
@@ -228,7 +228,9 @@ describe('operator commands', () => {
       host.register(doomed, (j) => {
         throw new FailJob(`bad input ${j.args.n}`);
       });
-      ids = await client.enqueueMany([1, 2, 3].map((n) => ({ kind: doomed, args: { n } })));
+      ids = (await client.enqueueMany([1, 2, 3].map((n) => ({ kind: doomed, args: { n } })))).map(
+        (r) => r.id,
+      );
       await host.start();
       try {
         await waitFor(
@@ -328,9 +330,11 @@ describe('awa work', () => {
             .map((l) => JSON.parse(l) as Line)
         : [];
     // Eight jobs of 400 ms at concurrency 5: the first five run together, the rest wait for a permit.
-    const first = await client.enqueueMany(
-      Array.from({ length: 8 }, (_, n) => ({ kind: cliJob, args: { n, sleepMs: 400 } })),
-    );
+    const first = (
+      await client.enqueueMany(
+        Array.from({ length: 8 }, (_, n) => ({ kind: cliJob, args: { n, sleepMs: 400 } })),
+      )
+    ).map((r) => r.id);
     // --no-maintenance: with maintenance on, the default retention (0) lets the leader prune completed
     // history within seconds, and this test reads every outcome back afterwards.
     child = spawnAwa(['work', '--handlers', HANDLERS, '--queue', 'cliq=5', '--no-maintenance'], {
@@ -360,11 +364,11 @@ describe('awa work', () => {
     expect(peak).toBe(5);
 
     // A long job is running when SIGTERM arrives: the worker stops claiming, lets it finish, and exits.
-    const slow = await client.enqueue(cliJob, { n: 100, sleepMs: 1_500 });
+    const slow = (await client.enqueue(cliJob, { n: 100, sleepMs: 1_500 })).id;
     await waitFor('the slow job to start', () => lines().some((l) => l.id === slow && l.event === 'start'));
     child.kill('SIGTERM');
     await waitFor('the worker to say it is stopping', () => stderr.includes('[awa] stopping'));
-    const late = await client.enqueue(cliJob, { n: 200 });
+    const late = (await client.enqueue(cliJob, { n: 200 })).id;
     expect(await exited).toEqual({ code: 0, signal: null });
     expect(stdout).toBe('');
     expect(stderr).not.toContain('maintenance leader');
@@ -392,7 +396,7 @@ describe('awa work', () => {
     const holders = await leaderLockHolders(client.pool);
     expect(holders.map((h) => h.applicationName)).toEqual(['awa-leader']);
     // It works its queue too.
-    const id = await client.enqueue(cliJob, { n: 1 });
+    const id = (await client.enqueue(cliJob, { n: 1 })).id;
     await waitFor('the job to complete', async () => (await client.getJob(id))?.state === 'completed');
     worker.kill('SIGTERM');
     expect(await exited).toBe(0);

@@ -41,18 +41,17 @@ describe('concurrent producers', () => {
     const held = await producer();
     try {
       await held.query('begin');
-      const [heldId] = await f.client.enqueueMany(
-        [{ kind: 'k', args: { n: 'held' }, options: { queue: 'hold' } }],
-        {
+      const [heldId] = (
+        await f.client.enqueueMany([{ kind: 'k', args: { n: 'held' }, options: { queue: 'hold' } }], {
           client: held,
-        },
-      );
+        })
+      ).map((r) => r.id);
       // Other producers, each in a transaction of its own, commit while `held` is open: none waits.
       const others: string[] = [];
       for (let i = 0; i < 5; i++) {
         const c = await producer();
         await c.query('begin');
-        others.push(await f.client.enqueue('k', { n: i }, { client: c, queue: 'hold' }));
+        others.push((await f.client.enqueue('k', { n: i }, { client: c, queue: 'hold' })).id);
         await c.query('commit');
         await c.end();
       }
@@ -97,7 +96,7 @@ describe('concurrent producers', () => {
     try {
       await rolled.query('begin');
       await f.client.enqueue('k', { n: 'rolled' }, { client: rolled, queue: 'rb' });
-      const after = await f.client.enqueue('k', { n: 'after' }, { queue: 'rb' });
+      const after = (await f.client.enqueue('k', { n: 'after' }, { queue: 'rb' })).id;
       expect(ids(await claim('rb'))).toEqual([after]);
       await rolled.query('rollback');
       expect(await claim('rb')).toEqual([]);
@@ -118,7 +117,7 @@ describe('concurrent producers', () => {
     try {
       await open.query('begin');
       await f.client.enqueue('k', { n: 'open' }, { client: open, queue: 'wait' });
-      for (let i = 0; i < 3; i++) await f.client.enqueue('k', { i }, { queue: 'wait' });
+      for (let i = 0; i < 3; i++) (await f.client.enqueue('k', { i }, { queue: 'wait' })).id;
       expect(ids(await claim('wait'))).toHaveLength(3);
       for (let i = 0; i < 3; i++) await claim('wait');
       expect((await lane('wait')).floor).toBe(0);

@@ -31,12 +31,15 @@ describe('enqueue', () => {
     const conn = await f.pool.connect();
     try {
       await conn.query('begin');
-      const kept = await f.client.enqueue(email, { to: 'a@example.com', subject: 'hi' }, { client: conn });
+      const kept = (await f.client.enqueue(email, { to: 'a@example.com', subject: 'hi' }, { client: conn }))
+        .id;
       // Not visible to anyone else before commit.
       expect(await f.client.getJob(kept)).toBeNull();
       await conn.query('commit');
       await conn.query('begin');
-      const dropped = await f.client.enqueue(email, { to: 'b@example.com', subject: 'hi' }, { client: conn });
+      const dropped = (
+        await f.client.enqueue(email, { to: 'b@example.com', subject: 'hi' }, { client: conn })
+      ).id;
       await conn.query('rollback');
       expect((await f.client.getJob(kept))?.state).toBe('available');
       expect(await f.client.getJob(dropped)).toBeNull();
@@ -46,16 +49,18 @@ describe('enqueue', () => {
   });
 
   it('applies the kind defaults and per-job options', async () => {
-    const id = await f.client.enqueue(
-      email,
-      { to: 'c@example.com', subject: 's' },
-      {
-        priority: 1,
-        maxAttempts: 7,
-        metadata: { tenant: 't1' },
-        tags: ['welcome'],
-      },
-    );
+    const id = (
+      await f.client.enqueue(
+        email,
+        { to: 'c@example.com', subject: 's' },
+        {
+          priority: 1,
+          maxAttempts: 7,
+          metadata: { tenant: 't1' },
+          tags: ['welcome'],
+        },
+      )
+    ).id;
     const job = await f.client.getJob(id);
     expect(job).toMatchObject({
       state: 'available',
@@ -71,18 +76,20 @@ describe('enqueue', () => {
 
   it('puts a future runAt in the scheduled backlog', async () => {
     const runAt = new Date(Date.now() + 3_600_000);
-    const id = await f.client.enqueue('later', { x: 1 }, { runAt });
+    const id = (await f.client.enqueue('later', { x: 1 }, { runAt })).id;
     const job = await f.client.getJob(id);
     expect(job?.state).toBe('scheduled');
     expect(job?.runAt?.getTime()).toBe(runAt.getTime());
   });
 
   it('enqueueMany returns ids in input order across queues and priorities, atomically', async () => {
-    const ids = await f.client.enqueueMany([
-      { kind: 'a', args: { i: 0 }, options: { queue: 'm1', priority: 3 } },
-      { kind: 'b', args: { i: 1 }, options: { queue: 'm2' } },
-      { kind: 'a', args: { i: 2 }, options: { queue: 'm1', priority: 1 } },
-    ]);
+    const ids = (
+      await f.client.enqueueMany([
+        { kind: 'a', args: { i: 0 }, options: { queue: 'm1', priority: 3 } },
+        { kind: 'b', args: { i: 1 }, options: { queue: 'm2' } },
+        { kind: 'a', args: { i: 2 }, options: { queue: 'm1', priority: 1 } },
+      ])
+    ).map((r) => r.id);
     expect(ids).toHaveLength(3);
     const jobs = await Promise.all(ids.map((id) => f.client.getJob(id)));
     expect(jobs.map((j) => [j?.queue, j?.priority, (j?.args as { i: number }).i])).toEqual([
@@ -164,7 +171,7 @@ describe('enqueue', () => {
     await f.client.enqueue('gap', { n: 1 }, { client: conn, queue: 'gapq' });
     await conn.query('rollback');
     await conn.end();
-    const id = await f.client.enqueue('gap', { n: 2 }, { queue: 'gapq' });
+    const id = (await f.client.enqueue('gap', { n: 2 }, { queue: 'gapq' })).id;
     const { claimJobs } = await import('../../src/storage/index.js');
     const batches = await claimJobs(f.pool, f.schema, {
       queue: 'gapq',

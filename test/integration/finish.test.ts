@@ -44,7 +44,7 @@ describe('finish (the fenced settle path)', () => {
   });
 
   it('completes once; a second completion of the same attempt is a no-op', async () => {
-    const id = await f.client.enqueue('k', {}, { queue: 'once' });
+    const id = (await f.client.enqueue('k', {}, { queue: 'once' })).id;
     const { batch, job } = await claimOne('once');
     expect((await f.client.getJob(id))?.state).toBe('running');
     expect(await finishAttempts(f.pool, f.schema, [settle(batch, job, 'completed')])).toEqual(new Set([id]));
@@ -53,7 +53,7 @@ describe('finish (the fenced settle path)', () => {
   });
 
   it('rejects a completion carrying a stale run lease (the fence)', async () => {
-    const id = await f.client.enqueue('k', {}, { queue: 'fence' });
+    const id = (await f.client.enqueue('k', {}, { queue: 'fence' })).id;
     const first = await claimOne('fence');
     // Attempt 1 is retried immediately and claimed again as attempt 2 (run lease 2).
     await finishAttempts(f.pool, f.schema, [
@@ -76,8 +76,8 @@ describe('finish (the fenced settle path)', () => {
   });
 
   it('retry counts the attempt and records the error; snooze does not count it', async () => {
-    const retried = await f.client.enqueue('k', { r: 1 }, { queue: 'outcomes' });
-    const snoozed = await f.client.enqueue('k', { s: 1 }, { queue: 'outcomes' });
+    const retried = (await f.client.enqueue('k', { r: 1 }, { queue: 'outcomes' })).id;
+    const snoozed = (await f.client.enqueue('k', { s: 1 }, { queue: 'outcomes' })).id;
     const [batch] = await claimJobs(f.pool, f.schema, {
       queue: 'outcomes',
       max: 2,
@@ -101,8 +101,8 @@ describe('finish (the fenced settle path)', () => {
   });
 
   it('failed and cancelled go to the wide terminal rows with their history', async () => {
-    const failed = await f.client.enqueue('k', { f: 1 }, { queue: 'terminal' });
-    const cancelled = await f.client.enqueue('k', { c: 1 }, { queue: 'terminal' });
+    const failed = (await f.client.enqueue('k', { f: 1 }, { queue: 'terminal' })).id;
+    const cancelled = (await f.client.enqueue('k', { c: 1 }, { queue: 'terminal' })).id;
     const [batch] = await claimJobs(f.pool, f.schema, {
       queue: 'terminal',
       max: 2,
@@ -121,9 +121,11 @@ describe('finish (the fenced settle path)', () => {
   });
 
   it('settles a mixed flush across batches in one call and ignores unknown receipts', async () => {
-    const ids = await f.client.enqueueMany(
-      Array.from({ length: 6 }, (_, i) => ({ kind: 'm', args: { i }, options: { queue: 'mixed' } })),
-    );
+    const ids = (
+      await f.client.enqueueMany(
+        Array.from({ length: 6 }, (_, i) => ({ kind: 'm', args: { i }, options: { queue: 'mixed' } })),
+      )
+    ).map((r) => r.id);
     const b1 = (
       await claimJobs(f.pool, f.schema, {
         queue: 'mixed',

@@ -42,7 +42,7 @@ describe('migrations', () => {
   it('installs into another schema when asked, independent of the default one', async () => {
     await migrate({ connectionString: db.url, schema: 'jobs_alt' });
     const client = new AwaClient({ connectionString: db.url, schema: 'jobs_alt' });
-    const id = await client.enqueue('k', { a: 1 }, { queue: 'q' });
+    const id = (await client.enqueue('k', { a: 1 }, { queue: 'q' })).id;
     expect((await client.getJob(id))?.state).toBe('available');
     const other = new AwaClient({ connectionString: db.url });
     expect(await other.getJob(id)).toBeNull();

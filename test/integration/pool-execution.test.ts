@@ -93,9 +93,11 @@ describe('pool execution', () => {
   ): Promise<number> {
     const h = host(queue, 4, kind.execution === 'pool' ? { threadPool: pool() } : {});
     if (kind.execution !== 'pool') h.register(inlineHash, (job) => void hash(job.args.rounds));
-    const ids = await client.enqueueMany(
-      Array.from({ length: count }, () => ({ kind, args: { rounds }, options: { queue } })),
-    );
+    const ids = (
+      await client.enqueueMany(
+        Array.from({ length: count }, () => ({ kind, args: { rounds }, options: { queue } })),
+      )
+    ).map((r) => r.id);
     const completed = new Set<string>();
     h.on('settled', (s, ok) => ok && s.outcome === 'completed' && completed.add(s.jobId));
     const delay = monitorEventLoopDelay({ resolution: 10 });
@@ -130,11 +132,13 @@ describe('pool execution', () => {
     const queue = 'outcomes';
     const h = host(queue, 20, { threadPool: pool({ size: 1, batchDelayMs: 20 }) });
     const failing = ['error', 'retry-after', 'snooze', 'cancel', 'fail', 'string', 'object'] as const;
-    const ids = await client.enqueueMany([
-      ...failing.map((fail) => ({ kind: poolOutcome, args: { fail }, options: { queue } })),
-      { kind: poolOutcome, args: { fail: 'error' }, options: { queue, maxAttempts: 1 } },
-      ...Array.from({ length: 8 }, () => ({ kind: poolOutcome, args: {}, options: { queue } })),
-    ]);
+    const ids = (
+      await client.enqueueMany([
+        ...failing.map((fail) => ({ kind: poolOutcome, args: { fail }, options: { queue } })),
+        { kind: poolOutcome, args: { fail: 'error' }, options: { queue, maxAttempts: 1 } },
+        ...Array.from({ length: 8 }, () => ({ kind: poolOutcome, args: {}, options: { queue } })),
+      ])
+    ).map((r) => r.id);
     const settled = new Set<string>();
     h.on('settled', (s, ok) => ok && settled.add(s.jobId));
     await h.start();
@@ -186,12 +190,16 @@ describe('pool execution', () => {
         'the worker thread finished its batch without a readable outcome for this job (it sent: a message that is 42, not an object)',
     };
     const cases = Object.keys(why);
-    const bad = await client.enqueueMany(
-      cases.map((b) => ({ kind: poolBadOutcome, args: { bad: b }, options: { queue } })),
-    );
-    const good = await client.enqueueMany(
-      Array.from({ length: 8 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
-    );
+    const bad = (
+      await client.enqueueMany(
+        cases.map((b) => ({ kind: poolBadOutcome, args: { bad: b }, options: { queue } })),
+      )
+    ).map((r) => r.id);
+    const good = (
+      await client.enqueueMany(
+        Array.from({ length: 8 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
+      )
+    ).map((r) => r.id);
     const settled = new Set<string>();
     h.on('settled', (s, ok) => ok && settled.add(s.jobId));
     await h.start();
@@ -217,9 +225,11 @@ describe('pool execution', () => {
         .sort(),
     );
     // Still up: later jobs run as usual.
-    const later = await client.enqueueMany(
-      Array.from({ length: 4 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
-    );
+    const later = (
+      await client.enqueueMany(
+        Array.from({ length: 4 }, () => ({ kind: poolBadOutcome, args: {}, options: { queue } })),
+      )
+    ).map((r) => r.id);
     await waitFor('later jobs', () => later.every((id) => settled.has(id)));
     expect(await allCompleted(later)).toBe(true);
     await h.stop();
@@ -232,11 +242,13 @@ describe('pool execution', () => {
     const h = host(queue, 20, { threadPool: pool({ maxBatch: 1 }) });
     const completed = new Set<string>();
     h.on('settled', (s, ok) => ok && s.outcome === 'completed' && completed.add(s.jobId));
-    const [exit, crash, ...others] = await client.enqueueMany([
-      { kind: poolCrash, args: { mode: 'exit' }, options: { queue } },
-      { kind: poolCrash, args: { mode: 'crash' }, options: { queue } },
-      ...Array.from({ length: 10 }, () => ({ kind: poolCrash, args: {}, options: { queue } })),
-    ]);
+    const [exit, crash, ...others] = (
+      await client.enqueueMany([
+        { kind: poolCrash, args: { mode: 'exit' }, options: { queue } },
+        { kind: poolCrash, args: { mode: 'crash' }, options: { queue } },
+        ...Array.from({ length: 10 }, () => ({ kind: poolCrash, args: {}, options: { queue } })),
+      ])
+    ).map((r) => r.id);
     await h.start();
     const first = [exit!, crash!, ...others];
     await waitFor('every job to complete', () => first.every((id) => completed.has(id)), 40_000);
@@ -249,9 +261,11 @@ describe('pool execution', () => {
     );
     expect(otherJobs.map((j) => [j.state, j.attempt])).toEqual(otherJobs.map(() => ['completed', 1]));
     // The pool replaced its threads: later jobs, pool-wide, still run on the first attempt.
-    const later = await client.enqueueMany(
-      Array.from({ length: 8 }, (_, n) => ({ kind: poolNoop, args: { n }, options: { queue } })),
-    );
+    const later = (
+      await client.enqueueMany(
+        Array.from({ length: 8 }, (_, n) => ({ kind: poolNoop, args: { n }, options: { queue } })),
+      )
+    ).map((r) => r.id);
     await waitFor('later jobs', () => later.every((id) => completed.has(id)));
     expect((await jobs(later)).map((j) => [j.state, j.attempt])).toEqual(later.map(() => ['completed', 1]));
     await h.stop();
@@ -265,9 +279,9 @@ describe('pool execution', () => {
     const h = host(queue, 10, { threadPool: pool(), shutdownTimeoutMs: 100 });
     const logs: [string, string][] = [];
     h.on('log', (jobId, line) => logs.push([jobId, line]));
-    const ids = await client.enqueueMany(
-      [1, 2].map((n) => ({ kind: poolWait, args: { n }, options: { queue } })),
-    );
+    const ids = (
+      await client.enqueueMany([1, 2].map((n) => ({ kind: poolWait, args: { n }, options: { queue } })))
+    ).map((r) => r.id);
     await h.start();
     await waitFor('every job waiting', () =>
       ids.every((id) => logs.some(([j, l]) => j === id && l.endsWith('waiting for its signal'))),
@@ -302,7 +316,9 @@ describe('pool execution', () => {
     const a = host(queue, 10, { threadPool: pool({ graceMs: 300 }), shutdownTimeoutMs: 100 });
     const spinning = new Set<string>();
     a.on('log', (jobId) => spinning.add(jobId));
-    const [stuck] = await client.enqueueMany([{ kind: poolStuck, args: { n: 1 }, options: { queue } }]);
+    const [stuck] = (await client.enqueueMany([{ kind: poolStuck, args: { n: 1 }, options: { queue } }])).map(
+      (r) => r.id,
+    );
     await a.start();
     await waitFor('the job to spin', () => spinning.has(stuck!));
     await a.stop(); // aborts after 100 ms; the thread ignores it for 300 ms and is terminated

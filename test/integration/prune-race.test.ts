@@ -44,14 +44,16 @@ describe('ring prune racing claims and completions', () => {
 
     const producer = (async () => {
       for (let i = 0; produced.length < TOTAL; i++) {
-        const ids = await f.client.enqueueMany(
-          Array.from({ length: 150 }, (_, k) => ({
-            kind: 'r',
-            args: { i, k },
-            options: { queue: 'ring', priority: ((k % 2) + 1) as 1 },
-          })),
-          { client: producerConn },
-        );
+        const ids = (
+          await f.client.enqueueMany(
+            Array.from({ length: 150 }, (_, k) => ({
+              kind: 'r',
+              args: { i, k },
+              options: { queue: 'ring', priority: ((k % 2) + 1) as 1 },
+            })),
+            { client: producerConn },
+          )
+        ).map((r) => r.id);
         produced.push(...ids);
       }
       producing = false;

@@ -42,10 +42,12 @@ describe('recovery', () => {
 
   it('rescues the open receipts of a silent worker: attempt counted, late completion rejected', async () => {
     await registerInstance(f.pool, f.schema, 'silent', [{ queue: 'rq', dlq: false }]);
-    const [a, b] = await f.client.enqueueMany([
-      { kind: 'k', args: { n: 1 }, options: { queue: 'rq' } },
-      { kind: 'k', args: { n: 2 }, options: { queue: 'rq' } },
-    ]);
+    const [a, b] = (
+      await f.client.enqueueMany([
+        { kind: 'k', args: { n: 1 }, options: { queue: 'rq' } },
+        { kind: 'k', args: { n: 2 }, options: { queue: 'rq' } },
+      ])
+    ).map((r) => r.id);
     const batch = await claim('rq', 'silent');
     // The worker finishes one job, then goes silent.
     expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set([a]));
@@ -73,10 +75,12 @@ describe('recovery', () => {
 
   it('rescues the open receipts of an instance marked stopped at once, without waiting for staleness', async () => {
     await registerInstance(f.pool, f.schema, 'stopping', [{ queue: 'sq', dlq: false }]);
-    const [a, b] = await f.client.enqueueMany([
-      { kind: 'k', args: { n: 1 }, options: { queue: 'sq' } },
-      { kind: 'k', args: { n: 2 }, options: { queue: 'sq' } },
-    ]);
+    const [a, b] = (
+      await f.client.enqueueMany([
+        { kind: 'k', args: { n: 1 }, options: { queue: 'sq' } },
+        { kind: 'k', args: { n: 2 }, options: { queue: 'sq' } },
+      ])
+    ).map((r) => r.id);
     const batch = await claim('sq', 'stopping');
     expect(batch.jobs.map((j) => j.id)).toEqual([a, b]);
     // Heard from just now: a staleness window of an hour leaves it alone…
@@ -100,7 +104,7 @@ describe('recovery', () => {
   });
 
   it('rescues the open receipts of an instance that never registered', async () => {
-    const id = await f.client.enqueue('k', {}, { queue: 'gq' });
+    const id = (await f.client.enqueue('k', {}, { queue: 'gq' })).id;
     await claim('gq', 'ghost');
     expect(await rescuedFrom('ghost')).toEqual([
       { jobId: id, runLease: 1, instanceId: 'ghost', reason: 'worker_lost', outcome: 'retry' },
@@ -110,7 +114,7 @@ describe('recovery', () => {
 
   it('sends a rescued attempt with no attempts left to the DLQ of a DLQ queue', async () => {
     await registerInstance(f.pool, f.schema, 'doomed', [{ queue: 'rdlq', dlq: true }]);
-    const id = await f.client.enqueue('k', { keep: 'me' }, { queue: 'rdlq', maxAttempts: 1 });
+    const id = (await f.client.enqueue('k', { keep: 'me' }, { queue: 'rdlq', maxAttempts: 1 })).id;
     await claim('rdlq', 'doomed');
     await markStopped(f.pool, f.schema, 'doomed');
     expect(await rescuedFrom('doomed')).toEqual([
@@ -135,7 +139,7 @@ describe('recovery', () => {
 
   it('rescues attempts past their batch deadline, and fails them for good once attempts are exhausted', async () => {
     await registerInstance(f.pool, f.schema, 'alive', [{ queue: 'dq', dlq: false }]);
-    const id = await f.client.enqueue('k', {}, { queue: 'dq', maxAttempts: 1 });
+    const id = (await f.client.enqueue('k', {}, { queue: 'dq', maxAttempts: 1 })).id;
     await claim('dq', 'alive', 1);
     await new Promise((r) => setTimeout(r, 1_100));
     const rescued = await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 3600, maxBatches: 10 });
@@ -161,10 +165,12 @@ describe('recovery', () => {
     });
     const settledIds = new Set<string>();
     host.on('settled', (s) => settledIds.add(s.jobId));
-    const [x, y] = await f.client.enqueueMany([
-      { kind: boom, args: {} },
-      { kind: boom, args: {} },
-    ]);
+    const [x, y] = (
+      await f.client.enqueueMany([
+        { kind: boom, args: {} },
+        { kind: boom, args: {} },
+      ])
+    ).map((r) => r.id);
     await host.start();
     while (!settledIds.has(x!) || !settledIds.has(y!)) await new Promise((r) => setTimeout(r, 10));
     const held = await f.client.listDlq({ queue: 'dlqq' });
@@ -181,8 +187,8 @@ describe('recovery', () => {
   });
 
   it('cancels a job wherever it is, and aborts a running handler through its signal', async () => {
-    const scheduled = await f.client.enqueue('k', {}, { queue: 'cq', delayMs: 60_000 });
-    const waiting = await f.client.enqueue('other', {}, { queue: 'cq-idle' });
+    const scheduled = (await f.client.enqueue('k', {}, { queue: 'cq', delayMs: 60_000 })).id;
+    const waiting = (await f.client.enqueue('other', {}, { queue: 'cq-idle' })).id;
     expect(await f.client.cancel(scheduled)).toBe('scheduled');
     expect(await f.client.cancel(waiting)).toBe('available');
     expect(await f.client.cancel(waiting)).toBeNull();
@@ -211,7 +217,7 @@ describe('recovery', () => {
     const settled: string[] = [];
     host.on('settled', (s) => settled.push(s.jobId));
     await host.start();
-    const running = await f.client.enqueue(slow, {});
+    const running = (await f.client.enqueue(slow, {})).id;
     await isRunning;
     expect(await f.client.cancel(running, 'no longer needed')).toBe('running');
     expect(await aborted).toBeInstanceOf(Error);
@@ -227,7 +233,7 @@ describe('recovery', () => {
   });
 
   it('writes progress only while the attempt is open', async () => {
-    const id = await f.client.enqueue('k', {}, { queue: 'pq' });
+    const id = (await f.client.enqueue('k', {}, { queue: 'pq' })).id;
     await registerInstance(f.pool, f.schema, 'prog', [{ queue: 'pq', dlq: false }]);
     const batch = await claim('pq', 'prog');
     const w = { claimSlot: batch.claimSlot, batchId: batch.batchId, idx: 1, jobId: id, runLease: 1 };
@@ -243,7 +249,7 @@ describe('recovery', () => {
   });
 
   it('keeps failed history through ring prune until its retention passes', async () => {
-    const id = await f.client.enqueue('k', {}, { queue: 'hist', maxAttempts: 1 });
+    const id = (await f.client.enqueue('k', {}, { queue: 'hist', maxAttempts: 1 })).id;
     const batch = await claim('hist', 'prog');
     await finishAttempts(f.pool, f.schema, [
       { ...settlement(batch, 0), outcome: 'failed', error: { error: 'x' } },
@@ -302,8 +308,8 @@ describe('recovery', () => {
     const outcomes = new Map<string, string[]>();
     host.on('settled', (s, ok) => ok && outcomes.set(s.jobId, [...(outcomes.get(s.jobId) ?? []), s.outcome]));
     await host.start();
-    const hung = await f.client.enqueue(hang, {});
-    const ok = await f.client.enqueue(quick, {});
+    const hung = (await f.client.enqueue(hang, {})).id;
+    const ok = (await f.client.enqueue(quick, {})).id;
     while ((outcomes.get(hung)?.length ?? 0) < 2 || !outcomes.has(ok))
       await new Promise((r) => setTimeout(r, 10));
     await host.stop();

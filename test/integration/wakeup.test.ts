@@ -73,7 +73,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
     const claimsBefore = host.stats.claimCalls;
 
     const enqueuedAt = Date.now();
-    const a = await client.enqueue(kind, {});
+    const a = (await client.enqueue(kind, {})).id;
     await waitFor('the first job to run', () => ran.has(a), WAKE_BOUND_MS);
     expect(ran.get(a)! - enqueuedAt).toBeLessThan(WAKE_BOUND_MS);
     expect(host.stats.claimCalls).toBeGreaterThan(claimsBefore);
@@ -100,7 +100,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
     await sleep(300);
     const claimsAfterReconnect = host.stats.claimCalls;
     const reenqueuedAt = Date.now();
-    const b = await client.enqueue(kind, {});
+    const b = (await client.enqueue(kind, {})).id;
     await waitFor('the job enqueued after the reconnect to run', () => ran.has(b), WAKE_BOUND_MS);
     expect(ran.get(b)! - reenqueuedAt).toBeLessThan(WAKE_BOUND_MS);
     expect(host.stats.claimCalls).toBeGreaterThan(claimsAfterReconnect);

@@ -111,7 +111,7 @@ describe('WorkerHost', () => {
     const h = host('q_ok').register(kind, (j) => {
       seen.push({ args: j.args, attempt: j.attempt, kind: j.kind, queue: j.queue, runLease: j.runLease });
     });
-    const id = await client.enqueue(kind, { n: 42 });
+    const id = (await client.enqueue(kind, { n: 42 })).id;
     expect((await job(id)).state).toBe('available');
     const done = settled(h, id);
     await start(h);
@@ -130,7 +130,7 @@ describe('WorkerHost', () => {
       errorsSeen.push(j.errors.length);
       if (j.attempt < 3) throw new RetryAfter(10, `not yet (${j.attempt})`);
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     const done = settled(h, id, 'completed');
     await start(h);
     await done;
@@ -155,7 +155,7 @@ describe('WorkerHost', () => {
       startedAt.push(Date.now());
       throw new Error(`boom ${j.attempt}`);
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     const retried = settled(h, id, 'retry');
     const failed = settled(h, id, 'failed');
     await start(h);
@@ -189,7 +189,7 @@ describe('WorkerHost', () => {
       attempts.push(j.attempt);
       throw new RetryAfter(10, 'still busy');
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     const failed = settled(h, id, 'failed');
     await start(h);
     await failed;
@@ -207,7 +207,7 @@ describe('WorkerHost', () => {
       attempts.push(j.attempt);
       if (attempts.length === 1) throw new Snooze(10);
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     const done = settled(h, id, 'completed');
     await start(h);
     await done;
@@ -232,8 +232,8 @@ describe('WorkerHost', () => {
         calls.push('fail');
         throw new FailJob('bad input');
       });
-    const cancelId = await client.enqueue(cancelKind, {});
-    const failId = await client.enqueue(failKind, {});
+    const cancelId = (await client.enqueue(cancelKind, {})).id;
+    const failId = (await client.enqueue(failKind, {})).id;
     const cancelled = settled(h, cancelId, 'cancelled');
     const failed = settled(h, failId, 'failed');
     await start(h);
@@ -259,8 +259,8 @@ describe('WorkerHost', () => {
         // …and as a rejection.
         throw { code: 42, why: 'a plain object' };
       });
-    const stringId = await client.enqueue(stringKind, {});
-    const objectId = await client.enqueue(objectKind, {});
+    const stringId = (await client.enqueue(stringKind, {})).id;
+    const objectId = (await client.enqueue(objectKind, {})).id;
     const retried = settled(h, stringId, 'retry');
     const failed = settled(h, objectId, 'failed');
     await start(h);
@@ -288,7 +288,7 @@ describe('WorkerHost', () => {
       starts.push({ at: Date.now(), readyAt: j.readyAt.getTime() });
     });
     const runAt = new Date(Date.now() + 300);
-    const id = await client.enqueue(kind, {}, { runAt });
+    const id = (await client.enqueue(kind, {}, { runAt })).id;
     const before = await job(id);
     expect(before.state).toBe('scheduled');
     expect(before.runAt?.getTime()).toBe(runAt.getTime());
@@ -319,7 +319,8 @@ describe('WorkerHost', () => {
     const pg = await client.pool.connect();
     try {
       await pg.query('begin');
-      for (const [priority, name] of plan) await client.enqueue(kind, { name }, { priority, client: pg });
+      for (const [priority, name] of plan)
+        (await client.enqueue(kind, { name }, { priority, client: pg })).id;
       await pg.query('commit');
     } finally {
       pg.release();
@@ -338,7 +339,7 @@ describe('WorkerHost', () => {
     const mystery = defineJob({ kind: 'wh_mystery', queue: 'q_unknown', maxAttempts: 1 });
     // No maintenance: nothing promotes the handed-back job while we look at it.
     const a = host('q_unknown', { unknownKindDelayMs: 50, maintenance: false }).register(known, () => {});
-    const id = await client.enqueue(mystery, { keep: 'me' });
+    const id = (await client.enqueue(mystery, { keep: 'me' })).id;
     const handedBack = settled(a, id, 'snooze');
     await start(a);
     await handedBack;
@@ -376,12 +377,12 @@ describe('WorkerHost', () => {
       await gate;
       events.push('handler finished');
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     await start(h);
     await hasStarted;
     const stopping = h.stop().then(() => events.push('stop resolved'));
     // Enqueued while stopping: must not be claimed.
-    const late = await client.enqueue(kind, {});
+    const late = (await client.enqueue(kind, {})).id;
     await new Promise((r) => setTimeout(r, 100));
     expect(events).toEqual(['handler started']);
     release();
@@ -405,7 +406,7 @@ describe('WorkerHost', () => {
         });
       });
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     await start(h);
     await hasStarted;
     await h.stop();
@@ -430,7 +431,7 @@ describe('WorkerHost', () => {
         ctx.signal.addEventListener('abort', () => setTimeout(() => reject(new Error('late')), 300)),
       );
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     await start(h);
     await hasStarted;
     const errorsBefore = hostErrors.length;
@@ -477,10 +478,12 @@ describe('WorkerHost', () => {
       throw new RetryAfter(Number.NaN);
     });
     h.register(good, () => {});
-    const [badId, goodId] = await client.enqueueMany([
-      { kind: bad, args: {} },
-      { kind: good, args: {} },
-    ]);
+    const [badId, goodId] = (
+      await client.enqueueMany([
+        { kind: bad, args: {} },
+        { kind: good, args: {} },
+      ])
+    ).map((r) => r.id);
     const done = Promise.all([settled(h, badId!), settled(h, goodId!)]);
     await start(h);
     await done;
@@ -539,7 +542,7 @@ describe('WorkerHost', () => {
       started(ctx);
       await gate;
     });
-    const id = await client.enqueue(kind, {});
+    const id = (await client.enqueue(kind, {})).id;
     const done = settled(h, id, 'completed');
     await start(h);
     const ctx = await hasStarted;
@@ -611,10 +614,12 @@ describe('WorkerHost', () => {
     const h = host('q_all').registerAll(entries);
     const again = [defineHandler(b, () => {})] as unknown as HandlerEntry<never>[];
     expect(() => h.registerAll(again)).toThrow(InvalidOptionError);
-    const [ida, idb] = await client.enqueueMany([
-      { kind: a, args: { n: 1 } },
-      { kind: b, args: { n: 2 } },
-    ]);
+    const [ida, idb] = (
+      await client.enqueueMany([
+        { kind: a, args: { n: 1 } },
+        { kind: b, args: { n: 2 } },
+      ])
+    ).map((r) => r.id);
     const done = Promise.all([settled(h, ida!, 'completed'), settled(h, idb!, 'completed')]);
     await start(h);
     await done;
