@@ -63,7 +63,9 @@ describe('chaos: bad input under load', () => {
     // Load: plain jobs flowing the whole time.
     const loadUids = Array.from({ length: 300 }, (_, i) => `bad-load-${i}`);
     add(
-      (await client.enqueueMany(loadUids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map((r) => r.id),
+      (await client.enqueueMany(loadUids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map(
+        (r) => r.id,
+      ),
       loadUids,
       chaosSleep.kind,
       'completed',

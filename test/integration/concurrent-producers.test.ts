@@ -117,7 +117,7 @@ describe('concurrent producers', () => {
     try {
       await open.query('begin');
       await f.client.enqueue('k', { n: 'open' }, { client: open, queue: 'wait' });
-      for (let i = 0; i < 3; i++) (await f.client.enqueue('k', { i }, { queue: 'wait' })).id;
+      for (let i = 0; i < 3; i++) await f.client.enqueue('k', { i }, { queue: 'wait' });
       expect(ids(await claim('wait'))).toHaveLength(3);
       for (let i = 0; i < 3; i++) await claim('wait');
       expect((await lane('wait')).floor).toBe(0);

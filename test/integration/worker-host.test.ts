@@ -319,8 +319,7 @@ describe('WorkerHost', () => {
     const pg = await client.pool.connect();
     try {
       await pg.query('begin');
-      for (const [priority, name] of plan)
-        (await client.enqueue(kind, { name }, { priority, client: pg })).id;
+      for (const [priority, name] of plan) await client.enqueue(kind, { name }, { priority, client: pg });
       await pg.query('commit');
     } finally {
       pg.release();
