@@ -1,6 +1,6 @@
 import pg from 'pg';
-import { parseArgs, UsageError } from '../src/cli/args.js';
-import { ProgressBar } from '../src/cli/progress.js';
+import { ProgressBar } from '../src/terminal/progress.js';
+import { BenchUsageError, parseBenchArgs } from './args.js';
 import type { SystemAdapter } from './adapter.js';
 import { makeAdapter, SYSTEMS } from './systems.js';
 import { adminUrl, createDatabase, dropAllCreated, dropDatabase, sampleSchema } from './database.js';
@@ -32,23 +32,21 @@ const SCENARIOS: Record<string, Scenario> = {
 /** Defaults per scenario: duration (s) for the time-based ones. */
 const DEFAULT_DURATION: Record<string, number> = { latency: 20, pinned: 120, soak: 600, micro: 5 };
 
-export { benchOptions };
-
 export const benchUsage = `awa bench <${Object.keys(SCENARIOS).join('|')}> [options]`;
 
 function int(v: unknown, dflt: number, name: string, min = 1): number {
   if (v === undefined) return dflt;
   const n = Math.floor(v as number);
-  if (n < min) throw new UsageError(`--${name} must be at least ${min}`);
+  if (n < min) throw new BenchUsageError(`--${name} must be at least ${min}`);
   return n;
 }
 
 export async function benchCommand(argv: string[]): Promise<void> {
-  const { positionals, values } = parseArgs(argv, benchOptions);
+  const { positionals, values } = parseBenchArgs(argv, benchOptions);
   const name = positionals[0];
   const scenario = name ? SCENARIOS[name] : undefined;
   if (!name || !scenario)
-    throw new UsageError(`${name ? `unknown scenario "${name}"; ` : ''}usage: ${benchUsage}`);
+    throw new BenchUsageError(`${name ? `unknown scenario "${name}"; ` : ''}usage: ${benchUsage}`);
   if (values['database-url']) process.env.DATABASE_URL = values['database-url'] as string;
   const opts: ScenarioOptions = {
     jobs: int(values.jobs, 100_000, 'jobs'),
@@ -61,7 +59,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
   const runs = int(values.runs, 1, 'runs');
   const system = (values.system as string | undefined) ?? 'all';
   if (system !== 'all' && !SYSTEMS.includes(system)) {
-    throw new UsageError(`--system must be one of ${[...SYSTEMS, 'all'].join(', ')}, got "${system}"`);
+    throw new BenchUsageError(`--system must be one of ${[...SYSTEMS, 'all'].join(', ')}, got "${system}"`);
   }
   const json = Boolean(values.json);
   const emit = (row: ResultRow) => {

@@ -1,9 +1,12 @@
-import type { OptionSpec } from '../src/cli/args.js';
+import type { BenchOption } from './args.js';
 
 // The options of `awa bench`, kept apart from the harness so the CLI can list them without loading the
 // peers (pg-boss, graphile-worker are dev dependencies).
 
-export const benchOptions: Record<string, OptionSpec> = {
+export const benchSummary =
+  'benchmarks: enqueue | drain | latency | pinned | soak | micro, against pg-boss and graphile-worker';
+
+export const benchOptions: Record<string, BenchOption> = {
   jobs: { type: 'number', description: 'jobs for enqueue/drain (default 100000)' },
   concurrency: { type: 'number', description: 'handler concurrency per system (default 1000)' },
   workers: { type: 'number', description: 'alias of --concurrency' },

@@ -1,4 +1,4 @@
-import type { ProgressBar } from '../src/cli/progress.js';
+import type { ProgressBar } from '../src/terminal/progress.js';
 import type { BenchArgs, SystemAdapter } from './adapter.js';
 import { nowMs } from './pace.js';
 import type { ResultRow } from './report.js';
