@@ -1,3 +1,5 @@
+import type pg from 'pg';
+
 // The one interface every queue system is driven through, so each scenario is written once and the
 // systems differ only in how they talk to PostgreSQL.
 
@@ -24,8 +26,11 @@ export interface SystemAdapter {
   enqueueBatch(args: readonly BenchArgs[]): Promise<void>;
   /** One job, one statement: what an application does per request. */
   enqueueOne(args: BenchArgs): Promise<void>;
+  /** One job on the caller's client, inside the transaction it has open (the producers scenario): the
+   * job must commit or roll back with that transaction. */
+  enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void>;
   startWorkers(concurrency: number, handler: BenchHandler): Promise<void>;
-  /** Jobs enqueued but not yet settled in the database. */
+  /** Jobs enqueued but not yet settled in the database (with no workers: every committed job). */
   pending(): Promise<number>;
   /** Jobs available and not yet claimed. */
   depth(): Promise<number>;
@@ -37,4 +42,4 @@ export interface SystemAdapter {
   stop(): Promise<void>;
 }
 
-export type SystemName = 'awa' | 'pgboss' | 'pgboss-batch' | 'graphile';
+export type SystemName = 'awa' | 'pgboss' | 'pgboss-batch' | 'graphile' | 'baseline';

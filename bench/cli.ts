@@ -15,6 +15,7 @@ import { enqueueScenario } from './scenarios/enqueue.js';
 import { latencyScenario } from './scenarios/latency.js';
 import { microScenario } from './scenarios/micro.js';
 import { pinnedScenario } from './scenarios/pinned.js';
+import { producersScenario } from './scenarios/producers.js';
 import { soakScenario } from './scenarios/soak.js';
 
 // `awa bench <scenario>`: runs one scenario for one system or all of them, each run in databases of its
@@ -26,11 +27,18 @@ const SCENARIOS: Record<string, Scenario> = {
   latency: latencyScenario,
   pinned: pinnedScenario,
   soak: soakScenario,
+  producers: producersScenario,
   micro: microScenario,
 };
 
 /** Defaults per scenario: duration (s) for the time-based ones. */
-const DEFAULT_DURATION: Record<string, number> = { latency: 20, pinned: 120, soak: 600, micro: 5 };
+const DEFAULT_DURATION: Record<string, number> = {
+  latency: 20,
+  pinned: 120,
+  soak: 600,
+  producers: 10,
+  micro: 5,
+};
 
 export const benchUsage = `awa bench <${Object.keys(SCENARIOS).join('|')}> [options]`;
 
@@ -55,11 +63,17 @@ export async function benchCommand(argv: string[]): Promise<void> {
     rate: int(values.rate, 500, 'rate'),
     sampleEvery: int(values.sample, 5, 'sample'),
     payloadBytes: int(values.payload, 0, 'payload', 0),
+    producers: int(values.producers, 32, 'producers'),
+    holdMs: int(values['hold-ms'], 20, 'hold-ms', 0),
+    processes: int(values.processes, 0, 'processes'),
   };
   const runs = int(values.runs, 1, 'runs');
   const system = (values.system as string | undefined) ?? 'all';
   if (system !== 'all' && !SYSTEMS.includes(system)) {
     throw new BenchUsageError(`--system must be one of ${[...SYSTEMS, 'all'].join(', ')}, got "${system}"`);
+  }
+  if (system === 'baseline' && (scenario.kind !== 'system' || !scenario.systemsForAll.includes(system))) {
+    throw new BenchUsageError(`--system baseline is not a queue; it runs in the producers scenario only`);
   }
   const json = Boolean(values.json);
   const emit = (row: ResultRow) => {
@@ -190,7 +204,7 @@ function toRow(
     scenario,
     system,
     jobs: m.jobs ?? null,
-    concurrency: scenario === 'micro' ? null : opts.concurrency,
+    concurrency: m.concurrency ?? (scenario === 'micro' ? null : opts.concurrency),
     seconds: m.seconds ?? Math.round(seconds * 1000) / 1000,
     jobsPerSec: m.jobsPerSec ?? null,
     p50Ms: num(m.p50Ms ?? undefined),

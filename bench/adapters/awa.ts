@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
 import type { BenchArgs, BenchHandler, SystemAdapter } from '../adapter.js';
 
@@ -37,6 +38,10 @@ export class AwaAdapter implements SystemAdapter {
   async enqueueOne(args: BenchArgs): Promise<void> {
     await this.db().enqueue(kind, args);
     this.enqueued++;
+  }
+
+  async enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void> {
+    await this.db().enqueue(kind, args, { client });
   }
 
   async startWorkers(concurrency: number, handler: BenchHandler): Promise<void> {
@@ -83,6 +88,7 @@ export class AwaAdapter implements SystemAdapter {
     return {
       bulk: 'AwaClient.copyEnqueue (COPY, 20,000-row chunks)',
       batch: 'AwaClient.enqueueMany',
+      inTransaction: 'AwaClient.enqueue(kind, args, { client })',
       claimBatchSize: c?.claimBatchSize ?? 512,
       completionBatchSize: c?.completionBatchSize ?? 512,
       completionFlushMs: c?.completionFlushMs ?? 1,
