@@ -1,3 +1,4 @@
+import { loadavg } from 'node:os';
 import pg from 'pg';
 import { ProgressBar } from '../src/terminal/progress.js';
 import { BenchUsageError, parseBenchArgs } from './args.js';
@@ -92,14 +93,18 @@ export async function benchCommand(argv: string[]): Promise<void> {
     const environment = await describeEnvironment(adminUrl());
     const interrupted = trapSignals();
     try {
-      for (const sys of systems) {
-        const results: ResultRow[] = [];
-        for (let r = 0; r < runs; r++) {
+      // Round-robin (run 1 of every system, then run 2, …) rather than all runs of one system in a row:
+      // on a machine shared with other work, each system then meets the same spread of load.
+      const results = new Map<string, ResultRow[]>(systems.map((s) => [s, []]));
+      for (let r = 0; r < runs; r++) {
+        for (const sys of systems) {
           if (runs > 1) process.stderr.write(`${name} ${sys}: run ${r + 1}/${runs}\n`);
-          results.push(await runOnce(name, scenario, sys, opts, environment, interrupted));
+          results.get(sys)!.push(await runOnce(name, scenario, sys, opts, environment, interrupted));
         }
-        const key = name === 'latency' ? (x: ResultRow) => x.p50Ms : (x: ResultRow) => x.jobsPerSec;
-        const row = medianRun(results, key);
+      }
+      const key = name === 'latency' ? (x: ResultRow) => x.p50Ms : (x: ResultRow) => x.jobsPerSec;
+      for (const sys of systems) {
+        const row = medianRun(results.get(sys)!, key);
         rows.push(row);
         emit(row);
       }
@@ -149,6 +154,8 @@ async function runOnce(
   environment: Environment,
   interrupt: Interrupt,
 ): Promise<ResultRow> {
+  // The machine's 1-minute load when the run began: on shared cores it says what else was running.
+  const loadAvg1m = Math.round(loadavg()[0]! * 100) / 100;
   const db = await createDatabase(system);
   const adapter = makeAdapter(system);
   interrupt.current = adapter;
@@ -168,7 +175,8 @@ async function runOnce(
     const peakRssMb = rss.stop();
     // After stop() every backend has exited and flushed its table statistics.
     const final = m.deadTuples === undefined ? await sampleAfter(db.url, adapter.schema) : null;
-    return toRow(name, system, opts, m, seconds, peakRssMb, settings, environment, final);
+    const measured = { ...m, extra: { ...m.extra, loadAvg1m } };
+    return toRow(name, system, opts, measured, seconds, peakRssMb, settings, environment, final);
   } finally {
     rss.stop();
     await adapter.stop().catch(() => {});
