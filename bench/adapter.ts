@@ -13,6 +13,14 @@ export interface BenchArgs {
 
 export type BenchHandler = (args: BenchArgs) => void | Promise<void>;
 
+/** Worker processes spawned and loaded but not yet working (drain --processes). */
+export interface WorkerFleet {
+  /** Tells every process to start its worker host. */
+  start(): void;
+  /** Jobs the processes completed (committed), as they last reported; throws if one died. */
+  completed(): number;
+}
+
 export interface SystemAdapter {
   /** Row label in reports ("awa", "pgboss", "pgboss-batch", "graphile"). */
   readonly label: string;
@@ -30,6 +38,9 @@ export interface SystemAdapter {
    * job must commit or roll back with that transaction. */
   enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void>;
   startWorkers(concurrency: number, handler: BenchHandler): Promise<void>;
+  /** No-op workers in `processes` child processes of `concurrency` each, loaded and connected, waiting for
+   * start() (so process start-up is not timed). Only systems that support it (awa); stop() ends them. */
+  spawnWorkerProcesses?(processes: number, concurrency: number): Promise<WorkerFleet>;
   /** Jobs enqueued but not yet settled in the database (with no workers: every committed job). */
   pending(): Promise<number>;
   /** Jobs available and not yet claimed. */

@@ -89,7 +89,14 @@ export async function benchCommand(argv: string[]): Promise<void> {
     rows.push(toRow(name, 'awa', opts, m, (performance.now() - t0) / 1000, rss.stop(), {}, null));
     emit(rows[0]!);
   } else {
-    const systems = system === 'all' ? scenario.systemsForAll : [system];
+    let systems = system === 'all' ? scenario.systemsForAll : [system];
+    if (opts.processes > 0) {
+      // Worker processes are an awa-only mode (the peers have their own multi-process stories); under
+      // --system all it runs the systems that support it.
+      if (name !== 'drain') throw new BenchUsageError('--processes applies to the drain scenario only');
+      systems = systems.filter((s) => makeAdapter(s).spawnWorkerProcesses !== undefined);
+      if (systems.length === 0) throw new BenchUsageError(`--processes is not supported by ${system}`);
+    }
     const environment = await describeEnvironment(adminUrl());
     const interrupted = trapSignals();
     try {

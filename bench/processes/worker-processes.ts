@@ -31,6 +31,7 @@ export class WorkerProcess {
   /** Jobs this process completed (committed), as of its last progress or stopped line. */
   completed = 0;
   private stderr = '';
+  private stopping = false;
   private readonly exited: Promise<number | null>;
   private exitCode: number | null | undefined;
 
@@ -102,13 +103,21 @@ export class WorkerProcess {
     return [...open];
   }
 
+  /** Why the process is gone though nobody stopped or killed it, or null. */
+  crash(): string | null {
+    if (this.stopping || this.exitCode === undefined) return null;
+    return `worker process ${this.pid} exited on its own (${this.exitCode}): ${this.stderr.slice(-1_500)}`;
+  }
+
   async kill(): Promise<void> {
+    this.stopping = true;
     if (this.exitCode === undefined) this.proc.kill('SIGKILL');
     await this.exited;
   }
 
   /** Graceful stop; resolves with the exit code. */
   async stop(): Promise<number | null> {
+    this.stopping = true;
     if (this.exitCode === undefined) this.proc.kill('SIGTERM');
     return this.exited;
   }
