@@ -83,6 +83,10 @@ async function startHost(
       producedAt.delete(s.jobId);
       if (accepted) endToEnd.recordMs(Date.now() - at);
     });
+    host.on('rescue', (rescued) => {
+      const from = [...new Set(rescued.map((r) => r.instanceId))].join(', ');
+      log(`rescued ${rescued.length} attempt(s) of ${from}`);
+    });
     let lastLog = 0;
     host.on('error', (err) => {
       if (Date.now() - lastLog < 2_000) return; // a lost database produces an error per attempt
