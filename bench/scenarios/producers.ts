@@ -70,10 +70,7 @@ export const producersScenario: Scenario = {
         concurrency: opts.producers, // the conc column: producer transactions at once
         seconds: round(seconds, 3),
         jobsPerSec: round(committed / seconds, 1),
-        p50Ms: round(hist.percentileMs(50) ?? NaN, 3),
-        p95Ms: round(hist.percentileMs(95) ?? NaN, 3),
-        p99Ms: round(hist.percentileMs(99) ?? NaN, 3),
-        maxMs: round(hist.maxMs() ?? NaN, 3),
+        ...hist.summaryMs(),
         extra: {
           producers: opts.producers,
           holdMs: opts.holdMs,
