@@ -38,8 +38,9 @@ export interface SystemAdapter {
    * job must commit or roll back with that transaction. */
   enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void>;
   startWorkers(concurrency: number, handler: BenchHandler): Promise<void>;
-  /** No-op workers in `processes` child processes of `concurrency` each, loaded and connected, waiting for
-   * start() (so process start-up is not timed). Only systems that support it (awa); stop() ends them. */
+  /** No-op workers in `processes` child processes of `concurrency` each, loaded and waiting for start()
+   * (so process start-up is not timed; the worker hosts' own start is, as in-process). Only systems that
+   * support it (awa); stop() ends them. */
   spawnWorkerProcesses?(processes: number, concurrency: number): Promise<WorkerFleet>;
   /** Jobs enqueued but not yet settled in the database (with no workers: every committed job). */
   pending(): Promise<number>;

@@ -10,17 +10,16 @@ export interface WorkerProcessConfig {
   concurrency: number;
   /** The handler sleeps this long; 0 makes it a no-op. */
   sleepMs: number;
-  /** Load and connect, say `ready`, and start the host only on a `go` line on stdin. */
+  /** Load (modules imported, host built), say `ready`, and start the host only on a `go` line on stdin. */
   waitForGo?: boolean;
   /** Write a `progress` line (jobs completed so far) this often; 0 or absent: never. */
   progressEveryMs?: number;
   /** Write a line per attempt start and end. */
   logAttempts?: boolean;
-  completedRetentionMs?: number;
 }
 
 export type WorkerEvent =
-  | { event: 'ready' | 'started' }
+  | { event: 'ready' }
   | { event: 'start' | 'end'; id: string; attempt: number }
   | { event: 'leadership'; isLeader: boolean }
   | { event: 'rescue'; rescued: { jobId: string; instanceId: string }[] }

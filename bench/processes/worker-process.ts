@@ -4,9 +4,9 @@
 //   node --import tsx bench/processes/worker-process.ts '<json WorkerProcessConfig>'
 //
 // and reports on stdout, one JSON object (a WorkerEvent) per line: ready, attempt starts and ends (if
-// asked), leadership, rescues, progress (completed so far), errors, stopped. With `waitForGo` it loads and
-// connects first, says `ready`, and starts the host only when a `go` line arrives on stdin, so a timed run
-// does not include process start-up. SIGTERM stops the host gracefully and exits 0.
+// asked), leadership, rescues, progress (completed so far), errors, stopped. With `waitForGo` it loads
+// first (modules imported, host built), says `ready`, and starts the host only when a `go` line arrives on
+// stdin, so a timed run does not include process start-up. SIGTERM stops the host gracefully and exits 0.
 import { createInterface } from 'node:readline';
 import { defineJob, WorkerHost } from '../../src/index.js';
 import type { WorkerEvent, WorkerProcessConfig } from './protocol.js';
@@ -28,7 +28,6 @@ async function main(): Promise<void> {
     connectionString: cfg.url,
     ...(cfg.schema ? { schema: cfg.schema } : {}),
     ...(cfg.instanceId ? { instanceId: cfg.instanceId } : {}),
-    ...(cfg.completedRetentionMs === undefined ? {} : { completedRetentionMs: cfg.completedRetentionMs }),
     queues: { [cfg.queue]: { concurrency: cfg.concurrency } },
     shutdownTimeoutMs: 2_000,
   });
@@ -51,7 +50,6 @@ async function main(): Promise<void> {
   let progress: NodeJS.Timeout | null = null;
   const start = async () => {
     await host.start();
-    write({ event: 'started' });
     if (cfg.progressEveryMs)
       progress = setInterval(
         () => write({ event: 'progress', completed: host.stats.completed }),

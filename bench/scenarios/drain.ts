@@ -5,7 +5,7 @@ import { sleep } from '../pace.js';
 // Drain: N no-op jobs are loaded first (untimed), then workers start and the clock runs until the
 // database says every job is settled, so a system that runs handlers fast but acknowledges slowly is
 // not flattered. With --processes P (awa) the workers are P child processes of concurrency C/P each,
-// spawned and connected before the clock starts.
+// spawned and loaded before the clock starts; as in-process, the clock includes the worker hosts' start.
 
 export const drainScenario: Scenario = {
   kind: 'system',
