@@ -8,7 +8,9 @@ import type { WorkerLine, WorkerProcessConfig } from './protocol.js';
 // tell it to go, stop it (SIGTERM) or kill it (SIGKILL). Progress lines are folded into `completed`; every
 // other line is kept in `lines`.
 
-const ENTRY = fileURLToPath(new URL('./worker-process.ts', import.meta.url));
+// Next to this module: worker-process.ts run through tsx from source, worker-process.js once built.
+const FROM_SOURCE = import.meta.url.endsWith('.ts');
+const ENTRY = fileURLToPath(new URL(`./worker-process.${FROM_SOURCE ? 'ts' : 'js'}`, import.meta.url));
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /** Polls `cond` until it holds; fails with `what` after `timeoutMs`. */
@@ -61,7 +63,8 @@ export class WorkerProcess {
 
   /** Starts the process and resolves once it says `ready`. */
   static async spawn(cfg: WorkerProcessConfig, timeoutMs = 60_000): Promise<WorkerProcess> {
-    const proc = spawn(process.execPath, ['--import', 'tsx', ENTRY, JSON.stringify(cfg)], {
+    const args = [...(FROM_SOURCE ? ['--import', 'tsx'] : []), ENTRY, JSON.stringify(cfg)];
+    const proc = spawn(process.execPath, args, {
       cwd: ROOT,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
