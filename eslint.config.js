@@ -1,22 +1,55 @@
-// Lint rules: typescript-eslint's recommended set, plus the layering rule of DESIGN.md
-// (cli → runtime → storage → model): a lower layer never imports a higher one.
+// Lint rules: typescript-eslint's recommended set, plus what each folder may import (DESIGN.md's layering
+// cli → runtime → storage → model, and the edges of the folders around it):
+//   src/model      nothing above it
+//   src/storage    model
+//   src/runtime    storage, model
+//   src/embedded   model only (errors); never runtime, storage or cli
+//   src/terminal   nothing (terminal helpers shared by the CLI and bench/)
+//   src/cli        anything in src/; bench/ only through bench/index.ts, from commands/bench.ts
+//   workers        src/model and its own protocol
+//   bench          the public API (src/index.ts), src/terminal, its own files; never test/
+// No file under src/, workers/ or bench/ imports test/. Within one file's config object the rule's
+// options replace (not merge with) those of an earlier object, so every object lists all its groups.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const layer = (dir, forbidden) => ({
-  files: [`src/${dir}/**/*.ts`],
-  rules: {
-    'no-restricted-imports': [
-      'error',
-      {
-        patterns: forbidden.map((f) => ({
-          group: [`**/${f}/*`],
-          message: `src/${dir} must not import src/${f} (layering: cli → runtime → storage → model)`,
-        })),
-      },
-    ],
-  },
+const rule = (groups) => ({
+  'no-restricted-imports': ['error', { patterns: groups.map(([group, message]) => ({ group, message })) }],
 });
+
+const noTest = [['**/test/**'], 'only tests import test/'];
+const noBench = [['**/bench/**'], 'src/ reaches bench/ only through src/cli/commands/bench.ts'];
+const below = (dir, forbidden) => ({
+  files: [`src/${dir}/**/*.ts`],
+  rules: rule([
+    ...forbidden.map((f) => [
+      [`**/${f}/*`],
+      `src/${dir} must not import src/${f} (folder edges: see eslint.config.js)`,
+    ]),
+    noBench,
+    noTest,
+  ]),
+});
+
+// Imports of src/ other than the given folders and files. (gitignore semantics: a file cannot be re-included
+// once its folder is excluded, so folders are listed one by one rather than excluding src/** wholesale.)
+const SRC_DIRS = ['model', 'storage', 'runtime', 'cli', 'embedded', 'terminal'];
+const srcExcept = ({ dirs = [], files = [] }) => [
+  '**/src/*.js',
+  ...SRC_DIRS.filter((d) => !dirs.includes(d)).map((d) => `**/src/${d}/*`),
+  ...files.map((f) => `!**/src/${f}`),
+];
+
+// bench/ drives Awa as a user would; its own helpers (args, database, processes) replace the CLI's and the
+// test suite's.
+const benchGroups = (internals) => [
+  [
+    srcExcept({ dirs: ['terminal'], files: ['index.js', ...internals] }),
+    'bench/ uses the public API (src/index.ts) and src/terminal only',
+  ],
+  [['**/workers/**'], 'bench/ must not import workers/'],
+  noTest,
+];
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'bench-results/**'] },
@@ -28,7 +61,44 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
     },
   },
-  layer('model', ['storage', 'runtime', 'cli']),
-  layer('storage', ['runtime', 'cli']),
-  layer('runtime', ['cli']),
+  { files: ['src/**/*.ts'], rules: rule([noBench, noTest]) },
+  below('model', ['storage', 'runtime', 'cli', 'embedded', 'terminal']),
+  below('storage', ['runtime', 'cli', 'embedded', 'terminal']),
+  below('runtime', ['cli', 'embedded', 'terminal']),
+  below('embedded', ['storage', 'runtime', 'cli', 'terminal']),
+  {
+    files: ['src/terminal/**/*.ts'],
+    rules: rule([[['../**'], 'src/terminal imports nothing from src/'], noTest]),
+  },
+  // The single src → bench edge: `awa bench` runs the harness through bench/index.ts.
+  {
+    files: ['src/cli/commands/bench.ts'],
+    rules: rule([
+      [['**/bench/**', '!**/bench/index.js'], 'the CLI reaches bench/ through bench/index.ts only'],
+      noTest,
+    ]),
+  },
+  {
+    files: ['workers/**/*.ts'],
+    rules: rule([
+      [srcExcept({ dirs: ['model'] }), 'workers/ may import src/model and its own protocol only'],
+      [['**/bench/**'], 'workers/ must not import bench/'],
+      noTest,
+    ]),
+  },
+  { files: ['bench/**/*.ts'], rules: rule(benchGroups([])) },
+  // micro.ts measures hot internal functions that the public API does not expose (args encoding, job-row
+  // building, the completion batcher, the stats histogram), so it alone may import those modules. When
+  // the engine changes them, this file changes with them.
+  {
+    files: ['bench/scenarios/micro.ts'],
+    rules: rule(
+      benchGroups([
+        'model/enqueue-options.js',
+        'model/payload.js',
+        'runtime/completion-batcher.js',
+        'runtime/stats.js',
+      ]),
+    ),
+  },
 );

@@ -1,3 +1,5 @@
+import type pg from 'pg';
+
 // The one interface every queue system is driven through, so each scenario is written once and the
 // systems differ only in how they talk to PostgreSQL.
 
@@ -10,6 +12,14 @@ export interface BenchArgs {
 }
 
 export type BenchHandler = (args: BenchArgs) => void | Promise<void>;
+
+/** Worker processes spawned and loaded but not yet working (drain --processes). */
+export interface WorkerFleet {
+  /** Tells every process to start its worker host. */
+  start(): void;
+  /** Jobs the processes completed (committed), as they last reported; throws if one died. */
+  completed(): number;
+}
 
 export interface SystemAdapter {
   /** Row label in reports ("awa", "pgboss", "pgboss-batch", "graphile"). */
@@ -24,8 +34,15 @@ export interface SystemAdapter {
   enqueueBatch(args: readonly BenchArgs[]): Promise<void>;
   /** One job, one statement: what an application does per request. */
   enqueueOne(args: BenchArgs): Promise<void>;
+  /** One job on the caller's client, inside the transaction it has open (the producers scenario): the
+   * job must commit or roll back with that transaction. */
+  enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void>;
   startWorkers(concurrency: number, handler: BenchHandler): Promise<void>;
-  /** Jobs enqueued but not yet settled in the database. */
+  /** No-op workers in `processes` child processes of `concurrency` each, loaded and waiting for start()
+   * (so process start-up is not timed; the worker hosts' own start is, as in-process). Only systems that
+   * support it (awa); stop() ends them. */
+  spawnWorkerProcesses?(processes: number, concurrency: number): Promise<WorkerFleet>;
+  /** Jobs enqueued but not yet settled in the database (with no workers: every committed job). */
   pending(): Promise<number>;
   /** Jobs available and not yet claimed. */
   depth(): Promise<number>;
@@ -37,4 +54,4 @@ export interface SystemAdapter {
   stop(): Promise<void>;
 }
 
-export type SystemName = 'awa' | 'pgboss' | 'pgboss-batch' | 'graphile';
+export type SystemName = 'awa' | 'pgboss' | 'pgboss-batch' | 'graphile' | 'baseline';

@@ -1,6 +1,7 @@
+import { loadavg } from 'node:os';
 import pg from 'pg';
-import { parseArgs, UsageError } from '../src/cli/args.js';
-import { ProgressBar } from '../src/cli/progress.js';
+import { ProgressBar } from '../src/terminal/progress.js';
+import { BenchUsageError, parseBenchArgs } from './args.js';
 import type { SystemAdapter } from './adapter.js';
 import { makeAdapter, SYSTEMS } from './systems.js';
 import { adminUrl, createDatabase, dropAllCreated, dropDatabase, sampleSchema } from './database.js';
@@ -15,6 +16,7 @@ import { enqueueScenario } from './scenarios/enqueue.js';
 import { latencyScenario } from './scenarios/latency.js';
 import { microScenario } from './scenarios/micro.js';
 import { pinnedScenario } from './scenarios/pinned.js';
+import { producersScenario } from './scenarios/producers.js';
 import { soakScenario } from './scenarios/soak.js';
 
 // `awa bench <scenario>`: runs one scenario for one system or all of them, each run in databases of its
@@ -26,29 +28,34 @@ const SCENARIOS: Record<string, Scenario> = {
   latency: latencyScenario,
   pinned: pinnedScenario,
   soak: soakScenario,
+  producers: producersScenario,
   micro: microScenario,
 };
 
 /** Defaults per scenario: duration (s) for the time-based ones. */
-const DEFAULT_DURATION: Record<string, number> = { latency: 20, pinned: 120, soak: 600, micro: 5 };
-
-export { benchOptions };
+const DEFAULT_DURATION: Record<string, number> = {
+  latency: 20,
+  pinned: 120,
+  soak: 600,
+  producers: 10,
+  micro: 5,
+};
 
 export const benchUsage = `awa bench <${Object.keys(SCENARIOS).join('|')}> [options]`;
 
 function int(v: unknown, dflt: number, name: string, min = 1): number {
   if (v === undefined) return dflt;
   const n = Math.floor(v as number);
-  if (n < min) throw new UsageError(`--${name} must be at least ${min}`);
+  if (n < min) throw new BenchUsageError(`--${name} must be at least ${min}`);
   return n;
 }
 
 export async function benchCommand(argv: string[]): Promise<void> {
-  const { positionals, values } = parseArgs(argv, benchOptions);
+  const { positionals, values } = parseBenchArgs(argv, benchOptions);
   const name = positionals[0];
   const scenario = name ? SCENARIOS[name] : undefined;
   if (!name || !scenario)
-    throw new UsageError(`${name ? `unknown scenario "${name}"; ` : ''}usage: ${benchUsage}`);
+    throw new BenchUsageError(`${name ? `unknown scenario "${name}"; ` : ''}usage: ${benchUsage}`);
   if (values['database-url']) process.env.DATABASE_URL = values['database-url'] as string;
   const opts: ScenarioOptions = {
     jobs: int(values.jobs, 100_000, 'jobs'),
@@ -57,11 +64,17 @@ export async function benchCommand(argv: string[]): Promise<void> {
     rate: int(values.rate, 500, 'rate'),
     sampleEvery: int(values.sample, 5, 'sample'),
     payloadBytes: int(values.payload, 0, 'payload', 0),
+    producers: int(values.producers, 32, 'producers'),
+    holdMs: int(values['hold-ms'], 20, 'hold-ms', 0),
+    processes: int(values.processes, 0, 'processes'),
   };
   const runs = int(values.runs, 1, 'runs');
   const system = (values.system as string | undefined) ?? 'all';
   if (system !== 'all' && !SYSTEMS.includes(system)) {
-    throw new UsageError(`--system must be one of ${[...SYSTEMS, 'all'].join(', ')}, got "${system}"`);
+    throw new BenchUsageError(`--system must be one of ${[...SYSTEMS, 'all'].join(', ')}, got "${system}"`);
+  }
+  if (system === 'baseline' && (scenario.kind !== 'system' || !scenario.systemsForAll.includes(system))) {
+    throw new BenchUsageError(`--system baseline is not a queue; it runs in the producers scenario only`);
   }
   const json = Boolean(values.json);
   const emit = (row: ResultRow) => {
@@ -76,18 +89,29 @@ export async function benchCommand(argv: string[]): Promise<void> {
     rows.push(toRow(name, 'awa', opts, m, (performance.now() - t0) / 1000, rss.stop(), {}, null));
     emit(rows[0]!);
   } else {
-    const systems = system === 'all' ? scenario.systemsForAll : [system];
+    let systems = system === 'all' ? scenario.systemsForAll : [system];
+    if (opts.processes > 0) {
+      // Worker processes are an awa-only mode (the peers have their own multi-process stories); under
+      // --system all it runs the systems that support it.
+      if (name !== 'drain') throw new BenchUsageError('--processes applies to the drain scenario only');
+      systems = systems.filter((s) => makeAdapter(s).spawnWorkerProcesses !== undefined);
+      if (systems.length === 0) throw new BenchUsageError(`--processes is not supported by ${system}`);
+    }
     const environment = await describeEnvironment(adminUrl());
     const interrupted = trapSignals();
     try {
-      for (const sys of systems) {
-        const results: ResultRow[] = [];
-        for (let r = 0; r < runs; r++) {
+      // Round-robin (run 1 of every system, then run 2, …) rather than all runs of one system in a row:
+      // on a machine shared with other work, each system then meets the same spread of load.
+      const results = new Map<string, ResultRow[]>(systems.map((s) => [s, []]));
+      for (let r = 0; r < runs; r++) {
+        for (const sys of systems) {
           if (runs > 1) process.stderr.write(`${name} ${sys}: run ${r + 1}/${runs}\n`);
-          results.push(await runOnce(name, scenario, sys, opts, environment, interrupted));
+          results.get(sys)!.push(await runOnce(name, scenario, sys, opts, environment, interrupted));
         }
-        const key = name === 'latency' ? (x: ResultRow) => x.p50Ms : (x: ResultRow) => x.jobsPerSec;
-        const row = medianRun(results, key);
+      }
+      const key = name === 'latency' ? (x: ResultRow) => x.p50Ms : (x: ResultRow) => x.jobsPerSec;
+      for (const sys of systems) {
+        const row = medianRun(results.get(sys)!, key);
         rows.push(row);
         emit(row);
       }
@@ -137,6 +161,8 @@ async function runOnce(
   environment: Environment,
   interrupt: Interrupt,
 ): Promise<ResultRow> {
+  // The machine's 1-minute load when the run began: on shared cores it says what else was running.
+  const loadAvg1m = Math.round(loadavg()[0]! * 100) / 100;
   const db = await createDatabase(system);
   const adapter = makeAdapter(system);
   interrupt.current = adapter;
@@ -156,7 +182,8 @@ async function runOnce(
     const peakRssMb = rss.stop();
     // After stop() every backend has exited and flushed its table statistics.
     const final = m.deadTuples === undefined ? await sampleAfter(db.url, adapter.schema) : null;
-    return toRow(name, system, opts, m, seconds, peakRssMb, settings, environment, final);
+    const measured = { ...m, extra: { ...m.extra, loadAvg1m } };
+    return toRow(name, system, opts, measured, seconds, peakRssMb, settings, environment, final);
   } finally {
     rss.stop();
     await adapter.stop().catch(() => {});
@@ -192,7 +219,7 @@ function toRow(
     scenario,
     system,
     jobs: m.jobs ?? null,
-    concurrency: scenario === 'micro' ? null : opts.concurrency,
+    concurrency: m.concurrency ?? (scenario === 'micro' ? null : opts.concurrency),
     seconds: m.seconds ?? Math.round(seconds * 1000) / 1000,
     jobsPerSec: m.jobsPerSec ?? null,
     p50Ms: num(m.p50Ms ?? undefined),

@@ -1,18 +1,33 @@
-import type { OptionSpec } from '../src/cli/args.js';
+import type { BenchOption } from './args.js';
 
 // The options of `awa bench`, kept apart from the harness so the CLI can list them without loading the
 // peers (pg-boss, graphile-worker are dev dependencies).
 
-export const benchOptions: Record<string, OptionSpec> = {
+export const benchSummary =
+  'benchmarks: enqueue | drain | latency | pinned | soak | producers | micro, against pg-boss and graphile-worker';
+
+export const benchOptions: Record<string, BenchOption> = {
   jobs: { type: 'number', description: 'jobs for enqueue/drain (default 100000)' },
   concurrency: { type: 'number', description: 'handler concurrency per system (default 1000)' },
   workers: { type: 'number', description: 'alias of --concurrency' },
-  duration: { type: 'number', description: 'seconds for latency/pinned/soak (default 20/120/600)' },
+  duration: {
+    type: 'number',
+    description: 'seconds for latency/pinned/soak/producers (default 20/120/600/10)',
+  },
   rate: { type: 'number', description: 'offered jobs/s for latency/pinned/soak (default 500)' },
-  system: { type: 'string', description: 'awa|pgboss|pgboss-batch|graphile|all (default all)' },
+  system: { type: 'string', description: 'awa|pgboss|pgboss-batch|graphile|baseline|all (default all)' },
   runs: { type: 'number', description: 'run N times and report the median (default 1)' },
   sample: { type: 'number', description: 'seconds between samples in pinned/soak (default 5)' },
   payload: { type: 'number', description: 'extra payload bytes per job (default 0)' },
+  producers: { type: 'number', description: 'concurrent producer transactions for producers (default 32)' },
+  'hold-ms': {
+    type: 'number',
+    description: 'ms each producer transaction stays open after its enqueue (default 20)',
+  },
+  processes: {
+    type: 'number',
+    description: 'drain (awa): worker processes sharing --concurrency (default: in the harness process)',
+  },
   'database-url': {
     type: 'string',
     description: 'server to create bench databases on (default $DATABASE_URL)',

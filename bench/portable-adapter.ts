@@ -4,6 +4,7 @@
 //
 //   DATABASE_URL=postgres://… PRODUCER_RATE=500 WORKER_COUNT=64 npx tsx bench/portable-adapter.ts
 
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
@@ -11,7 +12,7 @@ import { AwaClient, defineJob, WorkerHost } from '../src/index.js';
 import { schemaTables } from './database.js';
 import { sleep } from './pace.js';
 import { readConfig, type PortableConfig } from './portable/config.js';
-import { log, metric, SYSTEM, writeLine } from './portable/emit.js';
+import { log, metric, onStdoutClosed, setInstanceId, SYSTEM, writeLine } from './portable/emit.js';
 import { Producer, type PortableArgs } from './portable/producer.js';
 import { RollingHistogram } from './portable/window.js';
 
@@ -41,7 +42,8 @@ async function describe(client: AwaClient): Promise<void> {
   writeLine({
     kind: 'descriptor',
     system: SYSTEM,
-    event_tables: await schemaTables(client.pool, SCHEMA),
+    // Schema-qualified, as the harness reads each one's statistics by name.
+    event_tables: (await schemaTables(client.pool, SCHEMA)).map((t) => `${SCHEMA}.${t}`),
     extensions: [],
     version: pkg.version,
     schema_version: rows[0]!.v,
@@ -60,6 +62,10 @@ async function startHost(
     const host = new WorkerHost({
       connectionString: cfg.databaseUrl,
       schema: SCHEMA,
+      // Unique per process, never reused by a restarted replica: the attempts a killed process held are
+      // rescued once its instance stops heartbeating, which a successor under the same id would prevent.
+      instanceId: `portable-${cfg.instanceId}-${randomUUID().slice(0, 8)}`,
+      ...(cfg.completedRetentionMs === null ? {} : { completedRetentionMs: cfg.completedRetentionMs }),
       queues: { [QUEUE]: { concurrency: cfg.workerCount } },
       // SIGTERM must end within 5 s: let running jobs finish for 2 s at most (the rest are rescued).
       shutdownTimeoutMs: 2_000,
@@ -77,6 +83,10 @@ async function startHost(
       producedAt.delete(s.jobId);
       if (accepted) endToEnd.recordMs(Date.now() - at);
     });
+    host.on('rescue', (rescued) => {
+      const from = [...new Set(rescued.map((r) => r.instanceId))].join(', ');
+      log(`rescued ${rescued.length} attempt(s) of ${from}`);
+    });
     let lastLog = 0;
     host.on('error', (err) => {
       if (Date.now() - lastLog < 2_000) return; // a lost database produces an error per attempt
@@ -90,6 +100,13 @@ async function startHost(
 
 async function main(): Promise<void> {
   const cfg = readConfig();
+  setInstanceId(cfg.instanceId);
+  // Until the worker host runs there is nothing to flush: a signal, or the harness closing stdout, just
+  // ends the process (exit 0). The full shutdown replaces this below.
+  let shutdown = (_why: string): void => process.exit(0);
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  onStdoutClosed(() => shutdown('stdout closed'));
   log(
     `scenario ${cfg.scenario}, mode ${cfg.harnessPacing ? 'harness pacing' : cfg.producerMode}, workers ${cfg.workerCount}`,
   );
@@ -136,11 +153,15 @@ async function main(): Promise<void> {
   if (cfg.producerMode === 'depth-target' && !cfg.harnessPacing)
     timers.push(setInterval(() => void readDepth(), 200));
 
-  // Metric ticks on wall-clock multiples of SAMPLE_EVERY_S, so replicas and systems line up.
+  // Metric ticks on wall-clock multiples of SAMPLE_EVERY_S, so replicas and systems line up. Counts are
+  // this replica's own: jobs its producer committed, jobs its worker host completed (committed). The
+  // queue depth is the same for every replica, so only instance 0 reports it (the harness's convention
+  // for observer metrics).
+  const observer = cfg.instanceId === 0;
   const periodMs = cfg.sampleEveryS * 1000;
   let last = { at: Date.now(), enqueued: 0, completed: 0 };
   const tick = async (at: Date) => {
-    await readDepth();
+    if (observer) await readDepth();
     const windowS = Math.max((at.getTime() - last.at) / 1000, 1e-3);
     const [c50, c95, c99] = claim.percentilesMs([50, 95, 99], at.getTime());
     const [e50, e99] = endToEnd.percentilesMs([50, 99], at.getTime());
@@ -151,36 +172,37 @@ async function main(): Promise<void> {
     metric(at, 'end_to_end_p99_ms', e99!, endToEnd.windowS);
     metric(at, 'enqueue_rate', (producer.enqueued - last.enqueued) / windowS, round(windowS));
     metric(at, 'completion_rate', (host.stats.completed - last.completed) / windowS, round(windowS));
-    metric(at, 'queue_depth', depth, 0);
+    if (observer) metric(at, 'queue_depth', depth, 0);
     last = { at: at.getTime(), enqueued: producer.enqueued, completed: host.stats.completed };
   };
   let tickTimer: NodeJS.Timeout | null = null;
+  let shuttingDown = false;
   const schedule = () => {
+    if (shuttingDown) return; // a tick that was running when shutdown began must not schedule another
     const next = Math.ceil((Date.now() + 1) / periodMs) * periodMs;
     tickTimer = setTimeout(() => void tick(new Date(next)).finally(schedule), next - Date.now());
   };
   schedule();
 
-  let shuttingDown = false;
-  const shutdown = (signal: string) => {
+  shutdown = (signal: string) => {
     if (shuttingDown) return;
     shuttingDown = true;
     log(`${signal}: flushing and exiting`);
     // The contract is exit 0 within 5 s whatever the database is doing.
-    setTimeout(() => process.exit(0), 4_500).unref();
+    setTimeout(() => process.exit(0), 4_800).unref();
     if (tickTimer) clearTimeout(tickTimer);
     for (const t of timers) clearInterval(t);
     producer.stop();
     void (async () => {
-      await Promise.race([tick(new Date()), sleep(1_000)]); // the partial window since the last tick
+      // Finish the work first, then report the partial window since the last tick, so the totals
+      // include the last insert and the completions the host flushes while stopping.
       await Promise.race([producing, sleep(500)]);
       await Promise.race([host.stop(), sleep(2_500)]).catch(() => {});
+      await Promise.race([tick(new Date()), sleep(1_000)]);
       await Promise.race([client.close(), sleep(300)]).catch(() => {});
       process.exit(0);
     })();
   };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
 function round(n: number): number {

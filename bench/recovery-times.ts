@@ -3,23 +3,25 @@
 //
 //   npx tsx bench/recovery-times.ts [--trials 3] [--json]
 //
-// Each trial runs worker processes (test/fixtures/chaos-worker.ts with timings 'default') on a fresh
-// database: the maintenance leader and one other worker take six long jobs, a third (the survivor) starts
-// with free permits, then the first two are SIGKILLed at once, and it measures from the survivor's log:
+// Each trial runs worker processes (bench/processes/worker-process.ts, host defaults) on a fresh database:
+// the maintenance leader and one other worker take six long jobs, a third (the survivor) starts with free
+// permits, then the first two are SIGKILLed at once, and it measures from the survivor's event lines:
 //   failover  SIGKILL → the survivor's 'leadership' event
 //   rescue    SIGKILL → the survivor's 'rescue' event naming the killed worker's attempts
 //   rerun     SIGKILL → the first re-run (attempt 2) of one of those jobs starting on the survivor
 // Prints each trial and the median. Uses DATABASE_URL's server (default postgres://postgres@127.0.0.1:5432)
-// and creates and drops its own databases.
-import pg from 'pg';
-import { AwaClient } from '../src/index.js';
-import { chaosSleep } from '../test/fixtures/chaos-jobs.js';
-import { ChaosWorker, logDir, waitFor } from '../test/chaos/harness.js';
+// and creates and drops its own databases (bench/database.ts).
+import { AwaClient, defineJob } from '../src/index.js';
+import { createDatabase, dropDatabase } from './database.js';
+import { waitFor, WorkerProcess } from './processes/worker-processes.js';
 
-const server = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const args = process.argv.slice(2);
 const trials = Number(args[args.indexOf('--trials') + 1] ?? 3) || 3;
 const asJson = args.includes('--json');
+
+const QUEUE = 'recovery';
+const KIND = 'recovery_sleep';
+const sleepJob = defineJob<{ n: number }>({ kind: KIND, queue: QUEUE });
 
 interface Trial {
   failoverMs: number;
@@ -28,42 +30,28 @@ interface Trial {
   rescued: number;
 }
 
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: server });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
-
 async function trial(n: number): Promise<Trial> {
-  const name = `awa_bench_recovery_${Date.now().toString(36)}_${n}`;
-  await admin((c) => c.query(`create database "${name}"`));
-  const url = new URL(server);
-  url.pathname = `/${name}`;
-  const logs = logDir(`bench-${n}`);
-  const client = new AwaClient({ connectionString: url.toString(), poolSize: 2 });
-  const workers: ChaosWorker[] = [];
+  const db = await createDatabase('recovery');
+  const client = new AwaClient({ connectionString: db.url, poolSize: 2 });
+  const workers: WorkerProcess[] = [];
   try {
     await client.migrate();
     const spawn = (id: string) =>
-      ChaosWorker.spawn(logs.dir, {
-        url: url.toString(),
+      WorkerProcess.spawn({
+        url: db.url,
         instanceId: `bench-${n}-${id}`,
-        timings: 'default',
+        queue: QUEUE,
+        kind: KIND,
+        concurrency: 4,
         sleepMs: 300_000,
-        queues: { chaos: { concurrency: 4 } },
+        logAttempts: true,
       });
     // Two workers take all the jobs; the survivor starts afterwards, so it has free permits for re-runs.
     workers.push(...(await Promise.all(['a', 'b'].map(spawn))));
     await waitFor('a leader', () => workers.some((w) => w.isLeader()), 30_000);
     const leader = workers.find((w) => w.isLeader())!;
     const victim = workers.find((w) => w !== leader)!;
-    await client.enqueueMany(
-      Array.from({ length: 6 }, (_, i) => ({ kind: chaosSleep, args: { uid: `bench-${n}-${i}` } })),
-    );
+    await client.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ kind: sleepJob, args: { n: i } })));
     await waitFor(
       'both workers to run jobs',
       () =>
@@ -74,7 +62,7 @@ async function trial(n: number): Promise<Trial> {
     );
     const survivor = await spawn('c');
     workers.push(survivor);
-    const victimJobs = new Set(victim.running().map((a) => a.id));
+    const victimJobs = new Set(victim.running().map((key) => key.split(':')[0]));
     const killedAt = Date.now();
     await Promise.all([leader.kill(), victim.kill()]);
 
@@ -85,13 +73,13 @@ async function trial(n: number): Promise<Trial> {
     await waitFor(
       'failover, rescue and re-run',
       () => {
-        for (const l of survivor.lines()) {
+        for (const l of survivor.lines) {
           if (l.t < killedAt) continue;
           if (l.event === 'leadership' && l.isLeader && failoverMs < 0) failoverMs = l.t - killedAt;
           if (
             l.event === 'rescue' &&
             rescueMs < 0 &&
-            l.rescued.some((r) => r.instanceId === victim.instanceId)
+            l.rescued.some((r) => r.instanceId === victim.cfg.instanceId)
           ) {
             rescueMs = l.t - killedAt;
             rescued = l.rescued.length;
@@ -106,13 +94,9 @@ async function trial(n: number): Promise<Trial> {
     );
     return { failoverMs, rescueMs, rerunMs, rescued };
   } finally {
-    await Promise.all(workers.map((w) => w.dispose()));
+    await Promise.all(workers.map((w) => w.kill()));
     await client.close();
-    await admin(async (c) => {
-      await c.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1`, [name]);
-      await c.query(`drop database if exists "${name}"`);
-    });
-    logs.remove();
+    await dropDatabase(db.name);
   }
 }
 

@@ -1,4 +1,4 @@
-import type { ProgressBar } from '../src/cli/progress.js';
+import type { ProgressBar } from '../src/terminal/progress.js';
 import type { BenchArgs, SystemAdapter } from './adapter.js';
 import { nowMs } from './pace.js';
 import type { ResultRow } from './report.js';
@@ -17,6 +17,12 @@ export interface ScenarioOptions {
   sampleEvery: number;
   /** Extra payload bytes per job (0: just the sequence number and timestamp). */
   payloadBytes: number;
+  /** Concurrent producer transactions, each on a connection of its own (producers). */
+  producers: number;
+  /** How long each producer transaction stays open after its enqueue, in ms (producers). */
+  holdMs: number;
+  /** Worker processes sharing --concurrency (drain, awa); 0: workers in the harness process. */
+  processes: number;
 }
 
 export interface ScenarioContext {
@@ -30,6 +36,7 @@ export type Measurement = Partial<
   Pick<
     ResultRow,
     | 'jobs'
+    | 'concurrency'
     | 'seconds'
     | 'jobsPerSec'
     | 'p50Ms'

@@ -101,10 +101,7 @@ export async function steadyRun(ctx: ScenarioContext, pin: boolean): Promise<Mea
     jobs: handled,
     seconds: round(seconds, 1),
     jobsPerSec: Math.round(handled / seconds),
-    p50Ms: round(hist.percentileMs(50) ?? NaN, 3),
-    p95Ms: round(hist.percentileMs(95) ?? NaN, 3),
-    p99Ms: round(hist.percentileMs(99) ?? NaN, 3),
-    maxMs: round(hist.maxMs() ?? NaN, 3),
+    ...hist.summaryMs(),
     deadTuples: final.dead,
     liveTuples: final.live,
     extra: {

@@ -1,11 +1,14 @@
+import type pg from 'pg';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
-import type { BenchArgs, BenchHandler, SystemAdapter } from '../adapter.js';
+import type { BenchArgs, BenchHandler, SystemAdapter, WorkerFleet } from '../adapter.js';
+import { WorkerProcess } from '../processes/worker-processes.js';
 
 // Awa as a user runs it: COPY for bulk loads, one WorkerHost with the library's defaults (claim batches
 // of 512, completion batches of 512 flushed after 1 ms), handlers called once per job.
 
 const QUEUE = 'bench';
-const kind = defineJob<BenchArgs>({ kind: 'bench_noop', queue: QUEUE });
+const KIND = 'bench_noop';
+const kind = defineJob<BenchArgs>({ kind: KIND, queue: QUEUE });
 
 export class AwaAdapter implements SystemAdapter {
   readonly label = 'awa';
@@ -13,6 +16,7 @@ export class AwaAdapter implements SystemAdapter {
   private url = '';
   private client: AwaClient | null = null;
   private host: WorkerHost | null = null;
+  private processes: WorkerProcess[] = [];
   private enqueued = 0;
   private prunes = 0;
 
@@ -39,6 +43,10 @@ export class AwaAdapter implements SystemAdapter {
     this.enqueued++;
   }
 
+  async enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void> {
+    await this.db().enqueue(kind, args, { client });
+  }
+
   async startWorkers(concurrency: number, handler: BenchHandler): Promise<void> {
     const host = new WorkerHost({
       connectionString: this.url,
@@ -58,11 +66,38 @@ export class AwaAdapter implements SystemAdapter {
     this.host = host;
   }
 
+  async spawnWorkerProcesses(processes: number, concurrency: number): Promise<WorkerFleet> {
+    const spawned = await Promise.all(
+      Array.from({ length: processes }, () =>
+        WorkerProcess.spawn({
+          url: this.url,
+          schema: this.schema,
+          queue: QUEUE,
+          kind: KIND,
+          concurrency,
+          sleepMs: 0,
+          waitForGo: true,
+          progressEveryMs: 20,
+        }),
+      ),
+    );
+    this.processes = spawned;
+    return {
+      start: () => spawned.forEach((p) => p.go()),
+      completed: () => {
+        const crash = spawned.map((p) => p.crash()).find((c) => c !== null);
+        if (crash) throw new Error(crash);
+        return spawned.reduce((n, p) => n + p.completed, 0);
+      },
+    };
+  }
+
   async pending(): Promise<number> {
     // The host counts a job completed only once its completion batch committed, so this is exact
-    // without a query (the depth query below would add load to the measured run).
+    // without a query (the query below would add load to the measured run).
     if (this.host) return Math.max(0, this.enqueued - this.host.stats.completed);
-    return this.depth();
+    const q = (await this.db().counts()).find((c) => c.queue === QUEUE);
+    return q ? q.available + q.running + q.scheduled + q.retryable : 0;
   }
 
   async depth(): Promise<number> {
@@ -83,15 +118,22 @@ export class AwaAdapter implements SystemAdapter {
     return {
       bulk: 'AwaClient.copyEnqueue (COPY, 20,000-row chunks)',
       batch: 'AwaClient.enqueueMany',
+      inTransaction: 'AwaClient.enqueue(kind, args, { client })',
       claimBatchSize: c?.claimBatchSize ?? 512,
       completionBatchSize: c?.completionBatchSize ?? 512,
       completionFlushMs: c?.completionFlushMs ?? 1,
       pollIntervalMs: c?.pollIntervalMs ?? 200,
       handler: 'one call per job',
+      ...(this.processes.length
+        ? { processes: this.processes.length, concurrencyPerProcess: this.processes[0]!.cfg.concurrency }
+        : {}),
     };
   }
 
   async stop(): Promise<void> {
+    const processes = this.processes;
+    this.processes = [];
+    await Promise.all(processes.map((p) => p.stop()));
     const host = this.host;
     this.host = null;
     await host?.stop();

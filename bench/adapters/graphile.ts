@@ -55,6 +55,11 @@ export class GraphileAdapter implements SystemAdapter {
     await this.db().addJob(TASK, args);
   }
 
+  async enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void> {
+    // The SQL API graphile-worker documents for enqueueing from your own transaction.
+    await client.query(`select ${this.schema}.add_job($1, $2::json)`, [TASK, JSON.stringify(args)]);
+  }
+
   async startWorkers(concurrency: number, handler: BenchHandler): Promise<void> {
     this.concurrency = concurrency;
     this.localQueueSize = Math.max(LOCAL_QUEUE_MIN, concurrency);
@@ -97,6 +102,7 @@ export class GraphileAdapter implements SystemAdapter {
       bulk: `workerUtils.addJobs() in chunks of ${ADD_CHUNK}`,
       batch: 'workerUtils.addJobs()',
       single: 'workerUtils.addJob()',
+      inTransaction: "select graphile_worker.add_job($1, $2::json) on the caller's client",
       concurrency: this.concurrency,
       maxPoolSize: this.poolSize,
       'preset.worker.localQueue.size': this.localQueueSize,

@@ -35,6 +35,7 @@ export class PgBossAdapter implements SystemAdapter {
   private boss: Boss | null = null;
   private pool: pg.Pool | null = null;
   private workOptions: Record<string, unknown> = {};
+  private readonly clientDbs = new WeakMap<pg.ClientBase, PgBossTypes.Db>();
 
   constructor(private readonly mode: 'per-job' | 'batch') {
     this.label = mode === 'batch' ? 'pgboss-batch' : 'pgboss';
@@ -79,6 +80,20 @@ export class PgBossAdapter implements SystemAdapter {
 
   async enqueueOne(args: BenchArgs): Promise<void> {
     await this.db().send(QUEUE, args);
+  }
+
+  async enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void> {
+    // pg-boss runs a call on the caller's connection when given `db`, any object with executeSql().
+    await this.db().send(QUEUE, args, { db: this.onClient(client) });
+  }
+
+  private onClient(client: pg.ClientBase): PgBossTypes.Db {
+    let db = this.clientDbs.get(client);
+    if (!db) {
+      db = { executeSql: (text, values) => client.query(text, values) };
+      this.clientDbs.set(client, db);
+    }
+    return db;
   }
 
   async startWorkers(concurrency: number, handler: BenchHandler): Promise<void> {
@@ -126,6 +141,7 @@ export class PgBossAdapter implements SystemAdapter {
       bulk: `boss.insert() in chunks of ${INSERT_CHUNK}`,
       batch: 'boss.insert()',
       single: 'boss.send()',
+      inTransaction: "boss.send(name, data, { db }) with db.executeSql on the caller's client",
       constructor: { max: 12, schedule: false, supervise: true, useListenNotify: true },
       queue: { notify: true, policy: 'standard' },
       work: this.workOptions,

@@ -14,6 +14,11 @@ export interface PortableConfig {
   payloadBytes: number;
   workMs: number;
   sampleEveryS: number;
+  /** BENCH_INSTANCE_ID: which replica this is (0, 1, …); stamped on every line. */
+  instanceId: number;
+  /** AWA_COMPLETED_RETENTION_MS (awa-specific, not part of the harness contract): keep completed jobs
+   * readable this long; replica-check.ts sets it to count completions in the database. */
+  completedRetentionMs: number | null;
 }
 
 function num(env: NodeJS.ProcessEnv, name: string, dflt: number, min = 0): number {
@@ -46,5 +51,10 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): PortableConfig
     payloadBytes: Math.floor(num(env, 'JOB_PAYLOAD_BYTES', 256)),
     workMs: num(env, 'JOB_WORK_MS', 1),
     sampleEveryS: num(env, 'SAMPLE_EVERY_S', 5, 0.1),
+    instanceId: Math.floor(num(env, 'BENCH_INSTANCE_ID', 0)),
+    completedRetentionMs:
+      env.AWA_COMPLETED_RETENTION_MS === undefined || env.AWA_COMPLETED_RETENTION_MS === ''
+        ? null
+        : Math.floor(num(env, 'AWA_COMPLETED_RETENTION_MS', 0)),
   };
 }

@@ -1,38 +1,54 @@
+import type { WorkerFleet } from '../adapter.js';
 import { makeArgs, round, type Scenario } from '../scenario.js';
 import { sleep } from '../pace.js';
 
 // Drain: N no-op jobs are loaded first (untimed), then workers start and the clock runs until the
 // database says every job is settled, so a system that runs handlers fast but acknowledges slowly is
-// not flattered.
+// not flattered. With --processes P (awa) the workers are P child processes of concurrency C/P each,
+// spawned and loaded before the clock starts; as in-process, the clock includes the worker hosts' start.
 
 export const drainScenario: Scenario = {
   kind: 'system',
   systemsForAll: ['awa', 'pgboss', 'pgboss-batch', 'graphile'],
   async run({ adapter, opts, progress }) {
+    let fleet: WorkerFleet | null = null;
+    let perProcess = opts.concurrency;
+    if (opts.processes > 0) {
+      if (!adapter.spawnWorkerProcesses) throw new Error(`${adapter.label} does not support --processes`);
+      perProcess = Math.max(1, Math.floor(opts.concurrency / opts.processes));
+    }
+
     const load = progress(`load ${adapter.label}`, opts.jobs);
     await adapter.enqueueBulk(opts.jobs, makeArgs(opts.payloadBytes), (n) => load.update(n));
     load.finish(opts.jobs);
+    if (opts.processes > 0) fleet = await adapter.spawnWorkerProcesses!(opts.processes, perProcess);
 
     let handled = 0;
+    const done = fleet ? fleet.completed : () => handled;
     const bar = progress(`drain ${adapter.label}`, opts.jobs);
     const t0 = performance.now();
-    await adapter.startWorkers(opts.concurrency, () => {
-      handled++;
-    });
-    // Handler calls are counted in memory; the database is asked only once they are all in, so the
-    // polling itself does not compete with the drain.
-    while (handled < opts.jobs) {
-      bar.update(handled);
+    if (fleet) fleet.start();
+    else
+      await adapter.startWorkers(opts.concurrency, () => {
+        handled++;
+      });
+    // Progress is counted in memory (handler calls here, or the processes' reports of committed
+    // completions); the database is asked only once they are all in, so the polling itself does not
+    // compete with the drain.
+    while (done() < opts.jobs) {
+      bar.update(done());
       await sleep(20);
     }
     while ((await adapter.pending()) > 0) await sleep(10);
     const seconds = (performance.now() - t0) / 1000;
-    bar.finish(handled);
+    bar.finish(done());
     return {
       jobs: opts.jobs,
       seconds: round(seconds, 3),
       jobsPerSec: Math.round(opts.jobs / seconds),
-      extra: { handlerCalls: handled },
+      extra: fleet
+        ? { processes: opts.processes, concurrencyPerProcess: perProcess }
+        : { handlerCalls: handled },
     };
   },
 };

@@ -51,10 +51,7 @@ export const latencyScenario: Scenario = {
       jobs: pacer.issued,
       seconds: round(seconds, 3),
       jobsPerSec: Math.round(handled / seconds),
-      p50Ms: round(hist.percentileMs(50) ?? NaN, 3),
-      p95Ms: round(hist.percentileMs(95) ?? NaN, 3),
-      p99Ms: round(hist.percentileMs(99) ?? NaN, 3),
-      maxMs: round(hist.maxMs() ?? NaN, 3),
+      ...hist.summaryMs(),
       extra: {
         offeredRate: opts.rate,
         samples: hist.count,

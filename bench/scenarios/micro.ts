@@ -1,10 +1,9 @@
 import { Bench } from 'tinybench';
-import { defineJob } from '../../src/model/job-kind.js';
+import { defineJob, type Settlement } from '../../src/index.js';
 import { buildJobRow, toJobRow } from '../../src/model/enqueue-options.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../../src/model/payload.js';
 import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { HostStats } from '../../src/runtime/stats.js';
-import type { Settlement } from '../../src/storage/index.js';
 import type { Measurement, Scenario } from '../scenario.js';
 import { round } from '../scenario.js';
 

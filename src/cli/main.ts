@@ -2,7 +2,7 @@
 import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
 import { adminCommand, adminOptions } from './commands/admin.js';
-import { benchCommand, benchOptions } from './commands/bench.js';
+import { benchCommand, benchOptions, benchSummary } from './commands/bench.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { workCommand, workOptions } from './commands/work.js';
@@ -32,8 +32,7 @@ const commands: Record<string, Command> = {
     run: demoCommand,
   },
   bench: {
-    summary:
-      'benchmarks: enqueue | drain | latency | pinned | soak | micro, against pg-boss and graphile-worker',
+    summary: benchSummary,
     options: benchOptions,
     run: benchCommand,
   },

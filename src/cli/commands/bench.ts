@@ -1,12 +1,17 @@
-import type { OptionSpec } from '../args.js';
-import { benchOptions as options } from '../../../bench/options.js';
+import { UsageError, type OptionSpec } from '../args.js';
+import { BenchUsageError, benchOptions as options, benchSummary, runBench } from '../../../bench/index.js';
 
-// `awa bench`: the harness lives in bench/ (scenarios, adapters for pg-boss and graphile-worker, reports).
-// It is loaded only when the command runs, so `awa` itself never loads the peers (dev dependencies).
+// `awa bench`: the harness lives in bench/ and is reached through bench/index.ts only (the single src →
+// bench import; bench/ imports nothing from the CLI). The harness itself is loaded when the command
+// runs, so `awa` never loads the peers (dev dependencies) otherwise.
 
 export const benchOptions: Record<string, OptionSpec> = options;
+export { benchSummary };
 
 export async function benchCommand(argv: string[]): Promise<void> {
-  const { benchCommand: run } = await import('../../../bench/cli.js');
-  await run(argv);
+  try {
+    await runBench(argv);
+  } catch (err) {
+    throw err instanceof BenchUsageError ? new UsageError(err.message) : err;
+  }
 }

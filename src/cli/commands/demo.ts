@@ -2,7 +2,7 @@ import type { EmbeddedPostgres } from '../../embedded/launcher.js';
 import { defineJob } from '../../model/job-kind.js';
 import { AwaClient, WorkerHost } from '../../runtime/index.js';
 import { parseArgs, type OptionSpec } from '../args.js';
-import { ProgressBar } from '../progress.js';
+import { ProgressBar } from '../../terminal/progress.js';
 
 export const demoOptions: Record<string, OptionSpec> = {
   'database-url': {

@@ -1,4 +1,5 @@
-// A progress bar on stderr: redrawn in place on a terminal, a line every 10 % otherwise (CI logs).
+// A progress bar on stderr: redrawn in place on a terminal, a line every 10 % otherwise (CI logs). Used by
+// the CLI (demo) and by bench/, so it lives outside both and imports nothing.
 
 export class ProgressBar {
   private lastDraw = 0;

@@ -1,0 +1,30 @@
+// What a benchmark worker process (worker-process.ts) is told, and what it says back on stdout.
+
+export interface WorkerProcessConfig {
+  url: string;
+  schema?: string;
+  /** The host's instance id (default: a random one). */
+  instanceId?: string;
+  queue: string;
+  kind: string;
+  concurrency: number;
+  /** The handler sleeps this long; 0 makes it a no-op. */
+  sleepMs: number;
+  /** Load (modules imported, host built), say `ready`, and start the host only on a `go` line on stdin. */
+  waitForGo?: boolean;
+  /** Write a `progress` line (jobs completed so far) this often; 0 or absent: never. */
+  progressEveryMs?: number;
+  /** Write a line per attempt start and end. */
+  logAttempts?: boolean;
+}
+
+export type WorkerEvent =
+  | { event: 'ready' }
+  | { event: 'start' | 'end'; id: string; attempt: number }
+  | { event: 'leadership'; isLeader: boolean }
+  | { event: 'rescue'; rescued: { jobId: string; instanceId: string }[] }
+  | { event: 'progress' | 'stopped'; completed: number }
+  | { event: 'error'; message: string };
+
+/** A line as received: the event and the child's clock when it was written. */
+export type WorkerLine = WorkerEvent & { t: number };
