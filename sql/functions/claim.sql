@@ -45,9 +45,8 @@ $$;
 
 -- Brings a lane's high-water and floor up to the committed evidence and returns them. Caller holds the lane's
 -- claim lock. When the floor had caught up with the high-water and no newer receipt recorded gaps, the floor
--- follows the high-water at once (the common case: no gaps at all). Otherwise the open gaps are examined in
--- ONE statement, so the oldest running transaction and the visibility of rows are read from one snapshot:
--- a gap whose horizon that transaction has passed and that shows no row is dead.
+-- follows the high-water at once (the common case: no gaps at all). Otherwise the open gaps are examined: a
+-- gap whose producer has provably ended and that shows no row is dead.
 create function {{schema}}.heal_lane(p_lane {{schema}}.lanes, out high bigint, out lane_floor bigint,
     out open_gaps int8multirange)
   language plpgsql
@@ -59,6 +58,7 @@ declare
   v_visible int8multirange;
   v_cancelled int8multirange;
   v_unresolved int8multirange;
+  v_producers bigint := 0;
 begin
   lane_floor := coalesce(pg_sequence_last_value(p_lane.floor_seq), 0);
   select h.high, h.gapped into high, v_gapped from {{schema}}.lane_high(p_lane) h;
@@ -79,6 +79,13 @@ begin
     lane_floor := high;
     return;
   end if;
+  -- Two proofs that a gap's producer has ended; either suffices. (1) The lane's producers still in flight
+  -- are all newer than its horizon: read first, so the visibility read below sees any of them that ended.
+  -- Under a stricter isolation level that read would share the snapshot, so only (2) counts there: every
+  -- transaction older than the horizon has ended, read in the same snapshot as the rows.
+  if current_setting('transaction_isolation') = 'read committed' then
+    v_producers := {{schema}}.lane_producers(p_lane.lane_id);
+  end if;
   select pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
          coalesce((select range_agg(int8range(r.lane_seq, r.lane_seq + 1))
                      from unnest(open_gaps) g
@@ -92,7 +99,8 @@ begin
                   '{}'::int8multirange)
     into v_xmin, v_visible, v_cancelled;
   -- Not yet resolved: invisible positions whose owners may still commit, and visible rows not yet claimed.
-  v_unresolved := ((open_gaps - {{schema}}.lane_settled(p_lane.lane_id, lane_floor, v_xmin)) - v_visible)
+  v_unresolved := ((open_gaps - {{schema}}.lane_settled(p_lane.lane_id, lane_floor, greatest(v_xmin, v_producers)))
+                   - v_visible)
                 + (v_visible - v_cancelled);
   if isempty(v_unresolved) then
     perform setval(p_lane.floor_seq, high, true);

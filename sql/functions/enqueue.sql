@@ -16,6 +16,18 @@ declare
   v_holder bigint;
   g record;
 begin
+  -- The common case, one runnable job that is not unique (an application enqueuing inside its own
+  -- transaction): one reservation and one insert, nothing else.
+  if v_n = 1 and (p_run_ats[1] is null or p_run_ats[1] <= now()) and not coalesce(p_metas[1] ? 'unique', false) then
+    select * into g from {{schema}}.reserve_lane(p_queues[1], p_priorities[1], 1);
+    insert into {{schema}}.ready_entries (slot, lane_id, lane_seq, kind, queue, priority, args, max_attempts, meta)
+      values (g.slot, g.lane_id, g.first_seq, p_kinds[1], p_queues[1], p_priorities[1], p_args[1], p_max_attempts[1],
+              p_metas[1])
+      returning ready_entries.job_id into job_id;
+    inserted := true;
+    return next;
+    return;
+  end if;
   select array_agg(nextval('{{schema}}.job_id_seq')) into v_ids from generate_series(1, v_n);
   if exists (select 1 from unnest(p_metas) m where m ? 'unique') then
     for i in 1..v_n loop

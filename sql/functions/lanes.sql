@@ -5,7 +5,8 @@
 --                 healed from receipts, stored only under the lane's claim lock);
 --   floor_seq     every position at or below it is claimed, cancelled, or dead (its producer ended without
 --                 committing); positions in (floor, high] that no receipt covers are open gaps;
---   xid_mark_seq  highest transaction id of a producer that has taken a position.
+--   xid_mark_seq  highest transaction id of a producer that has taken a position;
+--   notify_seq    when a producer of the lane last sent a wake-up (epoch ms).
 -- docs/architecture.md, "Lanes, gaps and the floor", gives the proof.
 
 create function {{schema}}.lane_of(p_queue text, p_priority smallint) returns {{schema}}.lanes
@@ -38,21 +39,23 @@ begin
     execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_claim_' || v_name);
     execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_floor_' || v_name);
     execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_mark_' || v_name);
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_notify_' || v_name);
     -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
     perform setval(format('{{schema}}.%I', s || v_name)::regclass, 0, true)
-       from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_']) s;
-    insert into {{schema}}.lanes (queue, priority, enqueue_seq, claim_seq, floor_seq, xid_mark_seq)
+       from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_']) s;
+    insert into {{schema}}.lanes (queue, priority, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq)
       values (p_queue, p, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
               format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
               format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
-              format('{{schema}}.%I', 'lane_mark_' || v_name)::regclass);
+              format('{{schema}}.%I', 'lane_mark_' || v_name)::regclass,
+              format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass);
   end loop;
   return true;
 end
 $$;
 
 -- Reserves p_count consecutive positions of a lane for the calling transaction, and says which slot its rows
--- go to. Nothing is held until commit: the reservation is a critical section of a few microseconds, under
+-- go to. Producers do not wait for each other: the reservation is a critical section of a few microseconds, under
 -- an advisory lock taken in a subtransaction that is rolled back on purpose to release it (sequences are not
 -- transactional, so the positions stay taken). Inside it the producer (1) takes the next positions, and
 -- (2) raises the lane's xid mark to its own transaction id, which it made sure to have beforehand. So any
@@ -64,14 +67,21 @@ create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_cou
   language plpgsql
   as $$
 declare
-  v_lane {{schema}}.lanes := {{schema}}.lane_of(p_queue, p_priority);
+  v_lane {{schema}}.lanes;
   v_xid bigint := pg_current_xact_id()::text::bigint;
+  v_now_ms bigint;
+  v_notify boolean := false;
 begin
-  if v_lane.lane_id is null then
+  -- (Queries inline rather than through lane_of()/current_slot(): PL/pgSQL caches their plans.)
+  select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority;
+  if not found then
     perform {{schema}}.ensure_lanes(p_queue, true);
-    v_lane := {{schema}}.lane_of(p_queue, p_priority);
+    select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority;
   end if;
   lane_id := v_lane.lane_id;
+  -- Held until this transaction ends and shared by every producer of the lane (no producer waits for
+  -- another): while it is held, a gap this producer may own is never declared dead (lane_producers()).
+  perform pg_advisory_xact_lock_shared({{schema}}.lock_ns('producing'), v_lane.lane_id);
   begin
     perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), v_lane.lane_id);
     first_seq := nextval(v_lane.enqueue_seq);
@@ -81,12 +91,22 @@ begin
     if v_xid > pg_sequence_last_value(v_lane.xid_mark_seq) then
       perform setval(v_lane.xid_mark_seq, v_xid, true);
     end if;
+    -- PostgreSQL serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns:
+    -- one wake-up per lane per 5 ms. A host that is woken also claims again a little later (see the
+    -- dispatcher), which picks up the jobs of producers that skipped theirs; polling remains the truth.
+    v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+    if v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
+      perform setval(v_lane.notify_seq, v_now_ms, true);
+      v_notify := true;
+    end if;
     raise sqlstate 'AWA01';
   exception when sqlstate 'AWA01' then
     null;
   end;
-  slot := {{schema}}.current_slot();
-  perform pg_notify('awa:{{schema}}', p_queue);
+  select r.slot into slot from {{schema}}.ring_rotations r order by r.generation desc limit 1;
+  if v_notify then
+    perform pg_notify('awa:{{schema}}', p_queue);
+  end if;
 end
 $$;
 
@@ -156,16 +176,44 @@ begin
 end
 $$;
 
--- Gaps whose owners have all ended: those recorded with a horizon that the oldest running transaction has
--- passed. An invisible position among them will never become visible.
-create function {{schema}}.lane_settled(p_lane_id int, p_floor bigint, p_xmin bigint) returns int8multirange
+-- The oldest transaction id among the producers of a lane still in flight (holding its 'producing' lock), or
+-- null when there is none. A gap recorded with a horizon at or below it belongs to a producer that has ended,
+-- because every producer holds that lock from before it takes positions until its transaction ends. Read
+-- from pg_locks, a consistent view of the lock table; the caller must read row visibility AFTER this (a later
+-- statement under READ COMMITTED), so a producer that ended before this read is seen committed or not at all.
+create function {{schema}}.lane_producers(p_lane_id int) returns bigint
+  language plpgsql volatile
+  as $$
+declare
+  v_ref bigint := pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
+  v_oldest bigint;
+begin
+  -- pg_locks shows 32-bit xids: place each next to v_ref (running transactions are within 2^31 of it).
+  select min(v_ref - ((((v_ref & 4294967295) - x.transactionid::text::bigint) % 4294967296 + 6442450944)
+                       % 4294967296 - 2147483648))
+    into v_oldest
+    from pg_locks a
+    join pg_locks x on x.virtualtransaction = a.virtualtransaction and x.locktype = 'transactionid'
+                   and x.mode = 'ExclusiveLock' and x.granted
+   where a.locktype = 'advisory' and a.granted and a.objsubid = 2
+     and a.database = (select d.oid from pg_database d where d.datname = current_database())
+     and a.classid = ({{schema}}.lock_ns('producing')::bigint & 4294967295)::text::oid
+     and a.objid = p_lane_id::bigint::text::oid;
+  return coalesce(v_oldest, 9223372036854775807);
+end
+$$;
+
+-- Gaps whose owners have all ended: those recorded with a horizon that no transaction that could own them has
+-- reached (p_past: the oldest transaction that could still own one). An invisible position among them will
+-- never become visible.
+create function {{schema}}.lane_settled(p_lane_id int, p_floor bigint, p_past bigint) returns int8multirange
   language plpgsql stable
   as $$
 begin
   return coalesce((select range_agg(g.r)
                      from {{schema}}.claim_batches b, unnest(b.gaps) g(r)
                     where b.lane_id = p_lane_id and b.gaps is not null and b.last_seq > p_floor
-                      and b.gap_horizon <= p_xmin), '{}');
+                      and b.gap_horizon <= p_past), '{}');
 end
 $$;
 

@@ -10,6 +10,9 @@
 --                 covers are the gaps receipts recorded.
 --   xid_mark_seq: the highest producer transaction id that has taken a position of this lane. A gap is dead
 --                 once every transaction older than the mark recorded with it has ended.
+--   notify_seq:   when a producer of this lane last sent a wake-up (epoch ms): producers within a few
+--                 milliseconds of it skip theirs, because PostgreSQL serialises the commits of transactions
+--                 that NOTIFY.
 -- See docs/architecture.md, "Lanes, gaps and the floor", for the proof.
 --
 -- Upgrading from v1: stop producers and workers of the old version first (a v1 producer holding its lane lock
@@ -22,31 +25,38 @@ drop table {{schema}}.ready_segments;
 alter table {{schema}}.lanes drop constraint lanes_queue_priority_shard_key;
 alter table {{schema}}.lanes drop column shard;
 alter table {{schema}}.lanes add constraint lanes_queue_priority_key unique (queue, priority);
-alter table {{schema}}.lanes add column floor_seq regclass, add column xid_mark_seq regclass;
+alter table {{schema}}.lanes add column floor_seq regclass, add column xid_mark_seq regclass,
+  add column notify_seq regclass;
 
 do $lanes$
 declare
   l record;
   v_floor text;
   v_mark text;
+  v_notify text;
 begin
   for l in select * from {{schema}}.lanes loop
     v_floor := 'lane_floor_' || md5(l.queue || ':' || l.priority);
     v_mark := 'lane_mark_' || md5(l.queue || ':' || l.priority);
+    v_notify := 'lane_notify_' || md5(l.queue || ':' || l.priority);
     execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_floor);
     execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_mark);
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_notify);
+    perform setval(format('{{schema}}.%I', v_notify)::regclass, 0, true);
     -- v1 lanes have no gaps: everything below the claim cursor is claimed.
     perform setval(format('{{schema}}.%I', v_floor)::regclass,
                    coalesce(pg_sequence_last_value(l.claim_seq), 0), true);
     perform setval(format('{{schema}}.%I', v_mark)::regclass, 0, true);
     update {{schema}}.lanes
        set floor_seq = format('{{schema}}.%I', v_floor)::regclass,
-           xid_mark_seq = format('{{schema}}.%I', v_mark)::regclass
+           xid_mark_seq = format('{{schema}}.%I', v_mark)::regclass,
+           notify_seq = format('{{schema}}.%I', v_notify)::regclass
      where lane_id = l.lane_id;
   end loop;
 end
 $lanes$;
-alter table {{schema}}.lanes alter column floor_seq set not null, alter column xid_mark_seq set not null;
+alter table {{schema}}.lanes alter column floor_seq set not null, alter column xid_mark_seq set not null,
+  alter column notify_seq set not null;
 
 -- Receipts record the positions of their range they did not take (producers in flight, rolled back, or
 -- rows of another slot): `gaps`. A receipt that discovered new gaps also records `gap_horizon`: one past the

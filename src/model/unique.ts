@@ -42,11 +42,15 @@ export function resolveUnique(field: string, value: unknown): ResolvedUnique | u
   const o = validatePlainObject(field, value);
   rejectUnknownKeys(field, o, UNIQUE_KEYS);
   if (o.key !== undefined && (typeof o.key !== 'string' || o.key.length === 0 || o.key.length > 1000)) {
-    throw new InvalidOptionError(`${field}.key`, `must be a string of 1 to 1000 characters, got ${describe(o.key)}`);
+    throw new InvalidOptionError(
+      `${field}.key`,
+      `must be a string of 1 to 1000 characters, got ${describe(o.key)}`,
+    );
   }
   const states = new Set<JobState>(UNIQUE_BASE_STATES);
   if (o.states !== undefined) {
-    if (!Array.isArray(o.states)) throw new InvalidOptionError(`${field}.states`, 'must be an array of job states');
+    if (!Array.isArray(o.states))
+      throw new InvalidOptionError(`${field}.states`, 'must be an array of job states');
     for (const s of o.states) {
       if (!UNIQUE_BASE_STATES.includes(s as JobState) && !ENDED_STATES.includes(s as JobState)) {
         throw new InvalidOptionError(
@@ -58,14 +62,28 @@ export function resolveUnique(field: string, value: unknown): ResolvedUnique | u
     }
   }
   const periodMs =
-    o.periodMs === undefined ? undefined : validateInt(`${field}.periodMs`, o.periodMs, 1_000, 366 * 86_400_000);
+    o.periodMs === undefined
+      ? undefined
+      : validateInt(`${field}.periodMs`, o.periodMs, 1_000, 366 * 86_400_000);
   return { key: o.key as string | undefined, states: [...states], periodMs };
 }
 
 /** The stored key: a hash of the kind, the given key or queue + canonical args, and the period bucket. */
-export function uniqueKey(u: ResolvedUnique, kind: string, queue: string, argsJson: string, runAtMs: number): string {
-  const scope = u.key !== undefined ? `key\u0000${u.key}` : `args\u0000${queue}\u0000${canonicalJson(JSON.parse(argsJson))}`;
-  const bucket = u.periodMs === undefined ? '' : `\u0000period\u0000${u.periodMs}\u0000${Math.floor(runAtMs / u.periodMs)}`;
+export function uniqueKey(
+  u: ResolvedUnique,
+  kind: string,
+  queue: string,
+  argsJson: string,
+  runAtMs: number,
+): string {
+  const scope =
+    u.key !== undefined
+      ? `key\u0000${u.key}`
+      : `args\u0000${queue}\u0000${canonicalJson(JSON.parse(argsJson))}`;
+  const bucket =
+    u.periodMs === undefined
+      ? ''
+      : `\u0000period\u0000${u.periodMs}\u0000${Math.floor(runAtMs / u.periodMs)}`;
   return createHash('sha256').update(`${kind}\u0000${scope}${bucket}`).digest('hex');
 }
 

@@ -12,6 +12,9 @@ export interface DispatcherDeps {
   onError(err: unknown): void;
 }
 
+/** How long after a wake-up the dispatcher claims once more (twice the producers' wake-up spacing). */
+const ECHO_MS = 10;
+
 export class Dispatcher {
   private inFlight = 0;
   private claiming = false;
@@ -19,6 +22,7 @@ export class Dispatcher {
   private stopped = true;
   private pollTimer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
+  private echoTimer: NodeJS.Timeout | null = null;
   private errorDelayMs = 0;
   private readonly refillAt: number;
   private idleWaiters: (() => void)[] = [];
@@ -56,7 +60,8 @@ export class Dispatcher {
     this.stopped = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.pollTimer = this.retryTimer = null;
+    if (this.echoTimer) clearTimeout(this.echoTimer);
+    this.pollTimer = this.retryTimer = this.echoTimer = null;
   }
 
   /** Resolves when no job of this queue is running. */
@@ -72,6 +77,19 @@ export class Dispatcher {
       return;
     }
     void this.claimLoop();
+  }
+
+  /**
+   * A producer of this queue sent a wake-up. Claim now, and once more a little later: producers that
+   * committed within a few milliseconds of it skipped their own wake-up (see reserve_lane()).
+   */
+  notified(): void {
+    this.wake();
+    if (this.echoTimer || this.stopped) return;
+    this.echoTimer = setTimeout(() => {
+      this.echoTimer = null;
+      this.wake();
+    }, ECHO_MS);
   }
 
   /** Results were flushed: if claiming paused under backpressure, resume. */

@@ -147,7 +147,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       source,
       c.schema,
       {
-        onQueue: (queue) => this.dispatchers.get(queue)?.wake(),
+        onQueue: (queue) => this.dispatchers.get(queue)?.notified(),
         onCancel: (jobId, runLease) => this.closedElsewhere(jobId, runLease),
       },
       () => this.wakeAll(),

@@ -96,6 +96,7 @@ describe('chaos: a long REPEATABLE READ transaction pins the horizon', () => {
     // The database's own view: every job completed, nothing waiting or running.
     expect((await client.counts()).find((c) => c.queue === 'chaos')).toEqual({
       queue: 'chaos',
+      paused: false,
       available: 0,
       running: 0,
       scheduled: 0,

@@ -102,10 +102,14 @@ describe('concurrent producers', () => {
       expect(await claim('rb')).toEqual([]);
       // The floor passes the dead position once every transaction that was running when the claim saw the
       // gap has ended (on a shared server that includes other sessions' transactions).
-      await until('the floor to pass the rolled-back position', async () => {
-        expect(await claim('rb')).toEqual([]);
-        return (await lane('rb')).floor === 2;
-      });
+      await until(
+        'the floor to pass the rolled-back position',
+        async () => {
+          expect(await claim('rb')).toEqual([]);
+          return (await lane('rb')).floor === 2;
+        },
+        60_000,
+      );
       expect(await lane('rb')).toEqual({ enq: 2, high: 2, floor: 2 });
     } finally {
       await rolled.end();
@@ -122,10 +126,14 @@ describe('concurrent producers', () => {
       for (let i = 0; i < 3; i++) await claim('wait');
       expect((await lane('wait')).floor).toBe(0);
       await open.query('rollback');
-      await until('the floor to pass the rolled-back position', async () => {
-        await claim('wait');
-        return (await lane('wait')).floor === 4;
-      });
+      await until(
+        'the floor to pass the rolled-back position',
+        async () => {
+          await claim('wait');
+          return (await lane('wait')).floor === 4;
+        },
+        60_000,
+      );
     } finally {
       await open.end();
     }

@@ -22,7 +22,7 @@ describe('COPY enqueue', () => {
       })(),
       { chunkSize: 25_000, onProgress: (n) => progress.push(n) },
     );
-    expect(total).toBe(100_000);
+    expect(total).toEqual({ inserted: 100_000, duplicates: 0 });
     expect(progress).toEqual([25_000, 50_000, 75_000, 100_000]);
     const { rows } = await f.pool.query(
       `select count(*)::int as n, count(distinct job_id)::int as ids,
@@ -44,7 +44,7 @@ describe('COPY enqueue', () => {
       { kind: 'mixed', args: { n: 2 }, options: { queue: 'mx', priority: 4, tags: ['t'] } },
       { kind: 'mixed', args: { n: 3 }, options: { queue: 'my', runAt } },
     ]);
-    expect(total).toBe(3);
+    expect(total).toEqual({ inserted: 3, duplicates: 0 });
     const { rows } = await f.pool.query(
       `select queue, priority, args, meta from awa.ready_entries where kind = 'mixed' order by priority`,
     );
@@ -70,7 +70,7 @@ describe('COPY enqueue', () => {
         })),
         { client: conn },
       );
-      expect(n).toBe(5000);
+      expect(n).toEqual({ inserted: 5000, duplicates: 0 });
       await conn.query('rollback');
     } finally {
       conn.release();

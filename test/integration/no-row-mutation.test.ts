@@ -80,6 +80,7 @@ describe('claim/complete loop', () => {
       expect(await reader.counts()).toEqual([
         {
           queue: 'q',
+          paused: false,
           available: 0,
           running: 0,
           scheduled: 0,

@@ -84,7 +84,7 @@ describe('two worker processes', () => {
         args: { n, retryOnce: n % RETRY_EVERY === 0 },
       })),
     );
-    expect(enqueued).toBe(JOBS);
+    expect(enqueued).toEqual({ inserted: JOBS, duplicates: 0 });
 
     const counts = async (): Promise<QueueCounts | undefined> =>
       (await client.counts()).find((c) => c.queue === TWO_PROC_QUEUE);
@@ -141,6 +141,7 @@ describe('two worker processes', () => {
 
     expect(await counts()).toEqual({
       queue: TWO_PROC_QUEUE,
+      paused: false,
       available: 0,
       running: 0,
       scheduled: 0,

@@ -27,6 +27,7 @@ describe('buildJobRow', () => {
       maxAttempts: 7,
       runAt: null,
       metaJson: null,
+      unique: false,
     });
     expect(row({})).toEqual(row(undefined));
   });
