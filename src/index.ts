@@ -13,7 +13,15 @@ export {
   TransactionRequiredError,
   type AwaErrorCode,
 } from './model/errors.js';
-export { RetryAfter, Snooze, CancelJob, FailJob } from './model/outcomes.js';
+export {
+  RetryAfter,
+  Snooze,
+  CancelJob,
+  FailJob,
+  WaitForCallback,
+  ExternalFailure,
+  CallbackTimeout,
+} from './model/outcomes.js';
 export {
   defineJob,
   type JobKind,
@@ -37,5 +45,7 @@ export type {
   DlqEntry,
   CancelledFrom,
   EnqueueResult,
+  CallbackAction,
+  CallbackDelivery,
 } from './storage/index.js';
 export * from './runtime/index.js';

@@ -3,6 +3,7 @@ import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
 import { adminCommand, adminOptions } from './commands/admin.js';
 import { benchCommand, benchOptions, benchSummary } from './commands/bench.js';
+import { callbackCommand, callbackOptions } from './commands/callback.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { workCommand, workOptions } from './commands/work.js';
@@ -38,6 +39,11 @@ const commands: Record<string, Command> = {
   },
   queues: { summary: 'per-queue counts', options: adminOptions, run: adminCommand('queues') },
   job: { summary: 'job get <id> | job cancel <id>', options: adminOptions, run: adminCommand('job') },
+  callback: {
+    summary: 'callback complete|fail|retry|cancel|resume TOKEN: deliver an external callback',
+    options: callbackOptions,
+    run: callbackCommand,
+  },
   dlq: {
     summary: 'dlq list | dlq retry <id…> | dlq purge (<id…> | --older-than-ms N)',
     options: adminOptions,

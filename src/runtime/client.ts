@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, type JobKind } from '../model/job-kind.js';
-import { DEFAULT_MAX_PAYLOAD_BYTES } from '../model/payload.js';
+import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
 import { rejectUnknownKeys, validateInt, validateName, validatePlainObject } from '../model/validation.js';
 import {
   applyMigrations,
@@ -16,6 +16,7 @@ import {
   listDlq,
   pendingSql,
   purgeDlq,
+  resolveCallback,
   queueCounts,
   redact,
   resolveSchema,
@@ -27,6 +28,8 @@ import {
   withTransaction,
   wrapDatabaseError,
   type CancelledFrom,
+  type CallbackAction,
+  type CallbackDelivery,
   type DlqEntry,
   type EnqueueResult,
   type JobRecord,
@@ -205,6 +208,64 @@ export class AwaClient {
   async resumeQueue(queue: string): Promise<boolean> {
     validateName('queue', queue);
     return this.run('resumeQueue', undefined, (db) => setQueuePaused(db, this.schema, queue, false));
+  }
+
+  /** Delivers an external callback that completes the job (parked) or resumes its waiting handler with
+   * `payload` (waiting in its handler). See docs/callbacks.md for every outcome. */
+  completeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
+    return this.deliver(token, 'complete', payload, null, null);
+  }
+
+  /** Fails the job for good (failed, or the DLQ of a DLQ queue); a waiting handler gets an ExternalFailure,
+   * which fails the job unless the handler catches it. */
+  failExternal(token: string, error: string, payload?: unknown): Promise<CallbackDelivery> {
+    return this.deliver(token, 'fail', payload, null, error);
+  }
+
+  /** Retries the job after `delayMs` (default: the backoff rule), the attempt counted. */
+  retryExternal(
+    token: string,
+    options: { delayMs?: number; error?: string } = {},
+  ): Promise<CallbackDelivery> {
+    const runAt =
+      options.delayMs === undefined
+        ? null
+        : new Date(Date.now() + validateInt('delayMs', options.delayMs, 0, 365 * 86_400_000));
+    return this.deliver(token, 'retry', undefined, runAt, options.error ?? 'retry requested by callback');
+  }
+
+  /** Cancels the job for good. */
+  cancelExternal(token: string, reason = 'cancelled by callback'): Promise<CallbackDelivery> {
+    return this.deliver(token, 'cancel', undefined, null, reason);
+  }
+
+  /** Runs the handler again (same attempt) with `payload` on job.callback, or hands it to a waiting handler. */
+  resumeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
+    return this.deliver(token, 'resume', payload, null, null);
+  }
+
+  private deliver(
+    token: string,
+    action: CallbackAction,
+    payload: unknown,
+    runAt: Date | null,
+    error: string | null,
+  ): Promise<CallbackDelivery> {
+    if (
+      typeof token !== 'string' ||
+      !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(token)
+    ) {
+      throw new InvalidOptionError(
+        'token',
+        `must be a callback token (a UUID), got ${JSON.stringify(token)}`,
+      );
+    }
+    const json =
+      payload === undefined ? null : encodeArgs('callback', payload, this.maxPayloadBytes, 'payload');
+    const record = error === null ? null : { at: new Date().toISOString(), error, name: 'ExternalCallback' };
+    return this.run(`callback ${action}`, undefined, (db) =>
+      resolveCallback(db, this.schema, token, action, json, runAt, record),
+    );
   }
 
   async counts(): Promise<QueueCounts[]> {

@@ -11,6 +11,8 @@ export interface QueueCounts {
   paused: boolean;
   available: number;
   running: number;
+  /** Parked until an external callback (waiting_external). */
+  waiting: number;
   scheduled: number;
   retryable: number;
   completed: number;
@@ -27,6 +29,7 @@ export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueC
     paused: r.paused,
     available: Number(r.available),
     running: Number(r.running),
+    waiting: Number(r.waiting),
     scheduled: Number(r.scheduled),
     retryable: Number(r.retryable),
     completed: Number(r.completed),
