@@ -32,6 +32,7 @@ export {
 export type { Job, JobContext, JobHandler, JobState, AttemptError } from './model/job.js';
 export type { JobOptions } from './model/enqueue-options.js';
 export type { UniqueOptions } from './model/unique.js';
+export type { Description } from './model/descriptor.js';
 export type { Priority } from './model/validation.js';
 export type {
   QueueCounts,
@@ -46,6 +47,12 @@ export type {
   CancelledFrom,
   EnqueueResult,
   CallbackAction,
+  QueueHealth,
+  JobListFilter,
+  JobSummary,
+  RuntimeInstance,
+  Descriptor,
+  StorageFamily,
   CallbackDelivery,
 } from './storage/index.js';
 export * from './runtime/index.js';

@@ -66,3 +66,16 @@ export type JobState =
   | 'dlq'
   /** Parked until an external callback arrives (see docs/callbacks.md). */
   | 'waiting_external';
+
+/** Every state a job can be in, for validating filters. */
+export const JOB_STATES: readonly JobState[] = [
+  'available',
+  'scheduled',
+  'retryable',
+  'running',
+  'waiting_external',
+  'completed',
+  'failed',
+  'cancelled',
+  'dlq',
+];

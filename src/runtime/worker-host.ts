@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
+import { descriptorHash } from '../model/descriptor.js';
 import { AwaError, UnknownKindError } from '../model/errors.js';
 import type { JobContext, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
@@ -18,6 +19,7 @@ import {
   registerCallback,
   writeProgress,
   type ClaimBatch,
+  type DescriptorReport,
   type ClaimedJob,
   type PruneResult,
   type RescuedAttempt,
@@ -152,11 +154,16 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       {
         schema: c.schema,
         instanceId: c.instanceId,
-        queues: [...c.queues].map(([queue, q]) => ({ queue, dlq: q.dlq })),
+        queues: [...c.queues].map(([queue, q]) => ({ queue, dlq: q.dlq, concurrency: q.concurrency })),
         heartbeatIntervalMs: c.heartbeatIntervalMs,
+        snapshotIntervalMs: c.snapshotIntervalMs,
         sweepMs: c.heartbeatStalenessMs,
       },
       this.receipts,
+      {
+        snapshot: () => ({ inFlight: this.attempts.size, isLeader: this.isLeader }),
+        descriptors: () => this.descriptors(),
+      },
       (err) => this.reportError(err),
     );
     this.wakeup = new Wakeup(
@@ -318,6 +325,31 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         }
       });
     }
+  }
+
+  /** What this host declares about the queues it serves and the kinds it runs. */
+  private descriptors(): DescriptorReport[] {
+    const queues = [...this.config.queues].map(([queue, q]) => {
+      const descriptor = {
+        ...q.description,
+        concurrency: q.concurrency,
+        dlq: q.dlq,
+        deadlineMs: q.deadlineMs,
+      };
+      return { subject: 'queue' as const, name: queue, hash: descriptorHash(descriptor), descriptor };
+    });
+    const kinds = this.registry.entries().map(({ kind }) => {
+      const descriptor = {
+        ...kind.description,
+        queue: kind.queue,
+        priority: kind.priority,
+        maxAttempts: kind.maxAttempts,
+        execution: kind.execution,
+        deadlineMs: kind.deadlineMs,
+      };
+      return { subject: 'kind' as const, name: kind.kind, hash: descriptorHash(descriptor), descriptor };
+    });
+    return [...queues, ...kinds];
   }
 
   private async claim(queue: string, max: number): Promise<ClaimBatch[]> {

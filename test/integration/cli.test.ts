@@ -196,7 +196,7 @@ describe('operator commands', () => {
   it('job without a verb exits 2 with the usage; an unknown command too', async () => {
     const r = await awa(['job'], env);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('awa job: usage: awa queues | awa job get <id>');
+    expect(r.stderr).toContain('awa job: usage: awa job show <id>');
     const unknown = await awa(['nosuch'], env);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('awa: unknown command "nosuch"');
