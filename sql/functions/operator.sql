@@ -151,15 +151,14 @@ begin
           order by e.finished_at desc limit p_limit)
         union all
         (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
-           from {{schema}}.closure_batches c
-           join {{schema}}.claim_batches b on b.slot = c.slot and b.batch_id = c.batch_id
-           cross join lateral unnest(c.idxs) rg
-           cross join lateral generate_series(lower(rg), upper(rg) - 1) i
+           from (select * from {{schema}}.closure_batches cc
+                  where cc.outcome = 'completed' and cc.closed_at < v_before_at
+                  order by cc.closed_at desc limit p_limit) c
+           cross join lateral {{schema}}.receipt_members(c.slot, c.batch_id) m
            join {{schema}}.ready_entries r
-             on r.slot = b.ready_slot and r.lane_id = b.lane_id
-            and r.lane_seq = case when b.lane_seqs is null then b.first_seq + i - 1 else b.lane_seqs[i] end
-          where c.outcome = 'completed' and c.closed_at < v_before_at and (p_queue is null or r.queue = p_queue)
-            and (p_kind is null or r.kind = p_kind)
+             on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
+          where c.outcome = 'completed' and c.closed_at < v_before_at and c.idxs @> m.idx
+            and (p_queue is null or r.queue = p_queue) and (p_kind is null or r.kind = p_kind)
           order by c.closed_at desc limit p_limit)
         union all
         (select g.id, 'completed'::text, null::text, l.queue, l.priority, h.attempt::int, null::int, h.closed_at

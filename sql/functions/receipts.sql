@@ -8,24 +8,32 @@ create function {{schema}}.receipt_slot(p_slot smallint, p_batch bigint) returns
 
 -- Members of one claim batch, expanded: idx -> ready row key and run lease. The stored arrays, when
 -- present, are unnested once rather than subscripted per member (each subscript would detoast them).
+-- PL/pgSQL on purpose: as an inlined SQL function its lane_seq would be a CASE expression, which a join to
+-- ready_entries cannot use as an index condition (every member would scan its whole lane).
 create function {{schema}}.receipt_members(p_slot smallint, p_batch bigint)
   returns table (idx int, lane_id int, ready_slot smallint, lane_seq bigint, run_lease bigint)
-  language sql stable
+  language plpgsql stable
   as $$
-    select m.i, b.lane_id, b.ready_slot,
-           case when b.lane_seqs is null then b.first_seq + m.i - 1 else m.seq end,
-           coalesce(b.lease, m.lease)
-      from {{schema}}.claim_batches b
-      cross join lateral (
-        select g.i::int as i, null::bigint as seq, null::bigint as lease
-          from generate_series(1, b.size) g(i)
-         where b.lane_seqs is null and b.run_leases is null
-        union all
-        select x.o::int, x.seq, x.lease
-          from unnest(b.lane_seqs, b.run_leases) with ordinality x(seq, lease, o)
-         where b.lane_seqs is not null or b.run_leases is not null) m
-     where b.slot = p_slot and b.batch_id = p_batch
-  $$;
+declare
+  b {{schema}}.claim_batches;
+begin
+  select * into b from {{schema}}.claim_batches cb where cb.slot = p_slot and cb.batch_id = p_batch;
+  if not found then
+    return;
+  end if;
+  if b.lane_seqs is null and b.run_leases is null then
+    return query select g.i::int, b.lane_id, b.ready_slot, b.first_seq + g.i - 1, b.lease
+                   from generate_series(1, b.size) g(i);
+  else
+    return query select x.o::int, b.lane_id, b.ready_slot,
+                        case when b.lane_seqs is null then b.first_seq + x.o - 1 else x.seq end,
+                        coalesce(b.lease, x.lease)
+                   from unnest(coalesce(b.lane_seqs, array_fill(null::bigint, array[b.size])),
+                               coalesce(b.run_leases, array_fill(null::bigint, array[b.size])))
+                        with ordinality x(seq, lease, o);
+  end if;
+end
+$$;
 
 -- Members of the given batch with no closure yet, with what routing them needs.
 create function {{schema}}.open_members(p_slot smallint, p_batch bigint)

@@ -176,28 +176,29 @@ begin
 end
 $$;
 
--- Compact success history of the receipts that read slot p_slot and are fully settled: one row per completion
--- flush, attempt number and run lease, with the completed job ids as a multirange.
-create function {{schema}}.keep_completed_history(p_slot smallint) returns bigint
+-- Compact success history of the receipts that read slot p_slot and are fully settled (except those in p_skip,
+-- kept already): one row per completion flush, attempt number and run lease, with the completed job ids as a
+-- multirange. Returns the receipts it kept.
+create function {{schema}}.keep_completed_history(p_slot smallint, p_skip bigint[], out receipts bigint[])
   language plpgsql
   as $$
-declare
-  v_n bigint;
 begin
-  insert into {{schema}}.completed_history (lane_id, attempt, run_lease, ids, n, closed_at)
-  select b.lane_id, r.attempt + 1, r.run_lease + 1, range_agg(int8range(r.job_id, r.job_id + 1)), count(*),
-         c.closed_at
-    from {{schema}}.claim_batches b
-    join {{schema}}.closure_batches c on c.slot = b.slot and c.batch_id = b.batch_id and c.outcome = 'completed'
-    cross join lateral unnest(c.idxs) rg
-    cross join lateral generate_series(lower(rg), upper(rg) - 1) i
-    join {{schema}}.ready_entries r
-      on r.slot = b.ready_slot and r.lane_id = b.lane_id
-     and r.lane_seq = case when b.lane_seqs is null then b.first_seq + i - 1 else b.lane_seqs[i] end
-   where b.ready_slot = p_slot and {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size) = 0
-   group by b.lane_id, r.attempt, r.run_lease, c.slot, c.batch_id, c.closed_at, c.idxs;
-  get diagnostics v_n = row_count;
-  return v_n;
+  with done as (
+    select b.slot, b.batch_id, b.lane_id from {{schema}}.claim_batches b
+     where b.ready_slot = p_slot and b.batch_id <> all(p_skip)
+       and {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size) = 0
+  ), kept as (
+    insert into {{schema}}.completed_history (lane_id, attempt, run_lease, ids, n, closed_at)
+    select m.lane_id, r.attempt + 1, r.run_lease + 1, range_agg(int8range(r.job_id, r.job_id + 1)), count(*),
+           c.closed_at
+      from done d
+      join {{schema}}.closure_batches c on c.slot = d.slot and c.batch_id = d.batch_id and c.outcome = 'completed'
+      cross join lateral {{schema}}.receipt_members(d.slot, d.batch_id) m
+      join {{schema}}.ready_entries r on r.slot = p_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
+     where c.idxs @> m.idx
+     group by m.lane_id, r.attempt, r.run_lease, c.slot, c.batch_id, c.closed_at, c.idxs
+  )
+  select coalesce(array_agg(d.batch_id), '{}') into receipts from done d;
 end
 $$;
 
@@ -218,6 +219,7 @@ declare
   v_may_carry boolean;
   v_tables text;
   v_lock_timeout text := current_setting('lock_timeout');
+  v_kept bigint[];
 begin
   carried := 0;
   if not pg_try_advisory_xact_lock({{schema}}.lock_ns('ring'), 0) then
@@ -238,25 +240,33 @@ begin
   end if;
   select string_agg(format('{{schema}}.%I', t || '_' || slot), ', ') into v_tables
     from unnest({{schema}}.ring_tables()) t;
-  perform set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
+  -- One subtransaction: anything that stops the prune below rolls back all of it (history copies included).
   begin
+    -- The slot's completions go to compact history BEFORE its partitions are locked, so claims and
+    -- settlements never wait for that copy.
+    v_kept := {{schema}}.keep_completed_history(slot, '{}');
+    perform set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
     execute 'lock table ' || v_tables || ' in access exclusive mode';
-  exception when lock_not_available then
-    outcome := 'lock_busy';
-    return;
-  end;
-  perform set_config('lock_timeout', v_lock_timeout, true);
-  select * into v_live from {{schema}}.slot_live(slot, p_carry_limit);
-  if v_live.reason is not null then
-    if not (v_may_carry and v_live.unclaimed + v_live.members <= p_carry_limit) then
-      outcome := v_live.reason;
-      return;
+    perform set_config('lock_timeout', v_lock_timeout, true);
+    select * into v_live from {{schema}}.slot_live(slot, p_carry_limit);
+    if v_live.reason is not null then
+      if not (v_may_carry and v_live.unclaimed + v_live.members <= p_carry_limit) then
+        outcome := v_live.reason;
+        raise sqlstate 'AWA02';
+      end if;
+      carried := {{schema}}.carry_forward(slot, v_cur);
     end if;
-    carried := {{schema}}.carry_forward(slot, v_cur);
-  end if;
-  perform {{schema}}.keep_completed_history(slot);
-  execute 'truncate ' || v_tables;
-  delete from {{schema}}.receipt_forwards f where f.slot = prune.slot;
-  outcome := case when v_live.reason is null then 'pruned' else 'carried' end;
+    -- Receipts that settled between the copy above and the lock.
+    perform {{schema}}.keep_completed_history(slot, v_kept);
+    execute 'truncate ' || v_tables;
+    delete from {{schema}}.receipt_forwards f where f.slot = prune.slot;
+    outcome := case when v_live.reason is null then 'pruned' else 'carried' end;
+  exception
+    when lock_not_available then
+      outcome := 'lock_busy';
+      carried := 0;
+    when sqlstate 'AWA02' then
+      carried := 0;
+  end;
 end
 $$;
