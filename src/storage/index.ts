@@ -19,3 +19,4 @@ export * from './dlq.js';
 export * from './cleanup.js';
 export * from './lanes.js';
 export * from './queues.js';
+export * from './cron.js';
