@@ -3,6 +3,7 @@ import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
 import { adminCommand, adminOptions } from './commands/admin.js';
 import { benchCommand, benchOptions, benchSummary } from './commands/bench.js';
+import { cronCommand, cronOptions, CRON_USAGE } from './commands/cron.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { workCommand, workOptions } from './commands/work.js';
@@ -43,6 +44,7 @@ const commands: Record<string, Command> = {
     options: adminOptions,
     run: adminCommand('dlq'),
   },
+  cron: { summary: CRON_USAGE, options: cronOptions, run: cronCommand },
 };
 
 function help(): string {
