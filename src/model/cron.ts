@@ -83,7 +83,7 @@ const rows = new WeakMap<CronDefinition, Promise<CronRow>>();
 /**
  * Declares a cron schedule. Everything is checked now, with an InvalidOptionError naming the field (or an
  * InvalidArgsError from the kind's schema); a schema that validates asynchronously is awaited when a host
- * starts with the definition.
+ * starts with the definition. `now` is the instant from which the expression must still fire (default: now).
  */
 export function defineCron<Args>(options: CronOptions<Args>, now: Date = new Date()): CronDefinition {
   validatePlainObject('cron', options);
