@@ -13,7 +13,15 @@ export {
   TransactionRequiredError,
   type AwaErrorCode,
 } from './model/errors.js';
-export { RetryAfter, Snooze, CancelJob, FailJob } from './model/outcomes.js';
+export {
+  RetryAfter,
+  Snooze,
+  CancelJob,
+  FailJob,
+  WaitForCallback,
+  ExternalFailure,
+  CallbackTimeout,
+} from './model/outcomes.js';
 export {
   defineJob,
   type JobKind,
@@ -26,6 +34,7 @@ export type { JobOptions } from './model/enqueue-options.js';
 export { defineCron, type CronOptions, type CronJobOptions, type CronDefinition } from './model/cron.js';
 export type { MissedFire } from './model/cron-schedule.js';
 export type { UniqueOptions } from './model/unique.js';
+export type { Description } from './model/descriptor.js';
 export type { Priority } from './model/validation.js';
 export type {
   QueueCounts,
@@ -39,6 +48,14 @@ export type {
   DlqEntry,
   CancelledFrom,
   EnqueueResult,
+  CallbackAction,
+  QueueHealth,
+  JobListFilter,
+  JobSummary,
+  RuntimeInstance,
+  Descriptor,
+  StorageFamily,
+  CallbackDelivery,
   CronFireOutcome,
 } from './storage/index.js';
 export * from './runtime/index.js';

@@ -9,8 +9,9 @@ import { CancelJob, FailJob, MAX_DELAY_MS, RetryAfter, Snooze } from '../src/mod
 // early ones on the port as soon as they are known (so a long batch does not hold finished jobs), the
 // rest in the buffer the task returns. Both sides import this file; it depends on src/model only.
 
-/** The handler context inside a pool thread: the inline context plus log lines forwarded to the host. */
-export interface PoolJobContext extends JobContext {
+/** The handler context inside a pool thread: the inline context (external callbacks excepted: they are for
+ * inline kinds) plus log lines forwarded to the host. */
+export interface PoolJobContext extends Omit<JobContext, 'registerCallback' | 'waitForCallback'> {
   /** Formats its arguments like console.log and sends the line to the coordinator (WorkerHost 'log'). */
   log(...args: unknown[]): void;
 }

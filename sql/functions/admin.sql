@@ -6,7 +6,7 @@
 -- rolled back and not yet passed by a claim count too, so it can over-count briefly. running = open receipt
 -- members; completed = success history still held (ring and compact history).
 create function {{schema}}.queue_counts()
-  returns table (queue text, paused boolean, available bigint, running bigint, scheduled bigint,
+  returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
                  retryable bigint, completed bigint, failed bigint, cancelled bigint)
   language sql stable
   set jit = off
@@ -45,16 +45,19 @@ create function {{schema}}.queue_counts()
     ), q as (
       select l.queue from {{schema}}.lanes l union select d.queue from {{schema}}.deferred_jobs d
       union select e.queue from {{schema}}.done_entries e union select x.queue from {{schema}}.dlq_entries x
+      union select w.queue from {{schema}}.waiting_jobs w
       union select s.queue from {{schema}}.queue_settings s
     )
     select q.queue,
            coalesce((select s.paused_at is not null from {{schema}}.queue_settings s where s.queue = q.queue), false),
            greatest(coalesce((select a.n from avail a where a.queue = q.queue), 0), 0),
            coalesce((select r.running from receipts r where r.queue = q.queue), 0),
+           (select count(*) from {{schema}}.waiting_jobs w where w.queue = q.queue),
            (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'scheduled'),
            (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'retryable'),
            coalesce((select r.completed from receipts r where r.queue = q.queue), 0)
-             + coalesce((select h.n from history h where h.queue = q.queue), 0),
+             + coalesce((select h.n from history h where h.queue = q.queue), 0)
+             + (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'completed'),
            (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'failed'),
            (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'cancelled')
       from q order by q.queue
@@ -88,6 +91,11 @@ begin
     select d.state, d.kind, d.queue, d.priority, d.args, d.attempt::int, d.max_attempts::int, d.run_lease,
            d.run_at, null::timestamptz, d.meta
       from {{schema}}.deferred_jobs d where d.job_id = p_id;
+  if found then return; end if;
+  return query
+    select 'waiting_external'::text, w.kind, w.queue, w.priority, w.args, w.attempt::int, w.max_attempts::int,
+           w.run_lease, w.timeout_at, null::timestamptz, w.meta
+      from {{schema}}.waiting_jobs w where w.job_id = p_id;
   if found then return; end if;
   select * into r from {{schema}}.ready_entries re where re.job_id = p_id order by re.run_lease desc limit 1;
   if found then

@@ -1,4 +1,5 @@
--- Operator cancel of one job, wherever it is. Scheduled/retryable: removed from the backlog. Waiting in the
+-- Operator cancel of one job, wherever it is. Scheduled/retryable: removed from the backlog. Parked for a
+-- callback: settled as cancelled (its callback is then rejected). Waiting in the
 -- ring (no receipt covers its position): tombstoned under the lane's claim lock, so no claimer can take it
 -- meanwhile (claimers hold that lock only for their own short statement). Running: its receipt member is
 -- closed through the fenced path and the owner is told to abort the handler. Returns the state the job was
@@ -10,6 +11,7 @@ create function {{schema}}.cancel_job(p_job_id bigint, p_reason text) returns te
 declare
   d {{schema}}.deferred_jobs;
   r {{schema}}.ready_entries;
+  w {{schema}}.waiting_jobs;
   l {{schema}}.lanes;
   b record;
   v_err jsonb;
@@ -21,6 +23,12 @@ begin
     values (d.job_id, d.run_lease, 'cancelled', d.kind, d.queue, d.priority, d.args, d.attempt, d.max_attempts,
             d.enqueued_at, {{schema}}.with_error(d.meta, jsonb_build_object('attempt', d.attempt, 'at', now(), 'error', p_reason)));
     return d.state;
+  end if;
+  delete from {{schema}}.waiting_jobs wj where wj.job_id = p_job_id returning * into w;
+  if found then
+    perform {{schema}}.settle_waiting(w, 'cancel', null, null,
+      jsonb_build_object('attempt', w.attempt, 'at', now(), 'error', p_reason));
+    return 'waiting_external';
   end if;
   select * into r from {{schema}}.ready_entries re where re.job_id = p_job_id order by re.run_lease desc limit 1;
   if not found or exists (select 1 from {{schema}}.done_entries de where de.job_id = p_job_id and de.run_lease >= r.run_lease) then

@@ -43,6 +43,8 @@ begin
        and not exists (select 1 from {{schema}}.claim_batches cb where cb.instance_id = ri.instance_id)
     returning 1)
   select count(*) into instances from gone;
+  -- Descriptor reports of hosts gone for a day.
+  delete from {{schema}}.descriptor_reports d where d.reported_at < now() - interval '1 day';
   unique_claims := {{schema}}.unique_cleanup(p_limit);
   return next;
 end

@@ -6,6 +6,7 @@
 --   retry      -> closure + deferred_jobs(retryable, attempt counted); run_at null = the backoff rule
 --   snooze     -> closure + deferred_jobs(scheduled, attempt not counted)
 --   failed / cancelled -> closure + done_entries, or dlq_entries for failures of DLQ-enabled queues
+--   wait       -> closure + waiting_jobs: parked until the callback the attempt registered (callbacks.sql)
 create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
     p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[])
   returns table (job_id bigint)
@@ -26,7 +27,13 @@ begin
   ), valid as (
     -- Member idx of a batch: arithmetic on the lane range in the common case; the stored arrays only
     -- when the claim recorded them.
-    select distinct on (i.slot, i.batch_id, i.idx) i.*, b.ready_slot, b.lane_id,
+    select distinct on (i.slot, i.batch_id, i.idx) i.given_slot, i.slot, i.batch_id, i.idx, i.job_id, i.run_lease,
+           -- Parking needs the callback the attempt registered; without one it can only be retried.
+           case when i.outcome = 'wait' and not exists (
+                  select 1 from {{schema}}.attempt_state s
+                   where s.job_id = i.job_id and s.run_lease = i.run_lease and s.callback_token is not null)
+                then 'retry' else i.outcome end as outcome,
+           i.run_at, i.error, b.ready_slot, b.lane_id,
            case when b.lane_seqs is null then b.first_seq + i.idx - 1 else b.lane_seqs[i.idx] end as lane_seq
       from input i
       join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
@@ -59,6 +66,14 @@ begin
            case when b.outcome = 'retry' then 'retryable' else 'scheduled' end,
            b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
       from body b where b.outcome in ('retry', 'snooze')
+  ), to_waiting as (
+    insert into {{schema}}.waiting_jobs
+      (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta, token, timeout_at)
+    select b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1, b.max_attempts,
+           b.enqueued_at, b.meta, s.callback_token, s.callback_timeout_at
+      from body b
+      join {{schema}}.attempt_state s on s.job_id = b.job_id and s.run_lease = b.run_lease
+     where b.outcome = 'wait'
   ), to_done as (
     insert into {{schema}}.done_entries
       (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)

@@ -1,12 +1,18 @@
 #!/usr/bin/env node
 import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
-import { adminCommand, adminOptions } from './commands/admin.js';
 import { benchCommand, benchOptions, benchSummary } from './commands/bench.js';
+import { callbackCommand, callbackOptions } from './commands/callback.js';
 import { cronCommand, cronOptions, CRON_USAGE } from './commands/cron.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { workCommand, workOptions } from './commands/work.js';
+import { OPERATOR_OPTIONS } from './operator/common.js';
+import { dlqCommand, dlqOptions } from './operator/dlq.js';
+import { jobCommand, jobOptions } from './operator/job.js';
+import { queueCommand, queueOptions, queuesCommand } from './operator/queue.js';
+import { runtimeCommand, runtimeOptions } from './operator/runtime.js';
+import { storageCommand } from './operator/storage.js';
 
 // The `awa` command: one entry per subcommand, each in commands/.
 
@@ -37,12 +43,37 @@ const commands: Record<string, Command> = {
     options: benchOptions,
     run: benchCommand,
   },
-  queues: { summary: 'per-queue counts', options: adminOptions, run: adminCommand('queues') },
-  job: { summary: 'job get <id> | job cancel <id>', options: adminOptions, run: adminCommand('job') },
+  queues: { summary: 'per-queue counts', options: OPERATOR_OPTIONS, run: queuesCommand },
+  queue: {
+    summary: 'queue list | show NAME | pause NAME | resume NAME: queue health, fleet-wide pause',
+    options: { ...OPERATOR_OPTIONS, ...queueOptions },
+    run: queueCommand,
+  },
+  job: {
+    summary: 'job show ID | list --state S | cancel ID | retry ID',
+    options: { ...OPERATOR_OPTIONS, ...jobOptions },
+    run: jobCommand,
+  },
   dlq: {
     summary: 'dlq list | dlq retry <id…> | dlq purge (<id…> | --older-than-ms N)',
-    options: adminOptions,
-    run: adminCommand('dlq'),
+    options: { ...OPERATOR_OPTIONS, ...dlqOptions },
+    run: dlqCommand,
+  },
+  runtime: {
+    summary:
+      'runtime list [--all] | runtime descriptors: worker processes, the leader, declared queues and kinds',
+    options: { ...OPERATOR_OPTIONS, ...runtimeOptions },
+    run: runtimeCommand,
+  },
+  storage: {
+    summary: 'storage status: ring slots, what holds the oldest, table sizes and dead tuples',
+    options: OPERATOR_OPTIONS,
+    run: storageCommand,
+  },
+  callback: {
+    summary: 'callback complete|fail|retry|cancel|resume TOKEN: deliver an external callback',
+    options: callbackOptions,
+    run: callbackCommand,
   },
   cron: { summary: CRON_USAGE, options: cronOptions, run: cronCommand },
 };

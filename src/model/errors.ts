@@ -18,6 +18,8 @@ export type AwaErrorCode =
   | 'AWA_INSTANCE_REREGISTERED'
   | 'AWA_CLAIM_LOST'
   | 'AWA_TRANSACTION_REQUIRED'
+  | 'AWA_ATTEMPT_CLOSED'
+  | 'AWA_INVALID_CALLBACK'
   | 'AWA_EMBEDDED_START_FAILED';
 
 export class AwaError extends Error {

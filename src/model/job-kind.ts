@@ -1,5 +1,6 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { InvalidArgsError, InvalidOptionError } from './errors.js';
+import { resolveDescription, type Description } from './descriptor.js';
 import { resolveUnique, type ResolvedUnique, type UniqueOptions } from './unique.js';
 import {
   validateInt,
@@ -28,6 +29,8 @@ export interface JobKindOptions<Args> {
   deadlineMs?: number;
   /** Jobs of this kind are unique (see UniqueOptions); an enqueue may override it. */
   unique?: UniqueOptions | boolean;
+  /** What operators see about this kind (label, description, owner, docs URL). */
+  describe?: Description;
 }
 
 /** A typed job kind: the contract between producers and the handler. */
@@ -41,6 +44,7 @@ export interface JobKind<Args = unknown> {
   readonly deadlineMs: number;
   /** Set when jobs of this kind are unique by default. */
   readonly unique?: ResolvedUnique;
+  readonly description: Description;
   readonly schema?: StandardSchemaV1<unknown, Args>;
   /** Checks args against the schema (if any) and returns the validated value. */
   validate(args: unknown): Promise<Args>;
@@ -63,7 +67,9 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
     options.deadlineMs === undefined ? 0 : validateInt('deadlineMs', options.deadlineMs, 1, 7 * 86_400_000);
   const schema = options.schema;
   const unique = resolveUnique('unique', options.unique);
+  const description = resolveDescription('describe', options.describe);
   return {
+    description,
     kind,
     queue,
     priority,

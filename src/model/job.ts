@@ -27,6 +27,8 @@ export interface Job<Args = unknown> {
   readonly metadata: Record<string, unknown>;
   readonly tags: readonly string[];
   readonly errors: readonly AttemptError[];
+  /** Set when this attempt was resumed by an external callback: what the callback carried. */
+  readonly callback?: { readonly payload: unknown; readonly at: string };
 }
 
 /** What a handler gets beside the job. */
@@ -35,6 +37,19 @@ export interface JobContext {
   readonly signal: AbortSignal;
   /** Records progress (any JSON value) for this attempt; written through the attempt's fence, coalesced. */
   progress(value: unknown): void;
+  /**
+   * Registers an external callback for this attempt and returns its token (hand it to the outside service).
+   * Then either throw/return `new WaitForCallback()` to park the job (its permit is freed), or await
+   * `waitForCallback(token)`. A later registration replaces the token. With `timeoutMs`, a parked job whose
+   * callback does not come in time fails this attempt (retried like any failure). Inline kinds only.
+   */
+  registerCallback(options?: { timeoutMs?: number }): Promise<string>;
+  /**
+   * Waits inside the handler for the callback of `token` (registered by this attempt), holding the permit:
+   * resolves with its payload (complete, resume), rejects with ExternalFailure (fail), RetryAfter (retry
+   * with a delay), CancelJob (cancel), CallbackTimeout (timeoutMs passed), or the abort reason.
+   */
+  waitForCallback(token: string, options?: { timeoutMs?: number }): Promise<unknown>;
 }
 
 export type JobHandler<Args = unknown> = (job: Job<Args>, ctx: JobContext) => unknown;
@@ -51,3 +66,16 @@ export type JobState =
   | 'dlq'
   /** Parked until an external callback arrives (see docs/callbacks.md). */
   | 'waiting_external';
+
+/** Every state a job can be in, for validating filters. */
+export const JOB_STATES: readonly JobState[] = [
+  'available',
+  'scheduled',
+  'retryable',
+  'running',
+  'waiting_external',
+  'completed',
+  'failed',
+  'cancelled',
+  'dlq',
+];

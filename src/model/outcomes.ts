@@ -56,3 +56,35 @@ export class FailJob extends Error {
     this.name = 'FailJob';
   }
 }
+
+/**
+ * Park the job until an external callback settles it: thrown (or returned) by a handler after it registered
+ * a callback with ctx.registerCallback(). Its permit is freed at once; the callback (or its timeout)
+ * completes, fails, retries, cancels or resumes the job. See docs/callbacks.md.
+ */
+export class WaitForCallback extends Error {
+  constructor(reason = 'waiting for an external callback') {
+    super(reason);
+    this.name = 'WaitForCallback';
+  }
+}
+
+/** What ctx.waitForCallback() rejects with when the callback reports a failure: a FailJob, so the job fails
+ * for good unless the handler catches it. */
+export class ExternalFailure extends FailJob {
+  readonly payload: unknown;
+  constructor(message: string, payload?: unknown) {
+    super(message);
+    this.name = 'ExternalFailure';
+    this.payload = payload;
+  }
+}
+
+/** What ctx.waitForCallback() rejects with when no callback came in time (the attempt then fails and is
+ * retried like any failure unless the handler catches it). */
+export class CallbackTimeout extends Error {
+  constructor(ms: number) {
+    super(`no callback within ${ms} ms`);
+    this.name = 'CallbackTimeout';
+  }
+}

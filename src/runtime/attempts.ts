@@ -10,6 +10,8 @@ export class Attempt {
   /** Set once the attempt's result has been handed to the batcher; later results are ignored. */
   settled = false;
   deadlineTimer: NodeJS.Timeout | null = null;
+  /** The external callback this attempt registered last (ctx.registerCallback). */
+  callbackToken: string | null = null;
 
   constructor(
     readonly queue: string,

@@ -2,8 +2,15 @@ import type pg from 'pg';
 import { InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, type JobKind } from '../model/job-kind.js';
-import { DEFAULT_MAX_PAYLOAD_BYTES } from '../model/payload.js';
-import { rejectUnknownKeys, validateInt, validateName, validatePlainObject } from '../model/validation.js';
+import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
+import { JOB_STATES, type JobState } from '../model/job.js';
+import {
+  rejectUnknownKeys,
+  validateDate,
+  validateInt,
+  validateName,
+  validatePlainObject,
+} from '../model/validation.js';
 import {
   applyMigrations,
   cancelJob,
@@ -15,7 +22,14 @@ import {
   findJob,
   listDlq,
   pendingSql,
+  listDescriptors,
+  listJobs,
   purgeDlq,
+  queueHealth,
+  retryJob,
+  runtimeList,
+  storageStatus,
+  resolveCallback,
   queueCounts,
   redact,
   resolveSchema,
@@ -27,7 +41,15 @@ import {
   withTransaction,
   wrapDatabaseError,
   type CancelledFrom,
+  type CallbackAction,
+  type CallbackDelivery,
+  type Descriptor,
   type DlqEntry,
+  type JobListFilter,
+  type JobSummary,
+  type QueueHealth,
+  type RuntimeInstance,
+  type StorageFamily,
   type EnqueueResult,
   type JobRecord,
   type MigrateResult,
@@ -213,6 +235,118 @@ export class AwaClient {
   async resumeQueue(queue: string): Promise<boolean> {
     validateName('queue', queue);
     return this.run('resumeQueue', undefined, (db) => setQueuePaused(db, this.schema, queue, false));
+  }
+
+  /** Delivers an external callback that completes the job (parked) or resumes its waiting handler with
+   * `payload` (waiting in its handler). See docs/callbacks.md for every outcome. */
+  completeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
+    return this.deliver(token, 'complete', payload, null, null);
+  }
+
+  /** Fails the job for good (failed, or the DLQ of a DLQ queue); a waiting handler gets an ExternalFailure,
+   * which fails the job unless the handler catches it. */
+  failExternal(token: string, error: string, payload?: unknown): Promise<CallbackDelivery> {
+    return this.deliver(token, 'fail', payload, null, error);
+  }
+
+  /** Retries the job after `delayMs` (default: the backoff rule), the attempt counted. */
+  retryExternal(
+    token: string,
+    options: { delayMs?: number; error?: string } = {},
+  ): Promise<CallbackDelivery> {
+    const runAt =
+      options.delayMs === undefined
+        ? null
+        : new Date(Date.now() + validateInt('delayMs', options.delayMs, 0, 365 * 86_400_000));
+    return this.deliver(token, 'retry', undefined, runAt, options.error ?? 'retry requested by callback');
+  }
+
+  /** Cancels the job for good. */
+  cancelExternal(token: string, reason = 'cancelled by callback'): Promise<CallbackDelivery> {
+    return this.deliver(token, 'cancel', undefined, null, reason);
+  }
+
+  /** Runs the handler again (same attempt) with `payload` on job.callback, or hands it to a waiting handler. */
+  resumeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
+    return this.deliver(token, 'resume', payload, null, null);
+  }
+
+  private deliver(
+    token: string,
+    action: CallbackAction,
+    payload: unknown,
+    runAt: Date | null,
+    error: string | null,
+  ): Promise<CallbackDelivery> {
+    if (
+      typeof token !== 'string' ||
+      !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(token)
+    ) {
+      throw new InvalidOptionError(
+        'token',
+        `must be a callback token (a UUID), got ${JSON.stringify(token)}`,
+      );
+    }
+    const json =
+      payload === undefined ? null : encodeArgs('callback', payload, this.maxPayloadBytes, 'payload');
+    const record = error === null ? null : { at: new Date().toISOString(), error, name: 'ExternalCallback' };
+    return this.run(`callback ${action}`, undefined, (db) =>
+      resolveCallback(db, this.schema, token, action, json, runAt, record),
+    );
+  }
+
+  /** Per-queue health: counts, completions and failures in the last `windowMs` (default 5 min), the age of
+   * the oldest available job, pause state, and whether the queue is in the ring's oldest slot. Cheap to poll. */
+  async queueHealth(options: { windowMs?: number } = {}): Promise<QueueHealth[]> {
+    const windowMs =
+      options.windowMs === undefined ? 300_000 : validateInt('windowMs', options.windowMs, 1_000, 86_400_000);
+    return this.run('queueHealth', undefined, (db) => queueHealth(db, this.schema, windowMs / 1000));
+  }
+
+  /** A page of jobs in one state (see JobListFilter for the paging keys). */
+  async listJobs(filter: Omit<JobListFilter, 'limit'> & { limit?: number }): Promise<JobSummary[]> {
+    validatePlainObject('filter', filter);
+    rejectUnknownKeys('filter', filter, ['state', 'queue', 'kind', 'beforeId', 'beforeAt', 'limit']);
+    if (!JOB_STATES.includes(filter.state)) {
+      throw new InvalidOptionError(
+        'filter.state',
+        `must be one of ${JOB_STATES.join(', ')}, got ${String(filter.state)}`,
+      );
+    }
+    if (filter.queue !== undefined) validateName('filter.queue', filter.queue);
+    if (filter.kind !== undefined) validateName('filter.kind', filter.kind);
+    if (filter.beforeId !== undefined && !/^\d{1,19}$/.test(filter.beforeId)) {
+      throw new InvalidOptionError('filter.beforeId', 'must be a job id');
+    }
+    if (filter.beforeAt !== undefined) validateDate('filter.beforeAt', filter.beforeAt);
+    const limit = filter.limit === undefined ? 50 : validateInt('filter.limit', filter.limit, 1, 1000);
+    return this.run('listJobs', undefined, (db) => listJobs(db, this.schema, { ...filter, limit }));
+  }
+
+  /** Runs a failed, cancelled, dead-lettered, scheduled or retryable job again now (fresh attempt counter
+   * for ended ones). Returns the state it was retried from, or null. */
+  async retryJob(id: string): Promise<JobState | null> {
+    return this.run('retryJob', undefined, (db) => retryJob(db, this.schema, id));
+  }
+
+  /** Worker processes that registered, newest first, with their snapshot; `live` when heard from within
+   * `liveMs` (default 30 s) and not stopped. */
+  async runtimeList(options: { liveMs?: number } = {}): Promise<RuntimeInstance[]> {
+    const liveMs =
+      options.liveMs === undefined ? 30_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
+    return this.run('runtimeList', undefined, (db) => runtimeList(db, this.schema, liveMs / 1000));
+  }
+
+  /** Queue and kind descriptors as live hosts report them, with stale and drift flags. */
+  async descriptors(options: { liveMs?: number } = {}): Promise<Descriptor[]> {
+    const liveMs =
+      options.liveMs === undefined ? 120_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
+    return this.run('descriptors', undefined, (db) => listDescriptors(db, this.schema, liveMs / 1000));
+  }
+
+  /** Sizes, live and dead tuples of the schema's tables (ring families summed over their slots). */
+  async storageStatus(): Promise<StorageFamily[]> {
+    return this.run('storageStatus', undefined, (db) => storageStatus(db, this.schema));
   }
 
   async counts(): Promise<QueueCounts[]> {

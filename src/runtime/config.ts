@@ -3,6 +3,7 @@ import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type pg from 'pg';
 import { validateCronList, type CronDefinition } from '../model/cron.js';
+import { resolveDescription, type Description } from '../model/descriptor.js';
 import { InvalidOptionError } from '../model/errors.js';
 import {
   describe,
@@ -25,6 +26,8 @@ export interface QueueOptions {
   /** Hard deadline of every attempt in this queue, enforced by the maintenance leader even if this
    * process hangs. Default 0 (none). */
   deadlineMs?: number;
+  /** What operators see about this queue (label, description, owner, docs URL). */
+  describe?: Description;
 }
 
 export interface WorkerOptions {
@@ -66,8 +69,11 @@ export interface WorkerOptions {
   poolSize?: number;
   /** Stable id of this process in receipts; default a random UUID. */
   instanceId?: string;
-  /** How often this process proves it is alive (one row write for all its attempts). Default 5 s. */
+  /** How often this process proves it is alive (one row write for all its attempts, which also carries its
+   * runtime snapshot: in-flight jobs, leadership). Default 5 s. */
   heartbeatIntervalMs?: number;
+  /** How often this process reports its queue and kind descriptors. Default 60 s. */
+  snapshotIntervalMs?: number;
   /** Attempts of a process silent for this long are rescued. At least 3 × heartbeatIntervalMs. Default 30 s. */
   heartbeatStalenessMs?: number;
   /** How often the leader looks for abandoned attempts. Default 5 s. */
@@ -154,6 +160,7 @@ const INT_OPTIONS = {
   ringCarryAfterSlots: { dflt: 8, min: 2, max: 16 },
   completedRetentionMs: { dflt: 3_600_000, min: 0, max: 30 * DAY },
   heartbeatIntervalMs: { dflt: 5_000, min: 50, max: DAY },
+  snapshotIntervalMs: { dflt: 60_000, min: 100, max: DAY },
   rescueIntervalMs: { dflt: 5_000, min: 10, max: DAY },
   failedRetentionMs: { dflt: 3 * DAY, min: 0, max: 3650 * DAY },
   dlqRetentionMs: { dflt: 30 * DAY, min: 0, max: 3650 * DAY },
@@ -197,6 +204,7 @@ export interface ResolvedQueue {
   concurrency: number;
   dlq: boolean;
   deadlineMs: number;
+  description: Description;
 }
 
 function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
@@ -205,9 +213,10 @@ function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
       concurrency: validateInt(`queues.${name}.concurrency`, q, 1, 100_000),
       dlq: false,
       deadlineMs: 0,
+      description: {},
     };
   validatePlainObject(`queues.${name}`, q);
-  rejectUnknownKeys(`queues.${name}`, q, ['concurrency', 'dlq', 'deadlineMs']);
+  rejectUnknownKeys(`queues.${name}`, q, ['concurrency', 'dlq', 'deadlineMs', 'describe']);
   if (q.dlq !== undefined && typeof q.dlq !== 'boolean')
     throw new InvalidOptionError(`queues.${name}.dlq`, 'must be true or false');
   return {
@@ -215,6 +224,7 @@ function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
     dlq: q.dlq ?? false,
     deadlineMs:
       q.deadlineMs === undefined ? 0 : validateInt(`queues.${name}.deadlineMs`, q.deadlineMs, 1_000, 7 * DAY),
+    description: resolveDescription(`queues.${name}.describe`, q.describe),
   };
 }
 

@@ -18,5 +18,6 @@ export function jobView(queue: string, c: ClaimedJob): Job {
     metadata: meta?.metadata ?? {},
     tags: meta?.tags ?? [],
     errors: (meta?.errors as AttemptError[] | undefined) ?? [],
+    ...(meta?.callback ? { callback: meta.callback as Job['callback'] & object } : {}),
   };
 }

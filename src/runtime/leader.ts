@@ -2,6 +2,7 @@ import type pg from 'pg';
 import {
   boundLockWaits,
   cleanupHistory,
+  expireCallbacks,
   promoteDue,
   pruneRing,
   releaseLeadership,
@@ -54,6 +55,7 @@ const PRUNE_LOCK_TIMEOUT_MS = 10;
 // is reported, and runs again next tick.
 const LEADER_LOCK_TIMEOUT_MS = 500;
 const RESCUE_MAX_BATCHES = 256;
+const CALLBACK_EXPIRY_BATCH = 1_000;
 const CLEANUP_INTERVAL_MS = 60_000;
 const CLEANUP_LIMIT = 5_000;
 
@@ -212,6 +214,7 @@ export class MaintenanceLeader {
     return total;
   }
 
+  /** Abandoned attempts (silent worker, passed deadline), then parked jobs whose callback timed out. */
   private async rescue(): Promise<void> {
     if (!this.conn) return;
     const rescued = await rescueAbandoned(this.conn.client, this.cfg.schema, {
@@ -219,6 +222,8 @@ export class MaintenanceLeader {
       maxBatches: RESCUE_MAX_BATCHES,
     });
     if (rescued.length > 0) this.events.onRescue(rescued);
+    if (!this.conn) return;
+    await expireCallbacks(this.conn.client, this.cfg.schema, CALLBACK_EXPIRY_BATCH);
   }
 
   private async cleanup(): Promise<void> {

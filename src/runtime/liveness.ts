@@ -1,16 +1,21 @@
 import type pg from 'pg';
+import { AWA_VERSION } from '../model/descriptor.js';
 import { AwaError } from '../model/errors.js';
 import {
   heartbeat,
   registerInstance,
   releaseUnknownReceipts,
+  reportDescriptors,
+  type DescriptorReport,
   type QueueSetting,
+  type RuntimeSnapshot,
   type Schema,
 } from '../storage/index.js';
 import type { ReceiptBook } from './receipt-book.js';
 
 // This process's liveness in the database: one heartbeat row write per interval vouches for every receipt it
-// holds. If the row is gone (cleaned up while the process was suspended), the heartbeat registers the
+// holds and carries its snapshot (in-flight jobs, leadership); a slower tick reports the descriptors of the
+// queues and kinds it serves. If the row is gone (cleaned up while the process was suspended), the heartbeat registers the
 // instance again rather than let every later claim look orphaned. Receipts of this instance that the
 // process does not know of (a claim whose answer was lost with its connection) are handed back: at once
 // for the queue whose claim failed that way, and for every queue on a slow sweep, in case a lost claim
@@ -21,35 +26,48 @@ export interface LivenessConfig {
   instanceId: string;
   queues: readonly QueueSetting[];
   heartbeatIntervalMs: number;
+  snapshotIntervalMs: number;
   /** The sweep runs this often and hands back unknown receipts older than this. */
   sweepMs: number;
+}
+
+export interface LivenessSources {
+  snapshot(): RuntimeSnapshot;
+  descriptors(): DescriptorReport[];
 }
 
 export class Liveness {
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
+  private snapshotTimer: NodeJS.Timeout | null = null;
   private readonly suspect = new Set<string>();
 
   constructor(
     private readonly pool: pg.Pool,
     private readonly cfg: LivenessConfig,
     private readonly receipts: ReceiptBook,
+    private readonly sources: LivenessSources,
     private readonly onError: (err: unknown) => void,
   ) {}
 
   async register(db: pg.ClientBase | pg.Pool = this.pool): Promise<void> {
-    await registerInstance(db, this.cfg.schema, this.cfg.instanceId, this.cfg.queues);
+    await registerInstance(db, this.cfg.schema, this.cfg.instanceId, this.cfg.queues, AWA_VERSION);
+    await reportDescriptors(db, this.cfg.schema, this.cfg.instanceId, this.sources.descriptors());
   }
 
   start(): void {
     this.heartbeatTimer = setInterval(() => void this.beat(), this.cfg.heartbeatIntervalMs);
     this.sweepTimer = setInterval(() => void this.sweep(), this.cfg.sweepMs);
+    this.snapshotTimer = setInterval(() => {
+      reportDescriptors(this.pool, this.cfg.schema, this.cfg.instanceId, this.sources.descriptors()).catch(
+        (err: unknown) => this.onError(err),
+      );
+    }, this.cfg.snapshotIntervalMs);
   }
 
   stop(): void {
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    this.heartbeatTimer = this.sweepTimer = null;
+    for (const t of [this.heartbeatTimer, this.sweepTimer, this.snapshotTimer]) if (t) clearInterval(t);
+    this.heartbeatTimer = this.sweepTimer = this.snapshotTimer = null;
   }
 
   /** A claim of `queue` failed in a way that may have committed: reconcile before its next claim. */
@@ -66,7 +84,7 @@ export class Liveness {
 
   private async beat(): Promise<void> {
     try {
-      if (await heartbeat(this.pool, this.cfg.schema, this.cfg.instanceId)) return;
+      if (await heartbeat(this.pool, this.cfg.schema, this.cfg.instanceId, this.sources.snapshot())) return;
       await this.register();
       this.onError(
         new AwaError(

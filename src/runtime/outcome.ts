@@ -1,4 +1,12 @@
-import { CancelJob, FailJob, isValidDelay, MAX_DELAY_MS, RetryAfter, Snooze } from '../model/outcomes.js';
+import {
+  CancelJob,
+  FailJob,
+  isValidDelay,
+  MAX_DELAY_MS,
+  RetryAfter,
+  Snooze,
+  WaitForCallback,
+} from '../model/outcomes.js';
 import type { Outcome } from '../storage/index.js';
 
 // Turns how a handler ended into the storage outcome: the retry policy lives here.
@@ -18,7 +26,7 @@ export function decide(
   maxAttempts: number,
   now = Date.now(),
 ): Decision {
-  if (!failed) return COMPLETED;
+  if (!failed) return thrown instanceof WaitForCallback ? { outcome: 'wait' } : COMPLETED;
   // The delay was checked when the outcome was made, but it is a plain field a handler can overwrite.
   if ((thrown instanceof Snooze || thrown instanceof RetryAfter) && !isValidDelay(thrown.delayMs)) {
     const bad = new Error(
@@ -28,6 +36,7 @@ export function decide(
     thrown = bad;
   }
   if (thrown instanceof Snooze) return { outcome: 'snooze', runAt: new Date(now + thrown.delayMs) };
+  if (thrown instanceof WaitForCallback) return { outcome: 'wait' };
   const error = errorRecord(thrown, attempt, now);
   if (thrown instanceof CancelJob) return { outcome: 'cancelled', error };
   if (thrown instanceof FailJob || attempt >= maxAttempts) return { outcome: 'failed', error };

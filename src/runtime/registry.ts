@@ -15,23 +15,27 @@ export function defineHandler<Args>(kind: JobKind<Args>, handle: JobHandler<Args
 }
 
 export class HandlerRegistry {
-  private readonly entries = new Map<string, HandlerEntry>();
+  private readonly byKind = new Map<string, HandlerEntry>();
 
   add<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): void {
     if (!kind || typeof kind.kind !== 'string')
       throw new InvalidOptionError('kind', 'must be a definition from defineJob()');
     if (typeof handle !== 'function')
       throw new InvalidOptionError(`handler for "${kind.kind}"`, 'must be a function');
-    if (this.entries.has(kind.kind))
+    if (this.byKind.has(kind.kind))
       throw new InvalidOptionError('kind', `"${kind.kind}" already has a handler`);
-    this.entries.set(kind.kind, { kind, handle } as HandlerEntry);
+    this.byKind.set(kind.kind, { kind, handle } as HandlerEntry);
+  }
+
+  entries(): HandlerEntry[] {
+    return [...this.byKind.values()];
   }
 
   get(kind: string): HandlerEntry | undefined {
-    return this.entries.get(kind);
+    return this.byKind.get(kind);
   }
 
   kinds(): string[] {
-    return [...this.entries.keys()];
+    return [...this.byKind.keys()];
   }
 }

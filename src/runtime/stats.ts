@@ -8,6 +8,8 @@ export class HostStats {
   failed = 0;
   cancelled = 0;
   snoozed = 0;
+  /** Attempts parked for an external callback. */
+  parked = 0;
   stale = 0;
   claimed = 0;
   claimCalls = 0;
@@ -30,6 +32,7 @@ export class HostStats {
       failed: this.failed,
       cancelled: this.cancelled,
       snoozed: this.snoozed,
+      parked: this.parked,
       stale: this.stale,
       claimed: this.claimed,
       claimCalls: this.claimCalls,

@@ -1,10 +1,12 @@
 import { EventEmitter } from 'node:events';
 import type pg from 'pg';
+import { descriptorHash } from '../model/descriptor.js';
 import { AwaError, UnknownKindError } from '../model/errors.js';
 import type { JobContext, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import {
   assertMigrated,
+  callbackResult,
   claimJobs,
   connect,
   createPool,
@@ -14,8 +16,10 @@ import {
   isDataError,
   markStopped,
   redact,
+  registerCallback,
   writeProgress,
   type ClaimBatch,
+  type DescriptorReport,
   type ClaimedJob,
   type PruneResult,
   type RescuedAttempt,
@@ -23,10 +27,12 @@ import {
 } from '../storage/index.js';
 import type { Attempt } from './attempts.js';
 import { AttemptTracker } from './attempts.js';
+import { CallbackWaits } from './callback-waits.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { syncCronDefinitions, type CronFire } from './cron.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
 import { Dispatcher } from './dispatcher.js';
+import { jobContext, type ContextDeps } from './job-context.js';
 import { jobView } from './job-view.js';
 import { MaintenanceLeader } from './leader.js';
 import { Liveness } from './liveness.js';
@@ -81,6 +87,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private readonly attempts = new AttemptTracker();
   private readonly progress: ProgressWriter;
   private readonly receipts = new ReceiptBook();
+  private readonly callbackWaits: CallbackWaits;
+  private readonly contextDeps: ContextDeps;
   private readonly liveness: Liveness;
   private readonly leader: MaintenanceLeader | null;
   private readonly wakeup: Wakeup;
@@ -134,16 +142,31 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       (w) => writeProgress(this.pool, c.schema, w),
       (err) => this.reportError(err),
     );
+    this.callbackWaits = new CallbackWaits(
+      (jobId, runLease) => callbackResult(this.pool, c.schema, jobId, runLease),
+      (err) => this.reportError(err),
+    );
+    this.contextDeps = {
+      reportProgress: (w) => this.progress.report(w),
+      registerCallback: (a, timeoutMs) => registerCallback(this.pool, c.schema, a, timeoutMs),
+      waitForCallback: (jobId, runLease, timeoutMs, signal) =>
+        this.callbackWaits.wait(jobId, runLease, timeoutMs, signal),
+    };
     this.liveness = new Liveness(
       this.pool,
       {
         schema: c.schema,
         instanceId: c.instanceId,
-        queues: [...c.queues].map(([queue, q]) => ({ queue, dlq: q.dlq })),
+        queues: [...c.queues].map(([queue, q]) => ({ queue, dlq: q.dlq, concurrency: q.concurrency })),
         heartbeatIntervalMs: c.heartbeatIntervalMs,
+        snapshotIntervalMs: c.snapshotIntervalMs,
         sweepMs: c.heartbeatStalenessMs,
       },
       this.receipts,
+      {
+        snapshot: () => ({ inFlight: this.attempts.size, isLeader: this.isLeader }),
+        descriptors: () => this.descriptors(),
+      },
       (err) => this.reportError(err),
     );
     this.wakeup = new Wakeup(
@@ -152,8 +175,12 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       {
         onQueue: (queue) => this.dispatchers.get(queue)?.notified(),
         onCancel: (jobId, runLease) => this.closedElsewhere(jobId, runLease),
+        onCallback: (jobId, runLease) => this.callbackWaits.notified(jobId, runLease),
       },
-      () => this.wakeAll(),
+      () => {
+        this.wakeAll();
+        this.callbackWaits.recheckAll();
+      },
       (err) => this.reportError(err),
     );
     this.leader = c.maintenance
@@ -308,6 +335,31 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     }
   }
 
+  /** What this host declares about the queues it serves and the kinds it runs. */
+  private descriptors(): DescriptorReport[] {
+    const queues = [...this.config.queues].map(([queue, q]) => {
+      const descriptor = {
+        ...q.description,
+        concurrency: q.concurrency,
+        dlq: q.dlq,
+        deadlineMs: q.deadlineMs,
+      };
+      return { subject: 'queue' as const, name: queue, hash: descriptorHash(descriptor), descriptor };
+    });
+    const kinds = this.registry.entries().map(({ kind }) => {
+      const descriptor = {
+        ...kind.description,
+        queue: kind.queue,
+        priority: kind.priority,
+        maxAttempts: kind.maxAttempts,
+        execution: kind.execution,
+        deadlineMs: kind.deadlineMs,
+      };
+      return { subject: 'kind' as const, name: kind.kind, hash: descriptorHash(descriptor), descriptor };
+    });
+    return [...queues, ...kinds];
+  }
+
   private async claim(queue: string, max: number): Promise<ClaimBatch[]> {
     await this.liveness.beforeClaim(queue);
     let batches: ClaimBatch[];
@@ -336,22 +388,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     const entry = this.registry.get(c.kind);
     if (!entry) return this.handBack(queue, batch, c, now);
     const attempt = this.attempts.begin(queue, batch, c);
-    const progress = this.progress;
-    const ctx: JobContext = {
-      get signal() {
-        return attempt.signal;
-      },
-      progress(value: unknown) {
-        progress.report({
-          claimSlot: batch.claimSlot,
-          batchId: batch.batchId,
-          idx: c.idx,
-          jobId: c.id,
-          runLease: c.runLease,
-          progress: value,
-        });
-      },
-    };
+    const ctx = jobContext(attempt, this.contextDeps);
     const deadlineMs = entry.kind.deadlineMs;
     if (deadlineMs > 0) {
       attempt.deadlineTimer = setTimeout(() => {
@@ -395,7 +432,12 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     attempt.settled = true;
     this.attempts.end(attempt);
     const c = attempt.job;
-    const d = decide(thrown, failed, c.attempt, c.maxAttempts);
+    let d = decide(thrown, failed, c.attempt, c.maxAttempts);
+    if (d.outcome === 'wait' && !attempt.callbackToken) {
+      const err = new Error('WaitForCallback without a callback: call ctx.registerCallback() first');
+      err.name = 'InvalidOutcome';
+      d = decide(err, true, c.attempt, c.maxAttempts);
+    }
     this.settle(attempt.queue, attempt.batch, c, d.outcome, d.runAt, d.error);
   }
 
@@ -446,6 +488,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       else if (item.outcome === 'retry') s.retried++;
       else if (item.outcome === 'failed') s.failed++;
       else if (item.outcome === 'cancelled') s.cancelled++;
+      else if (item.outcome === 'wait') s.parked++;
       else s.snoozed++;
       if (listen) this.emit('settled', item, ok);
     }

@@ -11,6 +11,8 @@ export interface QueueCounts {
   paused: boolean;
   available: number;
   running: number;
+  /** Parked until an external callback (waiting_external). */
+  waiting: number;
   scheduled: number;
   retryable: number;
   completed: number;
@@ -27,6 +29,7 @@ export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueC
     paused: r.paused,
     available: Number(r.available),
     running: Number(r.running),
+    waiting: Number(r.waiting),
     scheduled: Number(r.scheduled),
     retryable: Number(r.retryable),
     completed: Number(r.completed),
@@ -73,4 +76,188 @@ export async function findJob(db: Queryable, schema: Schema, id: string): Promis
     finishedAt: r.finished_at,
     meta: r.meta,
   };
+}
+
+export interface QueueHealth extends QueueCounts {
+  /** Completed (and failed, incl. DLQ) within the window asked for. */
+  completedRecent: number;
+  failedRecent: number;
+  /** When the oldest job still available became runnable, or null when none is. */
+  oldestAvailableAt: Date | null;
+  /** The queue has unclaimed rows or open receipts in the ring's oldest slot (it may be what holds prune). */
+  inOldestSlot: boolean;
+}
+
+export async function queueHealth(
+  db: Queryable,
+  schema: Schema,
+  windowSeconds: number,
+): Promise<QueueHealth[]> {
+  const { rows } = await db.query(`select * from ${schema.ident}.queue_health($1)`, [
+    Math.round(windowSeconds),
+  ]);
+  return rows.map((r) => ({
+    queue: r.queue,
+    paused: r.paused,
+    available: Number(r.available),
+    running: Number(r.running),
+    waiting: Number(r.waiting),
+    scheduled: Number(r.scheduled),
+    retryable: Number(r.retryable),
+    completed: Number(r.completed),
+    failed: Number(r.failed),
+    cancelled: Number(r.cancelled),
+    completedRecent: Number(r.completed_recent),
+    failedRecent: Number(r.failed_recent),
+    oldestAvailableAt: r.oldest_available_at,
+    inOldestSlot: r.in_oldest_slot,
+  }));
+}
+
+export interface JobListFilter {
+  state: JobState;
+  queue?: string;
+  kind?: string;
+  /** Keyset paging: ids below this (all states but completed and available). */
+  beforeId?: string;
+  /** Keyset paging for completed: finished before this. */
+  beforeAt?: Date;
+  limit: number;
+}
+
+export interface JobSummary {
+  id: string;
+  state: JobState;
+  /** Null for completed jobs known only from compact history. */
+  kind: string | null;
+  queue: string;
+  priority: number;
+  attempt: number;
+  maxAttempts: number | null;
+  /** The state's own time: run time (scheduled, retryable), ready (available), claimed (running), parked
+   * (waiting_external), finished (completed, failed, cancelled), dead-lettered (dlq). */
+  at: Date;
+}
+
+export async function listJobs(db: Queryable, schema: Schema, f: JobListFilter): Promise<JobSummary[]> {
+  const { rows } = await db.query(`select * from ${schema.ident}.list_jobs($1, $2, $3, $4::bigint, $5, $6)`, [
+    f.state,
+    f.queue ?? null,
+    f.kind ?? null,
+    f.beforeId ?? null,
+    f.beforeAt ?? null,
+    f.limit,
+  ]);
+  return rows.map((r) => ({
+    id: String(r.job_id),
+    state: r.state,
+    kind: r.kind,
+    queue: r.queue,
+    priority: r.priority,
+    attempt: r.attempt,
+    maxAttempts: r.max_attempts,
+    at: r.at,
+  }));
+}
+
+/** Runs a failed, cancelled, dead-lettered, scheduled or retryable job again now; the state it was retried
+ * from, or null when it is in none of those. */
+export async function retryJob(db: Queryable, schema: Schema, id: string): Promise<JobState | null> {
+  const { rows } = await db.query<{ from: JobState | null }>(
+    `select ${schema.ident}.retry_job($1::bigint) as from`,
+    [id],
+  );
+  return rows[0]?.from ?? null;
+}
+
+export interface RuntimeInstance {
+  instanceId: string;
+  hostname: string;
+  pid: number;
+  version: string | null;
+  queues: string[];
+  /** Queue → concurrency of this host. */
+  concurrency: Record<string, number> | null;
+  inFlight: number;
+  isLeader: boolean;
+  startedAt: Date;
+  heartbeatAt: Date;
+  stoppedAt: Date | null;
+  live: boolean;
+}
+
+export async function runtimeList(
+  db: Queryable,
+  schema: Schema,
+  liveSeconds: number,
+): Promise<RuntimeInstance[]> {
+  const { rows } = await db.query(`select * from ${schema.ident}.runtime_list($1)`, [
+    Math.round(liveSeconds),
+  ]);
+  return rows.map((r) => ({
+    instanceId: r.instance_id,
+    hostname: r.hostname,
+    pid: r.pid,
+    version: r.version,
+    queues: r.queues,
+    concurrency: r.concurrency,
+    inFlight: r.in_flight,
+    isLeader: r.is_leader,
+    startedAt: r.started_at,
+    heartbeatAt: r.heartbeat_at,
+    stoppedAt: r.stopped_at,
+    live: r.live,
+  }));
+}
+
+export interface Descriptor {
+  subject: 'queue' | 'kind';
+  name: string;
+  descriptor: Record<string, unknown>;
+  hash: string;
+  reportedAt: Date;
+  /** Live hosts that report it. */
+  reporters: number;
+  /** No live host refreshed it lately. */
+  stale: boolean;
+  /** Live hosts report different definitions. */
+  drift: boolean;
+}
+
+export async function listDescriptors(
+  db: Queryable,
+  schema: Schema,
+  liveSeconds: number,
+): Promise<Descriptor[]> {
+  const { rows } = await db.query(`select * from ${schema.ident}.descriptors($1)`, [Math.round(liveSeconds)]);
+  return rows.map((r) => ({
+    subject: r.subject,
+    name: r.name,
+    descriptor: r.descriptor,
+    hash: r.hash,
+    reportedAt: r.reported_at,
+    reporters: r.reporters,
+    stale: r.stale,
+    drift: r.drift,
+  }));
+}
+
+export interface StorageFamily {
+  /** A ring table family (ready_entries, claim_batches…) or a plain table. */
+  family: string;
+  partitions: number;
+  bytes: number;
+  liveTuples: number;
+  deadTuples: number;
+}
+
+export async function storageStatus(db: Queryable, schema: Schema): Promise<StorageFamily[]> {
+  const { rows } = await db.query(`select * from ${schema.ident}.storage_status()`);
+  return rows.map((r) => ({
+    family: r.family,
+    partitions: r.partitions,
+    bytes: Number(r.bytes),
+    liveTuples: Number(r.live_tuples),
+    deadTuples: Number(r.dead_tuples),
+  }));
 }

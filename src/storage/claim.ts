@@ -17,7 +17,12 @@ export interface ClaimedJob {
   priority: Priority;
   enqueuedAtMs: number;
   readyAtMs: number;
-  meta: { metadata?: Record<string, unknown>; tags?: string[]; errors?: unknown[] } | null;
+  meta: {
+    metadata?: Record<string, unknown>;
+    tags?: string[];
+    errors?: unknown[];
+    callback?: { payload: unknown; at: string };
+  } | null;
 }
 
 export interface ClaimBatch {

@@ -6,7 +6,8 @@ import type { Schema } from './schema.js';
 // outcomes. Every row carries its receipt and fencing token; the database accepts only rows whose
 // receipt is still open, so a stale writer (rescued, cancelled, or already settled) is a no-op.
 
-export type Outcome = 'completed' | 'retry' | 'snooze' | 'failed' | 'cancelled';
+/** 'wait': park the job for the callback its attempt registered (see sql/functions/callbacks.sql). */
+export type Outcome = 'completed' | 'retry' | 'snooze' | 'failed' | 'cancelled' | 'wait';
 
 export interface Settlement {
   claimSlot: number;

@@ -19,4 +19,5 @@ export * from './dlq.js';
 export * from './cleanup.js';
 export * from './lanes.js';
 export * from './queues.js';
+export * from './callbacks.js';
 export * from './cron.js';

@@ -8,6 +8,7 @@ import type { Schema } from './schema.js';
 export interface QueueSetting {
   queue: string;
   dlq: boolean;
+  concurrency: number;
 }
 
 export async function registerInstance(
@@ -15,14 +16,22 @@ export async function registerInstance(
   schema: Schema,
   instanceId: string,
   queues: readonly QueueSetting[],
+  version: string,
 ): Promise<void> {
   await db.query(
-    `insert into ${schema.ident}.runtime_instances (instance_id, hostname, pid, queues)
-       values ($1, $2, $3, $4)
+    `insert into ${schema.ident}.runtime_instances (instance_id, hostname, pid, queues, version, concurrency)
+       values ($1, $2, $3, $4, $5, $6)
      on conflict (instance_id) do update
-       set hostname = excluded.hostname, pid = excluded.pid, queues = excluded.queues,
-           heartbeat_at = now(), stopped_at = null`,
-    [instanceId, hostname(), process.pid, queues.map((q) => q.queue)],
+       set hostname = excluded.hostname, pid = excluded.pid, queues = excluded.queues, version = excluded.version,
+           concurrency = excluded.concurrency, heartbeat_at = now(), stopped_at = null`,
+    [
+      instanceId,
+      hostname(),
+      process.pid,
+      queues.map((q) => q.queue),
+      version,
+      JSON.stringify(Object.fromEntries(queues.map((q) => [q.queue, q.concurrency]))),
+    ],
   );
   // Written only when it changes: hosts start often, settings rarely change.
   await db.query(
@@ -34,13 +43,49 @@ export async function registerInstance(
   );
 }
 
-/** Returns false when this instance has no liveness row any more (cleaned up while the process was away). */
-export async function heartbeat(db: Queryable, schema: Schema, instanceId: string): Promise<boolean> {
+export interface RuntimeSnapshot {
+  inFlight: number;
+  isLeader: boolean;
+}
+
+/** The liveness write, carrying the host's snapshot. Returns false when this instance has no row any more
+ * (cleaned up while the process was away). */
+export async function heartbeat(
+  db: Queryable,
+  schema: Schema,
+  instanceId: string,
+  snapshot: RuntimeSnapshot,
+): Promise<boolean> {
   const res = await db.query(
-    `update ${schema.ident}.runtime_instances set heartbeat_at = now() where instance_id = $1`,
-    [instanceId],
+    `update ${schema.ident}.runtime_instances set heartbeat_at = now(), in_flight = $2, is_leader = $3
+      where instance_id = $1`,
+    [instanceId, snapshot.inFlight, snapshot.isLeader],
   );
   return (res.rowCount ?? 0) > 0;
+}
+
+export interface DescriptorReport {
+  subject: 'queue' | 'kind';
+  name: string;
+  hash: string;
+  descriptor: object;
+}
+
+/** Upserts this host's descriptors of the queues and kinds it serves. */
+export async function reportDescriptors(
+  db: Queryable,
+  schema: Schema,
+  instanceId: string,
+  reports: readonly DescriptorReport[],
+): Promise<void> {
+  if (reports.length === 0) return;
+  await db.query(`select ${schema.ident}.report_descriptors($1, $2, $3, $4, $5::jsonb[])`, [
+    instanceId,
+    reports.map((r) => r.subject),
+    reports.map((r) => r.name),
+    reports.map((r) => r.hash),
+    reports.map((r) => JSON.stringify(r.descriptor)),
+  ]);
 }
 
 /** After a clean stop: whatever receipts remain open are rescuable at once, without waiting for staleness. */

@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { cancelChannel, parseCancelPayload } from './cancel.js';
+import { callbackChannel } from './callbacks.js';
+import { cancelChannel, parseAttemptPayload } from './cancel.js';
 import type { Schema } from './schema.js';
 
 // The wake-up connection: a dedicated client (never shared with queries) that LISTENs for "queue got
@@ -9,19 +10,23 @@ import type { Schema } from './schema.js';
 export interface Notifications {
   onQueue(queue: string): void;
   onCancel(jobId: string, runLease: number): void;
+  /** A callback was recorded for an attempt waiting in its handler. */
+  onCallback(jobId: string, runLease: number): void;
 }
 
 export async function listenForJobs(client: pg.ClientBase, schema: Schema, on: Notifications): Promise<void> {
   const cancel = cancelChannel(schema);
+  const callback = callbackChannel(schema);
   client.on('notification', (msg) => {
     if (!msg.payload) return;
-    if (msg.channel === schema.jobsChannel) on.onQueue(msg.payload);
-    else if (msg.channel === cancel) {
-      const target = parseCancelPayload(msg.payload);
-      if (target) on.onCancel(target.jobId, target.runLease);
-    }
+    if (msg.channel === schema.jobsChannel) return on.onQueue(msg.payload);
+    // Both other channels carry "<job id>:<run lease>".
+    const target = parseAttemptPayload(msg.payload);
+    if (!target) return;
+    if (msg.channel === cancel) on.onCancel(target.jobId, target.runLease);
+    else if (msg.channel === callback) on.onCallback(target.jobId, target.runLease);
   });
   await client.query(
-    `listen ${client.escapeIdentifier(schema.jobsChannel)}; listen ${client.escapeIdentifier(cancel)}`,
+    [schema.jobsChannel, cancel, callback].map((c) => `listen ${client.escapeIdentifier(c)}`).join('; '),
   );
 }

@@ -99,6 +99,7 @@ describe('chaos: a long REPEATABLE READ transaction pins the horizon', () => {
       paused: false,
       available: 0,
       running: 0,
+      waiting: 0,
       scheduled: 0,
       retryable: 0,
       completed: WAVES * PER_WAVE,

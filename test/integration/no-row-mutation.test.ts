@@ -83,6 +83,7 @@ describe('claim/complete loop', () => {
           paused: false,
           available: 0,
           running: 0,
+          waiting: 0,
           scheduled: 0,
           retryable: 0,
           completed: N,

@@ -41,7 +41,7 @@ describe('recovery', () => {
   });
 
   it('rescues the open receipts of a silent worker: attempt counted, late completion rejected', async () => {
-    await registerInstance(f.pool, f.schema, 'silent', [{ queue: 'rq', dlq: false }]);
+    await registerInstance(f.pool, f.schema, 'silent', [{ queue: 'rq', dlq: false, concurrency: 1 }], 'test');
     const [a, b] = (
       await f.client.enqueueMany([
         { kind: 'k', args: { n: 1 }, options: { queue: 'rq' } },
@@ -74,7 +74,13 @@ describe('recovery', () => {
       .sort((x, y) => Number(x.jobId) - Number(y.jobId));
 
   it('rescues the open receipts of an instance marked stopped at once, without waiting for staleness', async () => {
-    await registerInstance(f.pool, f.schema, 'stopping', [{ queue: 'sq', dlq: false }]);
+    await registerInstance(
+      f.pool,
+      f.schema,
+      'stopping',
+      [{ queue: 'sq', dlq: false, concurrency: 1 }],
+      'test',
+    );
     const [a, b] = (
       await f.client.enqueueMany([
         { kind: 'k', args: { n: 1 }, options: { queue: 'sq' } },
@@ -113,7 +119,13 @@ describe('recovery', () => {
   });
 
   it('sends a rescued attempt with no attempts left to the DLQ of a DLQ queue', async () => {
-    await registerInstance(f.pool, f.schema, 'doomed', [{ queue: 'rdlq', dlq: true }]);
+    await registerInstance(
+      f.pool,
+      f.schema,
+      'doomed',
+      [{ queue: 'rdlq', dlq: true, concurrency: 1 }],
+      'test',
+    );
     const id = (await f.client.enqueue('k', { keep: 'me' }, { queue: 'rdlq', maxAttempts: 1 })).id;
     await claim('rdlq', 'doomed');
     await markStopped(f.pool, f.schema, 'doomed');
@@ -138,7 +150,7 @@ describe('recovery', () => {
   });
 
   it('rescues attempts past their batch deadline, and fails them for good once attempts are exhausted', async () => {
-    await registerInstance(f.pool, f.schema, 'alive', [{ queue: 'dq', dlq: false }]);
+    await registerInstance(f.pool, f.schema, 'alive', [{ queue: 'dq', dlq: false, concurrency: 1 }], 'test');
     const id = (await f.client.enqueue('k', {}, { queue: 'dq', maxAttempts: 1 })).id;
     await claim('dq', 'alive', 1);
     await new Promise((r) => setTimeout(r, 1_100));
@@ -234,7 +246,7 @@ describe('recovery', () => {
 
   it('writes progress only while the attempt is open', async () => {
     const id = (await f.client.enqueue('k', {}, { queue: 'pq' })).id;
-    await registerInstance(f.pool, f.schema, 'prog', [{ queue: 'pq', dlq: false }]);
+    await registerInstance(f.pool, f.schema, 'prog', [{ queue: 'pq', dlq: false, concurrency: 1 }], 'test');
     const batch = await claim('pq', 'prog');
     const w = { claimSlot: batch.claimSlot, batchId: batch.batchId, idx: 1, jobId: id, runLease: 1 };
     expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 10 } })).toBe(true);

@@ -144,6 +144,7 @@ describe('two worker processes', () => {
       paused: false,
       available: 0,
       running: 0,
+      waiting: 0,
       scheduled: 0,
       retryable: 0,
       completed: JOBS,

@@ -1,0 +1,152 @@
+-- External callbacks (see docs/callbacks.md). A running attempt registers a callback through its fence and
+-- gets a token bound to that attempt. Then it either parks (finish() outcome 'wait': the body moves to
+-- waiting_jobs, the receipt member closes, the permit is freed) or waits inside its handler (the receipt stays
+-- open; the callback is recorded on the attempt and announced to its host). A token settles its attempt once:
+-- a callback for an older attempt, a second callback, or one after cancel, rescue or timeout finds nothing and
+-- changes nothing.
+
+-- Registers a callback for attempt (job, run lease) while its receipt member is open; returns its token, or
+-- null when the attempt is no longer open. A second registration replaces the first token.
+create function {{schema}}.register_callback(p_slot smallint, p_batch bigint, p_idx int, p_job_id bigint,
+    p_lease bigint, p_timeout_ms int) returns uuid
+  language plpgsql
+  as $$
+declare
+  v_slot smallint := {{schema}}.receipt_slot(p_slot, p_batch);
+  v_token uuid;
+begin
+  if not exists (select 1 from {{schema}}.receipt_members(v_slot, p_batch) m where m.idx = p_idx and m.run_lease = p_lease)
+     or exists (select 1 from {{schema}}.closure_batches c where c.slot = v_slot and c.batch_id = p_batch and c.idxs @> p_idx) then
+    return null;
+  end if;
+  insert into {{schema}}.attempt_state (job_id, run_lease, claim_slot, batch_id, idx, callback_token, callback_timeout_at)
+    values (p_job_id, p_lease, v_slot, p_batch, p_idx, gen_random_uuid(),
+            case when p_timeout_ms > 0 then now() + make_interval(secs => p_timeout_ms / 1000.0) end)
+  on conflict (job_id, run_lease) do update
+    set callback_token = excluded.callback_token, callback_timeout_at = excluded.callback_timeout_at,
+        callback_result = null, callback_at = null, updated_at = now()
+  returning callback_token into v_token;
+  return v_token;
+end
+$$;
+
+-- Settles a parked job as its callback (or its timeout) says:
+--   complete -> terminal history 'completed'        fail   -> 'failed' (or the DLQ), attempt counted
+--   retry    -> retryable after p_run_at or backoff cancel  -> 'cancelled'
+--   resume   -> back into the ready ring, same attempt, the payload on the job (meta.callback)
+create function {{schema}}.settle_waiting(w {{schema}}.waiting_jobs, p_action text, p_payload jsonb,
+    p_run_at timestamptz, p_error jsonb) returns void
+  language plpgsql
+  as $$
+declare
+  v_dlq boolean := p_action = 'fail' and coalesce(
+    (select q.dlq_enabled from {{schema}}.queue_settings q where q.queue = w.queue), false);
+  v_meta jsonb := {{schema}}.with_error(w.meta, p_error);
+begin
+  if p_action = 'resume' then
+    perform {{schema}}.append_ready(w.queue, w.priority, array[row(w.job_id, w.kind, w.args, w.attempt - 1,
+      w.max_attempts, w.run_lease, w.enqueued_at, now(),
+      coalesce(w.meta, '{}') || jsonb_build_object('callback', jsonb_build_object('payload', p_payload, 'at', now()))
+      )::{{schema}}.job_body]);
+  elsif p_action = 'retry' then
+    insert into {{schema}}.deferred_jobs
+      (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
+    values (w.job_id, w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.run_lease,
+            coalesce(p_run_at, now() + {{schema}}.backoff(w.attempt)), 'retryable', w.enqueued_at, v_meta);
+  elsif v_dlq then
+    insert into {{schema}}.dlq_entries
+      (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
+    values (w.job_id, w.run_lease, w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.enqueued_at,
+            p_error ->> 'error', v_meta)
+    on conflict on constraint dlq_entries_pkey do nothing;
+  else
+    insert into {{schema}}.done_entries
+      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
+    values (w.job_id, w.run_lease,
+            case p_action when 'complete' then 'completed' when 'cancel' then 'cancelled' else 'failed' end,
+            w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.enqueued_at,
+            case when p_action = 'complete'
+                 then coalesce(w.meta, '{}') || jsonb_build_object('result', p_payload)
+                 else v_meta end);
+  end if;
+end
+$$;
+
+-- Delivers a callback. Returns one row: outcome 'settled' (a parked job was settled), 'delivered' (recorded on
+-- an attempt waiting in its handler, whose host is notified), or 'rejected' (no open attempt holds this token:
+-- unknown, already used, or its attempt ended by cancel, rescue or timeout), with the job and run lease when
+-- known. p_error is the error record for fail/retry/cancel.
+create function {{schema}}.resolve_callback(p_token uuid, p_action text, p_payload jsonb, p_run_at timestamptz,
+    p_error jsonb) returns table (outcome text, job_id bigint, run_lease bigint)
+  language plpgsql
+  set jit = off
+  as $$
+declare
+  w {{schema}}.waiting_jobs;
+  s record;
+begin
+  if p_action not in ('complete', 'fail', 'retry', 'cancel', 'resume') then
+    raise exception 'unknown callback action %', p_action using errcode = '22023';
+  end if;
+  delete from {{schema}}.waiting_jobs wj where wj.token = p_token returning * into w;
+  if found then
+    perform {{schema}}.settle_waiting(w, p_action, p_payload, p_run_at, p_error);
+    return query select 'settled'::text, w.job_id, w.run_lease;
+    return;
+  end if;
+  -- An attempt waiting inside its handler: record the callback once, while the attempt is still open.
+  select a.job_id, a.run_lease, a.claim_slot, a.batch_id, a.idx into s
+    from {{schema}}.attempt_state a
+   where a.callback_token = p_token and a.callback_result is null
+   for update;
+  if found and not exists (
+       select 1 from {{schema}}.closure_batches c
+        where c.slot = {{schema}}.receipt_slot(s.claim_slot, s.batch_id) and c.batch_id = s.batch_id
+          and c.idxs @> s.idx)
+     and exists (select 1 from {{schema}}.claim_batches b
+                  where b.slot = {{schema}}.receipt_slot(s.claim_slot, s.batch_id) and b.batch_id = s.batch_id) then
+    update {{schema}}.attempt_state a
+       set callback_result = jsonb_build_object('action', p_action, 'payload', p_payload, 'runAt', p_run_at,
+                                                'error', p_error),
+           callback_at = now(), updated_at = now()
+     where a.job_id = s.job_id and a.run_lease = s.run_lease;
+    perform pg_notify('awa:{{schema}}:callback', s.job_id || ':' || s.run_lease);
+    return query select 'delivered'::text, s.job_id, s.run_lease;
+    return;
+  end if;
+  return query select 'rejected'::text, null::bigint, null::bigint;
+end
+$$;
+
+-- The callback recorded for an attempt waiting in its handler (null until one arrived).
+create function {{schema}}.callback_result(p_job_id bigint, p_lease bigint) returns jsonb
+  language sql stable
+  as $$ select a.callback_result from {{schema}}.attempt_state a where a.job_id = p_job_id and a.run_lease = p_lease $$;
+
+-- Callback timeouts, run by the maintenance leader: parked jobs whose callback did not come in time go the
+-- normal way of a failed attempt (retry with backoff, or failed/DLQ once attempts are exhausted). A callback
+-- arriving afterwards is rejected. Returns the jobs moved.
+create function {{schema}}.expire_callbacks(p_limit int) returns table (job_id bigint, run_lease bigint, outcome text)
+  language plpgsql
+  set jit = off
+  as $$
+declare
+  w {{schema}}.waiting_jobs;
+  v_action text;
+begin
+  for w in
+    delete from {{schema}}.waiting_jobs wj
+     where wj.job_id in (select x.job_id from {{schema}}.waiting_jobs x
+                          where x.timeout_at < now() order by x.timeout_at limit p_limit for update skip locked)
+    returning *
+  loop
+    v_action := case when w.attempt >= w.max_attempts then 'fail' else 'retry' end;
+    perform {{schema}}.settle_waiting(w, v_action, null, null,
+      jsonb_build_object('attempt', w.attempt, 'at', now(), 'error', 'callback timed out', 'name', 'CallbackTimeout'));
+    job_id := w.job_id;
+    run_lease := w.run_lease;
+    outcome := v_action;
+    return next;
+  end loop;
+end
+$$;

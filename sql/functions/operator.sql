@@ -1,0 +1,275 @@
+-- Operator reads beyond counts: queue health, job listing, live hosts and their descriptors, storage. Each is
+-- cheap enough to poll: counts come from cursors, receipts and batch rows, listings from indexes, storage
+-- figures from the catalog and the statistics collector.
+
+-- Per queue: the counts of queue_counts(), completions and failures in the last p_window_secs (from closure
+-- batches and compact history, not from job rows), the age of the oldest available job (each lane's head),
+-- and whether the queue has live rows or open receipts in the ring's oldest slot (what may hold prune).
+create function {{schema}}.queue_health(p_window_secs int)
+  returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
+                 retryable bigint, completed bigint, failed bigint, cancelled bigint, completed_recent bigint,
+                 failed_recent bigint, oldest_available_at timestamptz, in_oldest_slot boolean)
+  language plpgsql stable
+  set jit = off
+  as $$
+declare
+  v_since timestamptz := now() - make_interval(secs => p_window_secs);
+  v_oldest smallint := {{schema}}.oldest_sealed_slot();
+begin
+  return query
+    with counts as (select * from {{schema}}.queue_counts()),
+    recent_ring as (
+      select l.queue, sum(c.n)::bigint as n
+        from {{schema}}.closure_batches c
+        join {{schema}}.claim_batches b on b.slot = c.slot and b.batch_id = c.batch_id
+        join {{schema}}.lanes l on l.lane_id = b.lane_id
+       where c.outcome = 'completed' and c.closed_at > v_since
+         -- completions whose rows were truncated are in compact history instead (as in queue_counts)
+         and exists (select 1 from {{schema}}.ready_entries r
+                      where r.slot = b.ready_slot and r.lane_id = b.lane_id
+                        and r.lane_seq = coalesce(b.lane_seqs[1], b.first_seq))
+       group by l.queue
+    ), recent_history as (
+      select l.queue, sum(h.n)::bigint as n
+        from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id
+       where h.closed_at > v_since group by l.queue
+    ), recent_failed as (
+      select x.queue, count(*)::bigint as n from (
+        select e.queue from {{schema}}.done_entries e where e.finished_at > v_since and e.state = 'failed'
+        union all
+        select d.queue from {{schema}}.dlq_entries d where d.dlq_at > v_since) x
+       group by x.queue
+    ), heads as (
+      select l.queue, min(h.ready_at) as oldest
+        from {{schema}}.lanes l
+        cross join lateral {{schema}}.lane_high(l) lh
+        cross join lateral (
+          select r.ready_at from {{schema}}.ready_entries r
+           where r.lane_id = l.lane_id and r.lane_seq > lh.high
+             and not exists (select 1 from {{schema}}.ready_tombstones t
+                              where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
+           order by r.lane_seq limit 1) h
+       group by l.queue
+    ), blocking as (
+      select distinct l.queue
+        from {{schema}}.slot_unclaimed(v_oldest, 1000) u join {{schema}}.lanes l on l.lane_id = u.lane_id
+       where v_oldest is not null
+      union
+      select distinct l.queue
+        from {{schema}}.slot_open_receipts(v_oldest) o
+        join {{schema}}.claim_batches b on b.slot = o.slot and b.batch_id = o.batch_id
+        join {{schema}}.lanes l on l.lane_id = b.lane_id
+       where v_oldest is not null
+    )
+    select c.queue, c.paused, c.available, c.running, c.waiting, c.scheduled, c.retryable, c.completed, c.failed,
+           c.cancelled,
+           coalesce((select r.n from recent_ring r where r.queue = c.queue), 0)
+             + coalesce((select h.n from recent_history h where h.queue = c.queue), 0),
+           coalesce((select f.n from recent_failed f where f.queue = c.queue), 0),
+           (select h.oldest from heads h where h.queue = c.queue),
+           exists (select 1 from blocking k where k.queue = c.queue)
+      from counts c order by c.queue;
+end
+$$;
+
+-- A page of jobs in one state, optionally of one queue and kind. Every branch reads an index or a bounded set:
+-- most states newest first by id, below p_before_id; 'completed' newest first by completion time, before
+-- p_before_at (terminal history, the ring's success history, and compact history, whose kind and args are
+-- gone); 'available' each lane's next jobs above its high-water, oldest first (no deeper paging); 'running'
+-- the open receipts' members.
+create function {{schema}}.list_jobs(p_state text, p_queue text, p_kind text, p_before_id bigint,
+    p_before_at timestamptz, p_limit int)
+  returns table (job_id bigint, state text, kind text, queue text, priority smallint, attempt int,
+                 max_attempts int, at timestamptz)
+  language plpgsql stable
+  set jit = off
+  as $$
+declare
+  v_before bigint := coalesce(p_before_id, 9223372036854775807);
+  v_before_at timestamptz := coalesce(p_before_at, 'infinity');
+begin
+  if p_state in ('scheduled', 'retryable') then
+    return query
+      select d.job_id, d.state, d.kind, d.queue, d.priority, d.attempt::int, d.max_attempts::int, d.run_at
+        from {{schema}}.deferred_jobs d
+       where d.state = p_state and (p_queue is null or d.queue = p_queue) and (p_kind is null or d.kind = p_kind)
+         and d.job_id < v_before
+       order by d.job_id desc limit p_limit;
+  elsif p_state in ('failed', 'cancelled') then
+    return query
+      select e.job_id, e.state, e.kind, e.queue, e.priority, e.attempt::int, e.max_attempts::int, e.finished_at
+        from {{schema}}.done_entries e
+       where e.state = p_state and (p_queue is null or e.queue = p_queue) and (p_kind is null or e.kind = p_kind)
+         and e.job_id < v_before
+       order by e.job_id desc limit p_limit;
+  elsif p_state = 'dlq' then
+    return query
+      select x.job_id, 'dlq'::text, x.kind, x.queue, x.priority, x.attempt::int, x.max_attempts::int, x.dlq_at
+        from {{schema}}.dlq_entries x
+       where (p_queue is null or x.queue = p_queue) and (p_kind is null or x.kind = p_kind) and x.job_id < v_before
+       order by x.job_id desc limit p_limit;
+  elsif p_state = 'waiting_external' then
+    return query
+      select w.job_id, 'waiting_external'::text, w.kind, w.queue, w.priority, w.attempt::int, w.max_attempts::int,
+             w.waiting_since
+        from {{schema}}.waiting_jobs w
+       where (p_queue is null or w.queue = p_queue) and (p_kind is null or w.kind = p_kind) and w.job_id < v_before
+       order by w.job_id desc limit p_limit;
+  elsif p_state = 'available' then
+    return query
+      select r.job_id, 'available'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, r.ready_at
+        from {{schema}}.lanes l
+        cross join lateral {{schema}}.lane_high(l) lh
+        cross join lateral (
+          select x.* from {{schema}}.ready_entries x
+           where x.lane_id = l.lane_id and x.lane_seq > lh.high
+             and (p_kind is null or x.kind = p_kind)
+             and not exists (select 1 from {{schema}}.ready_tombstones t
+                              where t.slot = x.slot and t.lane_id = x.lane_id and t.lane_seq = x.lane_seq)
+           order by x.lane_seq limit p_limit) r
+       where p_queue is null or l.queue = p_queue
+       order by r.ready_at, r.job_id limit p_limit;
+  elsif p_state = 'running' then
+    return query
+      select r.job_id, 'running'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, b.claimed_at
+        from {{schema}}.claim_batches b
+        join {{schema}}.lanes l on l.lane_id = b.lane_id
+        cross join lateral {{schema}}.receipt_members(b.slot, b.batch_id) m
+        join {{schema}}.ready_entries r on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
+       where (p_queue is null or l.queue = p_queue) and (p_kind is null or r.kind = p_kind) and r.job_id < v_before
+         and not exists (select 1 from {{schema}}.closure_batches c
+                          where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx)
+       order by r.job_id desc limit p_limit;
+  elsif p_state = 'completed' then
+    return query
+      select x.* from (
+        (select e.job_id, 'completed'::text, e.kind, e.queue, e.priority, e.attempt::int, e.max_attempts::int,
+                e.finished_at as at
+           from {{schema}}.done_entries e
+          where e.state = 'completed' and (p_queue is null or e.queue = p_queue)
+            and (p_kind is null or e.kind = p_kind) and e.finished_at < v_before_at
+          order by e.finished_at desc limit p_limit)
+        union all
+        (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
+           from {{schema}}.closure_batches c
+           join {{schema}}.claim_batches b on b.slot = c.slot and b.batch_id = c.batch_id
+           cross join lateral unnest(c.idxs) rg
+           cross join lateral generate_series(lower(rg), upper(rg) - 1) i
+           join {{schema}}.ready_entries r
+             on r.slot = b.ready_slot and r.lane_id = b.lane_id
+            and r.lane_seq = case when b.lane_seqs is null then b.first_seq + i - 1 else b.lane_seqs[i] end
+          where c.outcome = 'completed' and c.closed_at < v_before_at and (p_queue is null or r.queue = p_queue)
+            and (p_kind is null or r.kind = p_kind)
+          order by c.closed_at desc limit p_limit)
+        union all
+        (select g.id, 'completed'::text, null::text, l.queue, l.priority, h.attempt::int, null::int, h.closed_at
+           from (select * from {{schema}}.completed_history hh where hh.closed_at < v_before_at
+                  order by hh.closed_at desc limit p_limit) h
+           join {{schema}}.lanes l on l.lane_id = h.lane_id
+           cross join lateral (select generate_series(lower(rg), upper(rg) - 1) as id from unnest(h.ids) rg) g
+          where p_kind is null and (p_queue is null or l.queue = p_queue)
+          limit p_limit)) x
+       order by x.at desc, x.job_id desc limit p_limit;
+  else
+    raise exception 'unknown job state %', p_state using errcode = '22023';
+  end if;
+end
+$$;
+
+-- Runs a finished or waiting job again with a fresh attempt counter: failed and cancelled jobs (from terminal
+-- history), DLQ entries, and scheduled or retryable jobs (made due now). A unique job takes its key again, or
+-- stays where it is when another job holds it. Returns the state it was retried from, or null.
+create function {{schema}}.retry_job(p_id bigint) returns text
+  language plpgsql
+  as $$
+declare
+  e {{schema}}.done_entries;
+begin
+  if exists (select 1 from {{schema}}.dlq_retry(array[p_id])) then
+    return 'dlq';
+  end if;
+  update {{schema}}.deferred_jobs d set run_at = now() where d.job_id = p_id and d.run_at > now();
+  if found or exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = p_id) then
+    return (select d.state from {{schema}}.deferred_jobs d where d.job_id = p_id);
+  end if;
+  select * into e from {{schema}}.done_entries x
+   where x.job_id = p_id and x.state in ('failed', 'cancelled')
+   order by x.run_lease desc limit 1;
+  if not found
+     or exists (select 1 from {{schema}}.ready_entries r where r.job_id = p_id and r.run_lease > e.run_lease)
+     or (e.meta ? 'unique' and {{schema}}.unique_acquire(e.meta -> 'unique' ->> 'key', e.job_id,
+           array(select jsonb_array_elements_text(e.meta -> 'unique' -> 'states')), '{}') is not null) then
+    return null;
+  end if;
+  delete from {{schema}}.done_entries x where x.job_id = e.job_id and x.run_lease = e.run_lease;
+  perform {{schema}}.append_ready(e.queue, e.priority, array[row(e.job_id, e.kind, e.args, 0, e.max_attempts,
+    e.run_lease, e.enqueued_at, null, e.meta)::{{schema}}.job_body]);
+  return e.state;
+end
+$$;
+
+-- Live hosts and their snapshots (a host is live while its heartbeat is younger than p_live_secs and it has
+-- not stopped).
+create function {{schema}}.runtime_list(p_live_secs int)
+  returns table (instance_id text, hostname text, pid int, version text, queues text[], concurrency jsonb,
+                 in_flight int, is_leader boolean, started_at timestamptz, heartbeat_at timestamptz,
+                 stopped_at timestamptz, live boolean)
+  language sql stable
+  as $$
+    select ri.instance_id, ri.hostname, ri.pid, ri.version, ri.queues, ri.concurrency, ri.in_flight, ri.is_leader,
+           ri.started_at, ri.heartbeat_at, ri.stopped_at,
+           ri.stopped_at is null and ri.heartbeat_at > now() - make_interval(secs => p_live_secs)
+      from {{schema}}.runtime_instances ri
+     order by ri.started_at desc
+  $$;
+
+-- A host's descriptors, upserted at start and on its snapshot tick.
+create function {{schema}}.report_descriptors(p_instance text, p_subjects text[], p_names text[], p_hashes text[],
+    p_descriptors jsonb[]) returns void
+  language sql
+  as $$
+    insert into {{schema}}.descriptor_reports (subject, name, instance_id, hash, descriptor)
+    select * from unnest(p_subjects, p_names, array_fill(p_instance, array[cardinality(p_names)]), p_hashes,
+                         p_descriptors)
+    on conflict (subject, name, instance_id) do update
+      set hash = excluded.hash, descriptor = excluded.descriptor, reported_at = now()
+  $$;
+
+-- Descriptors as the fleet reports them: the newest report of each queue and kind, whether any live host
+-- refreshed it within p_live_secs (not stale) and whether live hosts disagree on it (drift).
+create function {{schema}}.descriptors(p_live_secs int)
+  returns table (subject text, name text, descriptor jsonb, hash text, reported_at timestamptz, reporters int,
+                 stale boolean, drift boolean)
+  language sql stable
+  as $$
+    with live as (
+      select d.*, ri.instance_id is not null and ri.stopped_at is null
+                  and ri.heartbeat_at > now() - make_interval(secs => p_live_secs)
+                  and d.reported_at > now() - make_interval(secs => p_live_secs * 2) as is_live
+        from {{schema}}.descriptor_reports d
+        left join {{schema}}.runtime_instances ri on ri.instance_id = d.instance_id
+    )
+    select distinct on (l.subject, l.name) l.subject, l.name, l.descriptor, l.hash, l.reported_at,
+           (select count(*) from live x where x.subject = l.subject and x.name = l.name and x.is_live)::int,
+           not exists (select 1 from live x where x.subject = l.subject and x.name = l.name and x.is_live),
+           (select count(distinct x.hash) from live x where x.subject = l.subject and x.name = l.name and x.is_live) > 1
+      from live l
+     order by l.subject, l.name, l.reported_at desc
+  $$;
+
+-- Storage at a glance: per table family of the ring and per plain table, its size on disk, live and dead
+-- tuples (statistics collector estimates), read from the catalog without scanning anything.
+create function {{schema}}.storage_status()
+  returns table (family text, partitions int, bytes bigint, live_tuples bigint, dead_tuples bigint)
+  language sql stable
+  as $$
+    select regexp_replace(c.relname, '_[0-9]+$', '') as family,
+           count(*)::int,
+           sum(pg_total_relation_size(c.oid))::bigint,
+           coalesce(sum(s.n_live_tup), 0)::bigint,
+           coalesce(sum(s.n_dead_tup), 0)::bigint
+      from pg_class c
+      left join pg_stat_user_tables s on s.relid = c.oid
+     where c.relnamespace = to_regnamespace('{{schema}}') and c.relkind = 'r'
+     group by 1 order by 3 desc
+  $$;

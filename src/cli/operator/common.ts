@@ -1,0 +1,69 @@
+import { AwaClient } from '../../runtime/index.js';
+import { parseArgs, type OptionSpec, type Parsed } from '../args.js';
+import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+
+// What the operator commands share: the database options, a client for one command, and printing (a table
+// for people, JSON with --json).
+
+export const OPERATOR_OPTIONS: Record<string, OptionSpec> = {
+  ...DB_OPTIONS,
+  json: { type: 'boolean', description: 'print JSON' },
+};
+
+export async function withClient<T>(
+  values: Parsed['values'],
+  fn: (client: AwaClient) => Promise<T>,
+): Promise<T> {
+  const client = new AwaClient({
+    connectionString: databaseUrl(values),
+    schema: values.schema as string | undefined,
+    poolSize: 2,
+  });
+  try {
+    return await fn(client);
+  } finally {
+    await client.close();
+  }
+}
+
+export function parse(argv: readonly string[], extra: Record<string, OptionSpec> = {}): Parsed {
+  return parseArgs(argv, { ...OPERATOR_OPTIONS, ...extra });
+}
+
+/** Prints `json` as JSON with --json, else `human` (a string, or rows as a table). */
+export function print(values: Parsed['values'], json: unknown, human: string | readonly object[]): void {
+  if (values.json) console.log(JSON.stringify(json));
+  else console.log(typeof human === 'string' ? human : table(human));
+}
+
+export function table(rows: readonly object[], empty = '(none)'): string {
+  if (rows.length === 0) return empty;
+  const cols = Object.keys(rows[0]!);
+  const cell = (r: object, c: string) => show((r as Record<string, unknown>)[c]);
+  const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r, c).length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(width[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(cols), ...rows.map((r) => line(cols.map((c) => cell(r, c))))].join('\n');
+}
+
+function show(v: unknown): string {
+  if (v === null || v === undefined) return '-';
+  if (v instanceof Date) return v.toISOString();
+  if (Array.isArray(v)) return v.join(',');
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+/** A duration for people: 850ms, 12.3s, 4m05s, 2h10m. */
+export function ago(since: Date | null, now = Date.now()): string {
+  if (!since) return '-';
+  const ms = now - since.getTime();
+  if (ms < 1_000) return `${Math.max(ms, 0)}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  if (ms < 3_600_000)
+    return `${Math.floor(ms / 60_000)}m${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}s`;
+  return `${Math.floor(ms / 3_600_000)}h${String(Math.floor((ms % 3_600_000) / 60_000)).padStart(2, '0')}m`;
+}

@@ -1,0 +1,70 @@
+import { inspect } from 'node:util';
+import { JOB_STATES, type JobState } from '../../model/job.js';
+import { UsageError } from '../args.js';
+import { parse, print, withClient } from './common.js';
+
+// awa job show ID | list --state S [--queue Q] [--kind K] [--before-id ID] [--limit N] | cancel ID | retry ID
+// (`job get` is show's old name.)
+
+export const jobOptions = {
+  state: { type: 'string' as const, description: `job list: one of ${JOB_STATES.join(', ')}` },
+  queue: { type: 'string' as const, description: 'job list: only this queue' },
+  kind: { type: 'string' as const, description: 'job list: only this kind' },
+  'before-id': { type: 'string' as const, description: 'job list: the page below this id' },
+  before: {
+    type: 'string' as const,
+    description: 'job list --state completed: finished before this ISO time',
+  },
+  limit: { type: 'number' as const, description: 'job list: most jobs (default 50)' },
+};
+
+export const JOB_USAGE =
+  'awa job show <id> | awa job list --state <state> [--queue Q] [--kind K] [--before-id ID] [--limit N] | awa job cancel <id> | awa job retry <id>';
+
+export async function jobCommand(argv: string[]): Promise<void> {
+  const { positionals, values } = parse(argv, jobOptions);
+  const [verb, id, ...rest] = positionals;
+  if (rest.length > 0) throw new UsageError(`usage: ${JOB_USAGE}`);
+  await withClient(values, async (client) => {
+    if ((verb === 'show' || verb === 'get') && id) {
+      const job = await client.getJob(id);
+      return print(values, job, job ? inspect(job, { depth: 6, colors: false }) : `job ${id} not found`);
+    }
+    if (verb === 'cancel' && id) {
+      const from = await client.cancel(id);
+      return print(
+        values,
+        { id, cancelledFrom: from },
+        from ? `cancelled (was ${from})` : 'not cancelled: already finished or unknown',
+      );
+    }
+    if (verb === 'retry' && id) {
+      const from = await client.retryJob(id);
+      return print(
+        values,
+        { id, retriedFrom: from },
+        from
+          ? `retried (was ${from})`
+          : 'not retried: not failed, cancelled, dead-lettered, scheduled or retryable (or its unique key is held)',
+      );
+    }
+    if (verb === 'list' && !id) {
+      const state = values.state as JobState | undefined;
+      if (!state) throw new UsageError(`job list needs --state (${JOB_STATES.join(', ')})`);
+      const before = values.before as string | undefined;
+      const beforeAt = before === undefined ? undefined : new Date(before);
+      if (beforeAt && Number.isNaN(beforeAt.getTime()))
+        throw new UsageError(`--before is not a time: ${before}`);
+      const jobs = await client.listJobs({
+        state,
+        queue: values.queue as string | undefined,
+        kind: values.kind as string | undefined,
+        beforeId: values['before-id'] as string | undefined,
+        beforeAt,
+        limit: values.limit as number | undefined,
+      });
+      return print(values, jobs, jobs);
+    }
+    throw new UsageError(`usage: ${JOB_USAGE}`);
+  });
+}

@@ -1,0 +1,68 @@
+import { UsageError } from '../args.js';
+import { ago, parse, print, withClient } from './common.js';
+
+// awa queue list | show NAME | pause NAME | resume NAME
+
+export const queueOptions = {
+  'window-ms': {
+    type: 'number' as const,
+    description: 'queue list/show: window of the recent rates (default 5 min)',
+  },
+};
+
+const USAGE = 'awa queue list | show NAME | pause NAME | resume NAME';
+
+export async function queueCommand(argv: string[]): Promise<void> {
+  const { positionals, values } = parse(argv, queueOptions);
+  const [verb, name, ...rest] = positionals;
+  if (rest.length > 0) throw new UsageError(`usage: ${USAGE}`);
+  await withClient(values, async (client) => {
+    if (verb === 'list' || verb === undefined || verb === 'show') {
+      if (verb === 'show' && !name) throw new UsageError(`usage: ${USAGE}`);
+      const windowMs = values['window-ms'] as number | undefined;
+      const all = await client.queueHealth({ windowMs });
+      const rows = verb === 'show' ? all.filter((q) => q.queue === name) : all;
+      if (verb === 'show' && rows.length === 0) throw new UsageError(`no queue "${name}"`);
+      return print(
+        values,
+        verb === 'show' ? rows[0] : rows,
+        rows.map((q) => ({
+          queue: q.queue,
+          state: q.paused ? 'paused' : 'running',
+          available: q.available,
+          running: q.running,
+          waiting: q.waiting,
+          scheduled: q.scheduled,
+          retryable: q.retryable,
+          completed: q.completed,
+          failed: q.failed,
+          cancelled: q.cancelled,
+          'done/window': q.completedRecent,
+          'failed/window': q.failedRecent,
+          'oldest age': ago(q.oldestAvailableAt),
+          'in oldest slot': q.inOldestSlot ? 'yes' : 'no',
+        })),
+      );
+    }
+    if ((verb === 'pause' || verb === 'resume') && name) {
+      const changed = verb === 'pause' ? await client.pauseQueue(name) : await client.resumeQueue(name);
+      const word = verb === 'pause' ? 'paused' : 'resumed';
+      return print(
+        values,
+        { queue: name, [word]: changed },
+        changed ? `${word} ${name}` : `${name} was already ${verb === 'pause' ? 'paused' : 'running'}`,
+      );
+    }
+    throw new UsageError(`usage: ${USAGE}`);
+  });
+}
+
+/** awa queues: the per-queue counts (the shorter, older view). */
+export async function queuesCommand(argv: string[]): Promise<void> {
+  const { positionals, values } = parse(argv);
+  if (positionals.length > 0) throw new UsageError('usage: awa queues [--json]');
+  await withClient(values, async (client) => {
+    const counts = await client.counts();
+    print(values, counts, counts.length === 0 ? '(no queues)' : counts);
+  });
+}

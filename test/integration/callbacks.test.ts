@@ -1,0 +1,305 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AwaClient,
+  CallbackTimeout,
+  defineJob,
+  ExternalFailure,
+  WaitForCallback,
+  WorkerHost,
+  type JobContext,
+  type Job,
+  type WorkerOptions,
+} from '../../src/index.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { until } from '../helpers/wait.js';
+
+// External callbacks end to end against a real database: parked and sequential waits, every outcome a
+// callback can ask for, the guards on tokens, and the callback timeout racing a late callback.
+
+const FAST: Partial<WorkerOptions> = {
+  pollIntervalMs: 20,
+  promoteIntervalMs: 20,
+  rescueIntervalMs: 50,
+  leaderElectionIntervalMs: 50,
+  shutdownTimeoutMs: 3_000,
+};
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let client: AwaClient;
+const hosts: WorkerHost[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('callbacks');
+  client = new AwaClient({ connectionString: db.url });
+  await client.migrate();
+});
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((h) => h.stop()));
+});
+afterAll(async () => {
+  await client?.close();
+  await db?.drop();
+});
+
+/** A host serving one queue with one handler; returns it started. */
+async function host(
+  queue: string,
+  kind: ReturnType<typeof defineJob<{ n: number }>>,
+  handle: (job: Job<{ n: number }>, ctx: JobContext) => unknown,
+  concurrency = 1,
+): Promise<WorkerHost> {
+  const h = new WorkerHost({ connectionString: db.url, queues: { [queue]: concurrency }, ...FAST });
+  h.on('error', () => {});
+  h.register(kind, handle);
+  await h.start();
+  hosts.push(h);
+  return h;
+}
+
+const state = async (id: string) => (await client.getJob(id))?.state;
+
+describe('parked callbacks', () => {
+  it('parks the job and frees its permit; complete settles it with the payload as its result', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_complete', queue: 'cb_park' });
+    const tokens = new Map<number, string>();
+    const ran: number[] = [];
+    await host('cb_park', kind, async (job, ctx) => {
+      ran.push(job.args.n);
+      tokens.set(job.args.n, await ctx.registerCallback());
+      throw new WaitForCallback();
+    });
+    // Concurrency 1: the second job only runs because the first one's permit was freed when it parked.
+    const { id: a } = await client.enqueue(kind, { n: 1 });
+    const { id: b } = await client.enqueue(kind, { n: 2 });
+    await until(
+      'both jobs parked',
+      async () => (await state(a)) === 'waiting_external' && (await state(b)) === 'waiting_external',
+    );
+    expect(ran).toEqual([1, 2]);
+    expect((await client.counts()).find((c) => c.queue === 'cb_park')).toMatchObject({
+      waiting: 2,
+      running: 0,
+    });
+
+    expect(await client.completeExternal(tokens.get(1)!, { receipt: 'r-1' })).toEqual({
+      outcome: 'settled',
+      jobId: a,
+    });
+    const done = await client.getJob(a);
+    expect(done).toMatchObject({ state: 'completed', attempt: 1 });
+    expect((done?.meta as { result?: unknown } | null)?.result).toEqual({ receipt: 'r-1' });
+    // The same token again changes nothing.
+    expect(await client.completeExternal(tokens.get(1)!, { receipt: 'again' })).toEqual({
+      outcome: 'rejected',
+      jobId: null,
+    });
+    expect((await client.getJob(a))?.meta).toMatchObject({ result: { receipt: 'r-1' } });
+    expect(await state(b)).toBe('waiting_external');
+  });
+
+  it('fail, cancel and retry-with-delay settle a parked job as asked', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_outcomes', queue: 'cb_outcomes', maxAttempts: 5 });
+    const tokens = new Map<string, string>();
+    const attempts: number[] = [];
+    await host(
+      'cb_outcomes',
+      kind,
+      async (job, ctx) => {
+        attempts.push(job.attempt);
+        if (job.args.n === 3 && job.attempt === 2) return; // the retried job completes on its second attempt
+        tokens.set(`${job.args.n}:${job.attempt}`, await ctx.registerCallback());
+        throw new WaitForCallback();
+      },
+      3,
+    );
+    const ids = await Promise.all([1, 2, 3].map(async (n) => (await client.enqueue(kind, { n })).id));
+    await until('all parked', async () =>
+      (await Promise.all(ids.map(state))).every((s) => s === 'waiting_external'),
+    );
+
+    await client.failExternal(tokens.get('1:1')!, 'card declined');
+    expect(await client.getJob(ids[0]!)).toMatchObject({ state: 'failed', attempt: 1 });
+    expect((await client.getJob(ids[0]!))?.meta?.errors?.at(-1)?.error).toBe('card declined');
+
+    await client.cancelExternal(tokens.get('2:1')!, 'order withdrawn');
+    expect(await client.getJob(ids[1]!)).toMatchObject({ state: 'cancelled' });
+
+    const before = Date.now();
+    expect((await client.retryExternal(tokens.get('3:1')!, { delayMs: 400 })).outcome).toBe('settled');
+    const retrying = await client.getJob(ids[2]!);
+    expect(retrying).toMatchObject({ state: 'retryable', attempt: 1 });
+    expect(retrying!.runAt!.getTime()).toBeGreaterThanOrEqual(before + 400 - 50);
+    await until('the retried job to complete', async () => (await state(ids[2]!)) === 'completed');
+    expect((await client.getJob(ids[2]!))?.attempt).toBe(2);
+  });
+
+  it('resume runs the handler again, same attempt, with the payload on the job', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_resume', queue: 'cb_resume' });
+    let token = '';
+    const seen: { attempt: number; payload: unknown }[] = [];
+    await host('cb_resume', kind, async (job, ctx) => {
+      seen.push({ attempt: job.attempt, payload: job.callback?.payload });
+      if (!job.callback) {
+        token = await ctx.registerCallback();
+        throw new WaitForCallback();
+      }
+    });
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until('parked', async () => (await state(id)) === 'waiting_external');
+    expect(await client.resumeExternal(token, { approved: true })).toEqual({ outcome: 'settled', jobId: id });
+    await until('completed after resume', async () => (await state(id)) === 'completed');
+    expect(seen).toEqual([
+      { attempt: 1, payload: undefined },
+      { attempt: 1, payload: { approved: true } },
+    ]);
+  });
+
+  it('a timed-out parked job is retried through the normal path and its late callback loses', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_timeout', queue: 'cb_timeout', maxAttempts: 3 });
+    const tokens: string[] = [];
+    await host('cb_timeout', kind, async (_job, ctx) => {
+      tokens.push(await ctx.registerCallback({ timeoutMs: 200 }));
+      throw new WaitForCallback();
+    });
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until(
+      'the first attempt to time out',
+      async () => (await client.getJob(id))?.state === 'retryable',
+      10_000,
+    );
+    const job = await client.getJob(id);
+    expect(job?.meta?.errors?.at(-1)).toMatchObject({ error: 'callback timed out', name: 'CallbackTimeout' });
+    expect(await client.completeExternal(tokens[0]!)).toEqual({ outcome: 'rejected', jobId: null });
+    expect((await client.getJob(id))?.state).toBe('retryable');
+  });
+
+  it('the timeout racing a late callback: exactly one of them settles each job', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_race', queue: 'cb_race', maxAttempts: 1 });
+    const tokens = new Map<number, string>();
+    await host(
+      'cb_race',
+      kind,
+      async (job, ctx) => {
+        tokens.set(job.args.n, await ctx.registerCallback({ timeoutMs: 150 }));
+        throw new WaitForCallback();
+      },
+      40,
+    );
+    const N = 40;
+    const ids = await Promise.all(
+      Array.from({ length: N }, async (_, n) => (await client.enqueue(kind, { n })).id),
+    );
+    await until('all parked', async () => tokens.size === N);
+    // Deliver every callback around the moment the leader times them out.
+    await new Promise((r) => setTimeout(r, 120));
+    const results = await Promise.all(
+      [...tokens.entries()].map(([, t]) => client.completeExternal(t, { late: true })),
+    );
+    await until(
+      'all settled',
+      async () => (await Promise.all(ids.map(state))).every((s) => s === 'completed' || s === 'failed'),
+      10_000,
+    );
+    const states = await Promise.all(ids.map(state));
+    const won = results.filter((r) => r.outcome === 'settled').length;
+    // A callback that won left the job completed; one that lost found it failed by the timeout (1 attempt).
+    expect(states.filter((s) => s === 'completed').length).toBe(won);
+    expect(states.filter((s) => s === 'failed').length).toBe(N - won);
+    expect(results.every((r) => r.outcome === 'settled' || r.outcome === 'rejected')).toBe(true);
+  });
+
+  it('a handler that parks without registering a callback fails its attempt, saying why', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_unregistered', queue: 'cb_unreg', maxAttempts: 1 });
+    await host('cb_unreg', kind, () => {
+      throw new WaitForCallback();
+    });
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until('failed', async () => (await state(id)) === 'failed');
+    expect((await client.getJob(id))?.meta?.errors?.at(-1)?.error).toMatch(/registerCallback/);
+  });
+});
+
+describe('sequential waits', () => {
+  it('the handler waits holding its permit, gets the payload and carries on in the same attempt', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'seq_ok', queue: 'cb_seq' });
+    let token = '';
+    const got: unknown[] = [];
+    await host('cb_seq', kind, async (_job, ctx) => {
+      token = await ctx.registerCallback();
+      got.push(await ctx.waitForCallback(token, { timeoutMs: 10_000 }));
+    });
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until('the handler to wait', async () => token !== '' && (await state(id)) === 'running');
+    expect(await client.resumeExternal(token, { step: 2 })).toEqual({ outcome: 'delivered', jobId: id });
+    await until('completed', async () => (await state(id)) === 'completed');
+    expect(got).toEqual([{ step: 2 }]);
+    expect((await client.getJob(id))?.attempt).toBe(1);
+    // Used once: the second delivery is rejected.
+    expect((await client.completeExternal(token)).outcome).toBe('rejected');
+  });
+
+  it('a callback that arrives before the handler waits is not lost', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'seq_early', queue: 'cb_early' });
+    const got: unknown[] = [];
+    await host('cb_early', kind, async (_job, ctx) => {
+      const token = await ctx.registerCallback();
+      expect((await client.completeExternal(token, 'early')).outcome).toBe('delivered');
+      got.push(await ctx.waitForCallback(token));
+    });
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until('completed', async () => (await state(id)) === 'completed');
+    expect(got).toEqual(['early']);
+  });
+
+  it('fail reaches the waiting handler as an ExternalFailure; a timeout as a CallbackTimeout', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'seq_fail', queue: 'cb_seqfail', maxAttempts: 1 });
+    const caught: string[] = [];
+    let token = '';
+    await host(
+      'cb_seqfail',
+      kind,
+      async (job, ctx) => {
+        const t = await ctx.registerCallback();
+        if (job.args.n === 1) token = t;
+        try {
+          await ctx.waitForCallback(t, { timeoutMs: job.args.n === 1 ? 10_000 : 150 });
+        } catch (err) {
+          caught.push((err as Error).name);
+          throw err;
+        }
+      },
+      2,
+    );
+    const { id: failing } = await client.enqueue(kind, { n: 1 });
+    const { id: timing } = await client.enqueue(kind, { n: 2 });
+    await until('the first handler to wait', async () => token !== '');
+    await client.failExternal(token, 'rejected by reviewer');
+    await until(
+      'both failed',
+      async () => (await state(failing)) === 'failed' && (await state(timing)) === 'failed',
+    );
+    expect(caught.sort()).toEqual([CallbackTimeout.name, ExternalFailure.name].sort());
+    expect((await client.getJob(failing))?.meta?.errors?.at(-1)?.error).toBe('rejected by reviewer');
+  });
+
+  it('a callback for an older attempt, or after the attempt was cancelled, is rejected', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'seq_stale', queue: 'cb_stale', maxAttempts: 3 });
+    const tokens: string[] = [];
+    await host('cb_stale', kind, async (job, ctx) => {
+      const t = await ctx.registerCallback();
+      tokens.push(t);
+      if (job.attempt === 1) throw new Error('first attempt fails');
+      await ctx.waitForCallback(t, { timeoutMs: 10_000 });
+    });
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until(
+      'the second attempt to wait',
+      async () => tokens.length === 2 && (await state(id)) === 'running',
+      15_000,
+    );
+    expect((await client.completeExternal(tokens[0]!)).outcome).toBe('rejected');
+    expect(await client.cancel(id)).toBe('running');
+    expect((await client.completeExternal(tokens[1]!)).outcome).toBe('rejected');
+    expect(await state(id)).toBe('cancelled');
+  });
+});

@@ -1,0 +1,243 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AwaClient,
+  CancelJob,
+  defineJob,
+  FailJob,
+  WorkerHost,
+  type Job,
+  type WorkerOptions,
+} from '../../src/index.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { until } from '../helpers/wait.js';
+
+// The operator surface against a real database: queue pause and resume fleet-wide, queue health, job
+// listing with paging, retrying ended jobs, live hosts with their snapshots, and descriptors with stale and
+// drift flags.
+
+const FAST: Partial<WorkerOptions> = {
+  pollIntervalMs: 20,
+  promoteIntervalMs: 20,
+  leaderElectionIntervalMs: 50,
+  heartbeatIntervalMs: 100,
+  heartbeatStalenessMs: 1_000,
+  shutdownTimeoutMs: 3_000,
+};
+
+let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let client: AwaClient;
+const hosts: WorkerHost[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('operator');
+  client = new AwaClient({ connectionString: db.url });
+  await client.migrate();
+});
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((h) => h.stop()));
+});
+afterAll(async () => {
+  await client?.close();
+  await db?.drop();
+});
+
+async function start(options: WorkerOptions): Promise<WorkerHost> {
+  const h = new WorkerHost({ connectionString: db.url, ...FAST, ...options });
+  h.on('error', () => {});
+  return h;
+}
+
+const state = async (id: string) => (await client.getJob(id))?.state;
+
+describe('queue pause', () => {
+  it('a paused queue is not claimed (running jobs finish, enqueues accepted); resume wakes hosts at once', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'pz', queue: 'pz' });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const ran: number[] = [];
+    // A 30 s poll: only a notification can make it claim quickly after resume.
+    const host = await start({ queues: { pz: 4 }, pollIntervalMs: 30_000 });
+    host.register(kind, async (job: Job<{ n: number }>) => {
+      ran.push(job.args.n);
+      if (job.args.n === 1) await gate;
+    });
+    await host.start();
+    hosts.push(host);
+    const first = await client.enqueue(kind, { n: 1 });
+    await until('the first job to run', async () => ran.includes(1));
+
+    expect(await client.pauseQueue('pz')).toBe(true);
+    expect(await client.pauseQueue('pz')).toBe(false);
+    expect((await client.counts()).find((c) => c.queue === 'pz')?.paused).toBe(true);
+    const later = await client.enqueue(kind, { n: 2 });
+    expect(later.inserted).toBe(true);
+    release();
+    await until('the running job to finish', async () => (await state(first.id)) === 'completed');
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await state(later.id)).toBe('available');
+    expect(ran).toEqual([1]);
+
+    const resumedAt = Date.now();
+    expect(await client.resumeQueue('pz')).toBe(true);
+    await until(
+      'the waiting job to run after resume',
+      async () => (await state(later.id)) === 'completed',
+      5_000,
+    );
+    expect(Date.now() - resumedAt).toBeLessThan(5_000);
+    expect((await client.counts()).find((c) => c.queue === 'pz')?.paused).toBe(false);
+  });
+});
+
+describe('queue health and listings', () => {
+  it('reports counts, recent completions and failures, the oldest available job and pause state', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'qh', queue: 'qh', maxAttempts: 1 });
+    const before = Date.now();
+    await client.enqueueMany(Array.from({ length: 5 }, (_, n) => ({ kind, args: { n } })));
+    let health = (await client.queueHealth()).find((q) => q.queue === 'qh')!;
+    expect(health).toMatchObject({
+      available: 5,
+      running: 0,
+      completedRecent: 0,
+      failedRecent: 0,
+      paused: false,
+    });
+    expect(health.oldestAvailableAt!.getTime()).toBeGreaterThanOrEqual(before - 1_000);
+    expect(health.oldestAvailableAt!.getTime()).toBeLessThanOrEqual(Date.now());
+
+    const host = await start({ queues: { qh: 2 } });
+    host.register(kind, (job: Job<{ n: number }>) => {
+      if (job.args.n === 4) throw new FailJob('bad');
+    });
+    await host.start();
+    hosts.push(host);
+    await until(
+      'drained',
+      async () => (await client.counts()).find((c) => c.queue === 'qh')?.available === 0,
+    );
+    await until('all settled', async () => {
+      const h = (await client.queueHealth()).find((q) => q.queue === 'qh')!;
+      return h.completedRecent === 4 && h.failedRecent === 1 ? h : undefined;
+    });
+    health = (await client.queueHealth({ windowMs: 60_000 })).find((q) => q.queue === 'qh')!;
+    expect(health).toMatchObject({ available: 0, completed: 4, failed: 1, oldestAvailableAt: null });
+  });
+
+  it('lists jobs per state with keyset paging, and retries ended or waiting ones', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'lj', queue: 'lj', maxAttempts: 1 });
+    const sched = await Promise.all(
+      Array.from(
+        { length: 5 },
+        async (_, n) => (await client.enqueue(kind, { n }, { delayMs: 3_600_000 })).id,
+      ),
+    );
+    const page1 = await client.listJobs({ state: 'scheduled', queue: 'lj', limit: 3 });
+    expect(page1.map((j) => j.id)).toEqual([...sched].sort((a, b) => Number(b) - Number(a)).slice(0, 3));
+    const page2 = await client.listJobs({
+      state: 'scheduled',
+      queue: 'lj',
+      limit: 3,
+      beforeId: page1.at(-1)!.id,
+    });
+    expect(page2.map((j) => j.id)).toEqual([...sched].sort((a, b) => Number(b) - Number(a)).slice(3));
+    expect(page1.every((j) => j.state === 'scheduled' && j.kind === 'lj' && j.queue === 'lj')).toBe(true);
+
+    // Retry a scheduled job: it becomes due now.
+    expect(await client.retryJob(sched[0]!)).toBe('scheduled');
+    const host = await start({ queues: { lj: 2 } });
+    host.register(kind, (job: Job<{ n: number }>) => {
+      if (job.args.n === 0) throw new CancelJob('first run cancels');
+      if (job.args.n === 1) throw new FailJob('first run fails');
+    });
+    await host.start();
+    hosts.push(host);
+    await until('the retried job to be cancelled', async () => (await state(sched[0]!)) === 'cancelled');
+    const cancelled = await client.listJobs({ state: 'cancelled', queue: 'lj' });
+    expect(cancelled.map((j) => j.id)).toEqual([sched[0]]);
+    // Retry the cancelled one (fresh attempt counter): it runs again, and cancels again.
+    expect(await client.retryJob(sched[0]!)).toBe('cancelled');
+    await until('run again', async () => (await client.getJob(sched[0]!))?.meta?.errors?.length === 2);
+    expect(await client.retryJob('999999999')).toBeNull();
+
+    const completed = await client.listJobs({ state: 'completed', queue: 'lj' });
+    expect(completed).toEqual([]);
+    await expect(client.listJobs({ state: 'nope' as never })).rejects.toMatchObject({
+      field: 'filter.state',
+    });
+  });
+});
+
+describe('runtimes and descriptors', () => {
+  it('lists live hosts with version, concurrency, in-flight and the leader; derives stale and drift', async () => {
+    const kind = defineJob<{ n: number }>({
+      kind: 'desc',
+      queue: 'desc',
+      describe: { label: 'Describe me', owner: 'team-a', docsUrl: 'https://example.com/runbook' },
+    });
+    const a = await start({
+      queues: { desc: { concurrency: 3, describe: { label: 'Desc queue', owner: 'team-a' } } },
+      instanceId: 'host-a',
+      snapshotIntervalMs: 200,
+    });
+    a.register(kind, () => new Promise((r) => setTimeout(r, 2_000)));
+    await a.start();
+    hosts.push(a);
+    await until('a leader', async () => a.isLeader);
+    await client.enqueue(kind, { n: 1 });
+    await until('host-a running one job, reported by its heartbeat', async () => {
+      const r = (await client.runtimeList()).find((x) => x.instanceId === 'host-a');
+      return r?.inFlight === 1 && r.isLeader ? r : undefined;
+    });
+    const ra = (await client.runtimeList()).find((x) => x.instanceId === 'host-a')!;
+    expect(ra).toMatchObject({ live: true, concurrency: { desc: 3 }, queues: ['desc'] });
+    expect(ra.version).toMatch(/^\d+\.\d+\.\d+/);
+
+    let ds = await client.descriptors();
+    expect(ds.find((d) => d.subject === 'queue' && d.name === 'desc')).toMatchObject({
+      descriptor: { label: 'Desc queue', owner: 'team-a', concurrency: 3 },
+      stale: false,
+      drift: false,
+      reporters: 1,
+    });
+    expect(ds.find((d) => d.subject === 'kind' && d.name === 'desc')?.descriptor).toMatchObject({
+      label: 'Describe me',
+      docsUrl: 'https://example.com/runbook',
+    });
+
+    // A second host declaring the queue differently: drift.
+    const b = await start({
+      queues: { desc: { concurrency: 5, describe: { label: 'Other label' } } },
+      instanceId: 'host-b',
+      maintenance: false,
+    });
+    b.register(kind, () => {});
+    await b.start();
+    hosts.push(b);
+    ds = await client.descriptors();
+    expect(ds.find((d) => d.subject === 'queue' && d.name === 'desc')).toMatchObject({
+      drift: true,
+      reporters: 2,
+    });
+
+    // Stopped hosts: no longer live; their descriptors go stale.
+    await Promise.all(hosts.splice(0).map((h) => h.stop()));
+    expect((await client.runtimeList()).filter((r) => r.live)).toEqual([]);
+    ds = await client.descriptors({ liveMs: 1_000 });
+    expect(ds.find((d) => d.subject === 'queue' && d.name === 'desc')).toMatchObject({
+      stale: true,
+      drift: false,
+    });
+  });
+
+  it('reports storage: ring table families with sizes, and the schema tables', async () => {
+    const tables = await client.storageStatus();
+    const ready = tables.find((t) => t.family === 'ready_entries');
+    expect(ready).toMatchObject({ partitions: 16 });
+    expect(ready!.bytes).toBeGreaterThan(0);
+    expect(tables.map((t) => t.family)).toEqual(
+      expect.arrayContaining(['claim_batches', 'closure_batches', 'lanes']),
+    );
+    const ring = await client.ringStatus();
+    expect(ring.filter((s) => s.role === 'current')).toHaveLength(1);
+  });
+});
