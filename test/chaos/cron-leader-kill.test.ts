@@ -2,7 +2,7 @@
 // processes declare the schedule; every ~2.5 s the current leader is killed (its leadership, and any fire
 // it had in flight, die with its connection) and a fresh process replaces it. From the database afterwards:
 // no fire time has more than one job, every second between the first and the last fire has its job
-// (failovers are far shorter than cronMissedAfterMs), and fires resumed after each failover.
+// (each failover is shorter than the workers' cronMissedAfterMs, 30 s), and fires resumed after each failover.
 import { readFileSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -43,10 +43,13 @@ function linesOf(w: ChaosWorker): CronLine[] {
 describe('chaos: the leader firing cron schedules dies, again and again', () => {
   let scene: Scene | undefined;
   const workers: ChaosWorker[] = [];
+  /** Replacements still starting (spawned in the background, so the kills keep their pace). */
+  const spawning: Promise<unknown>[] = [];
   beforeAll(async () => {
     scene = await openScene('cron_leader');
   });
   afterAll(async () => {
+    await Promise.allSettled(spawning);
     await closeScene(scene, workers);
   });
 
@@ -88,7 +91,7 @@ describe('chaos: the leader firing cron schedules dies, again and again', () => 
         continue;
       }
       kills.push({ at: await victim.kill(), instance: victim.instanceId });
-      workers.push(await spawnOne());
+      spawning.push(spawnOne().then((w) => workers.push(w)));
     }
     const lastKill = kills.at(-1)!.at;
     await waitFor(
@@ -98,6 +101,7 @@ describe('chaos: the leader firing cron schedules dies, again and again', () => 
       50,
     );
     const elapsed = Date.now() - started;
+    await Promise.all(spawning);
     // Stop the survivors gracefully, so no fire is in flight when the database is read.
     await Promise.all(alive().map((w) => w.stop()));
     assertNoCrash(workers);
