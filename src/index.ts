@@ -31,6 +31,8 @@ export {
 } from './model/job-kind.js';
 export type { Job, JobContext, JobHandler, JobState, AttemptError } from './model/job.js';
 export type { JobOptions } from './model/enqueue-options.js';
+export { defineCron, type CronOptions, type CronJobOptions, type CronDefinition } from './model/cron.js';
+export type { MissedFire } from './model/cron-schedule.js';
 export type { UniqueOptions } from './model/unique.js';
 export type { Description } from './model/descriptor.js';
 export type { Priority } from './model/validation.js';
@@ -54,5 +56,6 @@ export type {
   Descriptor,
   StorageFamily,
   CallbackDelivery,
+  CronFireOutcome,
 } from './storage/index.js';
 export * from './runtime/index.js';

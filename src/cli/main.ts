@@ -3,6 +3,7 @@ import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
 import { benchCommand, benchOptions, benchSummary } from './commands/bench.js';
 import { callbackCommand, callbackOptions } from './commands/callback.js';
+import { cronCommand, cronOptions, CRON_USAGE } from './commands/cron.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { workCommand, workOptions } from './commands/work.js';
@@ -74,6 +75,7 @@ const commands: Record<string, Command> = {
     options: callbackOptions,
     run: callbackCommand,
   },
+  cron: { summary: CRON_USAGE, options: cronOptions, run: cronCommand },
 };
 
 function help(): string {

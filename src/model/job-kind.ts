@@ -92,7 +92,7 @@ export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKin
   };
 }
 
-function issuePath(path: StandardSchemaV1.Issue['path']): string | undefined {
+export function issuePath(path: StandardSchemaV1.Issue['path']): string | undefined {
   if (!path || path.length === 0) return undefined;
   return path.map((p) => String(typeof p === 'object' ? p.key : p)).join('.');
 }

@@ -57,6 +57,14 @@ import {
   type RingSlot,
   type Schema,
 } from '../storage/index.js';
+import {
+  listCronSchedules,
+  removeSchedule,
+  setSchedulePaused,
+  triggerSchedule,
+  type CronSchedule,
+  type CronTriggerResult,
+} from './cron.js';
 
 // The producer-and-operator handle: migrate, enqueue (on the caller's transaction if given one), bulk
 // COPY enqueue, and admin reads. It owns its pool unless the caller passed one.
@@ -376,6 +384,40 @@ export class AwaClient {
   /** Deletes DLQ entries by id, or those of a queue (or all) older than `before`. */
   async purgeDlq(target: { ids: readonly string[] } | { queue?: string; before: Date }): Promise<number> {
     return this.run('purgeDlq', undefined, (db) => purgeDlq(db, this.schema, target));
+  }
+
+  /** Cron schedules with their state and next fire time. A schedule is `undeclared` when no instance that
+   * heartbeated within `stalenessMs` (default 30 s) declares it. */
+  async listCron(options: { stalenessMs?: number } = {}): Promise<CronSchedule[]> {
+    const staleness =
+      options.stalenessMs === undefined
+        ? 30_000
+        : validateInt('stalenessMs', options.stalenessMs, 1_000, 86_400_000);
+    return this.run('listCron', undefined, (db) => listCronSchedules(db, this.schema, staleness));
+  }
+
+  /** Pauses a cron schedule: no occurrence fires until it is resumed (a fire in flight commits first).
+   * Returns false when it was paused already. */
+  async pauseCron(name: string): Promise<boolean> {
+    return this.run('pauseCron', undefined, (db) => setSchedulePaused(db, this.schema, name, true));
+  }
+
+  /** Resumes a paused schedule from now on: occurrences that fell due while it was paused do not fire.
+   * Returns false when it was not paused. */
+  async resumeCron(name: string): Promise<boolean> {
+    return this.run('resumeCron', undefined, (db) => setSchedulePaused(db, this.schema, name, false));
+  }
+
+  /** Enqueues one job of the schedule now (meta.cron.manual = true), paused or not; its fire times are
+   * unaffected. */
+  async triggerCron(name: string): Promise<CronTriggerResult> {
+    return this.run('triggerCron', undefined, (db) => triggerSchedule(db, this.schema, name));
+  }
+
+  /** Deletes a schedule; a host that still declares it creates it again when it next starts. Returns false
+   * when there was none. */
+  async removeCron(name: string): Promise<boolean> {
+    return this.run('removeCron', undefined, (db) => removeSchedule(db, this.schema, name));
   }
 
   async close(): Promise<void> {

@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os';
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type pg from 'pg';
+import { validateCronList, type CronDefinition } from '../model/cron.js';
 import { resolveDescription, type Description } from '../model/descriptor.js';
 import { InvalidOptionError } from '../model/errors.js';
 import {
@@ -83,6 +84,13 @@ export interface WorkerOptions {
   dlqRetentionMs?: number;
   /** Run the kinds declared `execution: 'pool'` in a worker-thread pool (see ThreadPoolOptions). */
   threadPool?: ThreadPoolOptions;
+  /** Cron schedules this host declares (defineCron(...)); synced to the database when it starts. */
+  cron?: readonly CronDefinition[];
+  /** How often the maintenance leader evaluates cron schedules. Default 1 s. */
+  cronIntervalMs?: number;
+  /** An occurrence not fired within this long of its time is missed (see docs/cron.md). At least
+   * 2 × cronIntervalMs. Default 10 s. */
+  cronMissedAfterMs?: number;
 }
 
 /** The worker-thread pool for CPU-heavy kinds. (`pool` is taken: it is the pg.Pool option.) */
@@ -156,6 +164,7 @@ const INT_OPTIONS = {
   rescueIntervalMs: { dflt: 5_000, min: 10, max: DAY },
   failedRetentionMs: { dflt: 3 * DAY, min: 0, max: 3650 * DAY },
   dlqRetentionMs: { dflt: 30 * DAY, min: 0, max: 3650 * DAY },
+  cronIntervalMs: { dflt: 1_000, min: 10, max: 3_600_000 },
 } as const;
 
 type IntOption = keyof typeof INT_OPTIONS;
@@ -172,6 +181,8 @@ const KEYS = [
   'instanceId',
   'heartbeatStalenessMs',
   'threadPool',
+  'cron',
+  'cronMissedAfterMs',
 ] as const;
 
 export interface HostConfig extends Record<IntOption, number> {
@@ -185,6 +196,8 @@ export interface HostConfig extends Record<IntOption, number> {
   instanceId: string;
   heartbeatStalenessMs: number;
   threadPool: ResolvedThreadPool | null;
+  cron: readonly CronDefinition[];
+  cronMissedAfterMs: number;
 }
 
 export interface ResolvedQueue {
@@ -261,6 +274,8 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
       options.instanceId === undefined ? crypto.randomUUID() : validateName('instanceId', options.instanceId),
     heartbeatStalenessMs: resolveStaleness(options.heartbeatStalenessMs, ints.heartbeatIntervalMs),
     threadPool: options.threadPool === undefined ? null : resolveThreadPool('threadPool', options.threadPool),
+    cron: validateCronList('cron', options.cron),
+    cronMissedAfterMs: resolveCronMissedAfter(options.cronMissedAfterMs, ints.cronIntervalMs),
   };
 }
 
@@ -277,4 +292,17 @@ function resolveStaleness(value: unknown, heartbeatIntervalMs: number): number {
     );
   }
   return staleness;
+}
+
+/** An on-time occurrence must survive a tick that runs late: the window spans at least two ticks. */
+function resolveCronMissedAfter(value: unknown, cronIntervalMs: number): number {
+  if (value === undefined) return Math.max(10_000, 2 * cronIntervalMs);
+  const ms = validateInt('cronMissedAfterMs', value, 0, 3_600_000);
+  if (ms < 2 * cronIntervalMs) {
+    throw new InvalidOptionError(
+      'cronMissedAfterMs',
+      `must be at least 2 × cronIntervalMs (${2 * cronIntervalMs} ms), got ${ms} ms`,
+    );
+  }
+  return ms;
 }

@@ -7,6 +7,7 @@ export {
   type CopyEnqueueResult,
 } from './client.js';
 export { WorkerHost, DeadlineExceeded, type HostEvents } from './worker-host.js';
+export type { CronSchedule, CronTriggerResult, CronFire } from './cron.js';
 export { defineHandler, type HandlerEntry } from './registry.js';
 export type { WorkerOptions, QueueOptions, ThreadPoolOptions } from './config.js';
 export {

@@ -13,6 +13,7 @@ import {
   type RescuedAttempt,
   type Schema,
 } from '../storage/index.js';
+import { CronEvaluator, type CronFire } from './cron.js';
 import { openDedicated, type Dedicated } from './dedicated.js';
 
 // Maintenance leadership: every host may stand; the one holding the session advisory lock runs
@@ -32,6 +33,9 @@ export interface LeaderConfig {
   dlqRetentionMs: number;
   ringCarryLimit: number;
   ringCarryAfterSlots: number;
+  /** Cron evaluation tick; an occurrence not fired within cronMissedAfterMs of its time is missed. */
+  cronIntervalMs: number;
+  cronMissedAfterMs: number;
   /** How long stop() waits for a maintenance statement in flight before cutting the connection. */
   stopTimeoutMs: number;
 }
@@ -40,6 +44,7 @@ export interface LeaderEvents {
   onLeadership(isLeader: boolean): void;
   onPrune(result: PruneResult): void;
   onRescue(rescued: RescuedAttempt[]): void;
+  onCron?(fires: CronFire[]): void;
   onError(err: unknown): void;
 }
 
@@ -62,13 +67,17 @@ export class MaintenanceLeader {
   private ringTimer: NodeJS.Timeout | null = null;
   private rescueTimer: NodeJS.Timeout | null = null;
   private cleanupTimer: NodeJS.Timeout | null = null;
+  private cronTimer: NodeJS.Timeout | null = null;
+  private readonly cron: CronEvaluator;
   private busy: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly source: { connectionString?: string; pool?: pg.Pool },
     private readonly cfg: LeaderConfig,
     private readonly events: LeaderEvents,
-  ) {}
+  ) {
+    this.cron = new CronEvaluator(cfg.schema, cfg.cronMissedAfterMs, (err) => events.onError(err));
+  }
 
   get isLeader(): boolean {
     return this.conn !== null;
@@ -174,12 +183,17 @@ export class MaintenanceLeader {
       () => this.cleanup(),
       (t) => (this.cleanupTimer = t),
     );
+    loop(
+      this.cfg.cronIntervalMs,
+      () => this.evaluateCron(),
+      (t) => (this.cronTimer = t),
+    );
   }
 
   private clearTicks(): void {
-    for (const t of [this.promoteTimer, this.ringTimer, this.rescueTimer, this.cleanupTimer])
+    for (const t of [this.promoteTimer, this.ringTimer, this.rescueTimer, this.cleanupTimer, this.cronTimer])
       if (t) clearTimeout(t);
-    this.promoteTimer = this.ringTimer = this.rescueTimer = this.cleanupTimer = null;
+    this.promoteTimer = this.ringTimer = this.rescueTimer = this.cleanupTimer = this.cronTimer = null;
   }
 
   /** One statement at a time on the leader connection. */
@@ -220,6 +234,13 @@ export class MaintenanceLeader {
       completedRetentionSeconds: this.cfg.completedRetentionMs / 1000,
       limit: CLEANUP_LIMIT,
     });
+  }
+
+  /** Fires the due occurrences of cron schedules (one transaction each, on this connection). */
+  private async evaluateCron(): Promise<void> {
+    if (!this.conn) return;
+    const fires = await this.cron.tick(this.conn.client);
+    if (fires.length > 0) this.events.onCron?.(fires);
   }
 
   private async maintainRing(): Promise<void> {

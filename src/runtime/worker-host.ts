@@ -29,6 +29,7 @@ import type { Attempt } from './attempts.js';
 import { AttemptTracker } from './attempts.js';
 import { CallbackWaits } from './callback-waits.js';
 import { CompletionBatcher } from './completion-batcher.js';
+import { syncCronDefinitions, type CronFire } from './cron.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { jobContext, type ContextDeps } from './job-context.js';
@@ -61,6 +62,8 @@ export interface HostEvents {
   log: [jobId: string, line: string];
   /** A pool-thread handler's ctx.progress(value); also written through the attempt's fence. */
   progress: [jobId: string, runLease: number, value: unknown];
+  /** Cron occurrences the leader fired or skipped (emitted by the leader's host). */
+  cron: [fires: CronFire[]];
 }
 
 type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
@@ -195,12 +198,15 @@ export class WorkerHost extends EventEmitter<HostEvents> {
             dlqRetentionMs: c.dlqRetentionMs,
             ringCarryLimit: c.ringCarryLimit,
             ringCarryAfterSlots: c.ringCarryAfterSlots,
+            cronIntervalMs: c.cronIntervalMs,
+            cronMissedAfterMs: c.cronMissedAfterMs,
             stopTimeoutMs: STOP_STEP_MS,
           },
           {
             onLeadership: (isLeader) => this.emit('leadership', isLeader),
             onPrune: (result) => this.emit('prune', result),
             onRescue: (rescued) => this.emit('rescue', rescued),
+            onCron: (fires) => this.emit('cron', fires),
             onError: (err) => this.reportError(err),
           },
         )
@@ -242,6 +248,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         await assertMigrated(client, this.config.schema);
         await ensureLanes(client, this.config.schema, [...this.config.queues.keys()]);
         await this.liveness.register(client);
+        const c = this.config;
+        await syncCronDefinitions(client, c.schema, c.instanceId, c.cron, c.heartbeatStalenessMs);
       } finally {
         client.release();
       }

@@ -20,3 +20,4 @@ export * from './cleanup.js';
 export * from './lanes.js';
 export * from './queues.js';
 export * from './callbacks.js';
+export * from './cron.js';

@@ -59,9 +59,14 @@ export class ChaosWorker {
     this.exited = new Promise((resolve) => proc.on('exit', (code) => resolve(code)));
   }
 
-  static async spawn(dir: string, cfg: Omit<ChaosWorkerConfig, 'log'>): Promise<ChaosWorker> {
+  /** `fixture`: another worker script taking the same config (default test/fixtures/chaos-worker.ts). */
+  static async spawn(
+    dir: string,
+    cfg: Omit<ChaosWorkerConfig, 'log'>,
+    fixture = FIXTURE,
+  ): Promise<ChaosWorker> {
     const full: ChaosWorkerConfig = { ...cfg, log: join(dir, `${cfg.instanceId}.jsonl`) };
-    const proc = spawn(process.execPath, ['--import', 'tsx', FIXTURE, JSON.stringify(full)], {
+    const proc = spawn(process.execPath, ['--import', 'tsx', fixture, JSON.stringify(full)], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -107,13 +107,13 @@ describe('awa migrate', () => {
 
   it('applies the migrations, then finds nothing to do', async () => {
     const first = await awa(['migrate'], { DATABASE_URL: fresh.url });
-    expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 6\n', stderr: '' });
+    expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 7\n', stderr: '' });
     const again = await awa(['migrate', '--database-url', fresh.url]);
-    expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 6)\n', stderr: '' });
+    expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 7)\n', stderr: '' });
     // The database is fully migrated: the library has nothing left to apply, and the schema works.
     const client = new AwaClient({ connectionString: fresh.url, poolSize: 1 });
     try {
-      expect(await client.migrate()).toEqual({ from: 6, to: 6, applied: [], functions: false });
+      expect(await client.migrate()).toEqual({ from: 7, to: 7, applied: [], functions: false });
       const id = (await client.enqueue('k', {}, { queue: 'q' })).id;
       expect((await client.getJob(id))?.state).toBe('available');
     } finally {

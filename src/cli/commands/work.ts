@@ -1,13 +1,18 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidOptionError } from '../../model/errors.js';
+import type { CronDefinition } from '../../model/cron.js';
 import { WorkerHost, type HandlerEntry, type QueueOptions } from '../../runtime/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 
 export const workOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
-  handlers: { type: 'string', description: 'module exporting `handlers` (array of defineHandler(...))' },
+  handlers: {
+    type: 'string',
+    description:
+      'module exporting `handlers` (array of defineHandler(...)) and optionally `cron` (defineCron(...))',
+  },
   queue: {
     type: 'string',
     multiple: true,
@@ -22,7 +27,7 @@ export async function workCommand(argv: string[]): Promise<void> {
   const path = values.handlers as string | undefined;
   if (!path) throw new UsageError('--handlers <module> is required');
   const moduleUrl = pathToFileURL(resolve(path)).href;
-  const mod = (await import(moduleUrl)) as { handlers?: unknown; default?: unknown };
+  const mod = (await import(moduleUrl)) as { handlers?: unknown; default?: unknown; cron?: unknown };
   const handlers = (mod.handlers ?? mod.default) as HandlerEntry<never>[] | undefined;
   if (!Array.isArray(handlers)) {
     throw new InvalidOptionError(
@@ -44,6 +49,7 @@ export async function workCommand(argv: string[]): Promise<void> {
     queues,
     maintenance: !values['no-maintenance'],
     threadPool: pooled ? { module: moduleUrl } : undefined,
+    cron: mod.cron as CronDefinition[] | undefined,
   });
   host.registerAll(handlers.filter((h) => h.kind.execution !== 'pool'));
   host.on('error', (err) => console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`));
