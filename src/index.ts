@@ -48,4 +48,11 @@ export type {
   CallbackAction,
   CallbackDelivery,
 } from './storage/index.js';
+export {
+  SIGNATURE_HEADER,
+  signatureHeader,
+  verifySignature,
+  DEFAULT_TOLERANCE_SECONDS,
+} from './model/signature.js';
 export * from './runtime/index.js';
+export * from './http/index.js';

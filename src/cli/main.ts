@@ -6,6 +6,7 @@ import { benchCommand, benchOptions, benchSummary } from './commands/bench.js';
 import { callbackCommand, callbackOptions } from './commands/callback.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
+import { serveCommand, serveOptions } from './commands/serve.js';
 import { workCommand, workOptions } from './commands/work.js';
 
 // The `awa` command: one entry per subcommand, each in commands/.
@@ -43,6 +44,11 @@ const commands: Record<string, Command> = {
     summary: 'callback complete|fail|retry|cancel|resume TOKEN: deliver an external callback',
     options: callbackOptions,
     run: callbackCommand,
+  },
+  serve: {
+    summary: 'serve HTTP: the signed callback receiver at POST /callbacks',
+    options: serveOptions,
+    run: serveCommand,
   },
   dlq: {
     summary: 'dlq list | dlq retry <id…> | dlq purge (<id…> | --older-than-ms N)',
