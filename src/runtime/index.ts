@@ -8,6 +8,7 @@ export {
 } from './client.js';
 export { WorkerHost, DeadlineExceeded, type HostEvents } from './worker-host.js';
 export { defineHandler, type HandlerEntry } from './registry.js';
+export { httpTarget, HttpTargetError, type HttpTargetOptions } from './http-target.js';
 export type { WorkerOptions, QueueOptions, ThreadPoolOptions } from './config.js';
 export {
   PoolExecutor,
