@@ -3,7 +3,6 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   AwaClient,
-  defineHandler,
   defineJob,
   httpTarget,
   InvalidOptionError,
@@ -115,7 +114,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     case 'accept':
       // Accept now, answer later through the callback receiver.
       reply(res, 202, {});
-      setTimeout(() => void callBack(cbUrl!, { token, action: 'complete', payload: { later: true } }), 150);
+      setTimeout(() => void callBack(cbUrl!, { token, action: 'complete', payload: { later: true } }), 400);
       return;
     case 'accept-first':
       // The callback overtakes the 202: it reaches the attempt before the worker has parked it.
@@ -150,12 +149,11 @@ beforeAll(async () => {
   const target = { url: serviceUrl, secret: SECRET, callbackUrl: `${receiver.url}/callbacks` };
   host = new WorkerHost({ connectionString: db.url, queues: { remote: 10 }, ...FAST });
   host.on('error', () => {});
-  host.registerAll([
-    defineHandler(remote, httpTarget(target)),
-    defineHandler(remoteOnce, httpTarget(target)),
-    defineHandler(remoteSlow, httpTarget({ ...target, timeoutMs: 300 })),
-    defineHandler(remoteDeadline, httpTarget(target)),
-  ] as never[]);
+  host
+    .register(remote, httpTarget(target))
+    .register(remoteOnce, httpTarget(target))
+    .register(remoteSlow, httpTarget({ ...target, timeoutMs: 300 }))
+    .register(remoteDeadline, httpTarget(target));
   await host.start();
 });
 afterEach(() => {
