@@ -1,8 +1,10 @@
 // Lint rules: typescript-eslint's recommended set, plus what each folder may import (DESIGN.md's layering
-// cli → runtime → storage → model, and the edges of the folders around it):
+// cli → http → runtime → storage → model, and the edges of the folders around it):
 //   src/model      nothing above it
 //   src/storage    model
 //   src/runtime    storage, model
+//   src/http       runtime through src/runtime/index.ts only, model, and types from storage; imported only
+//                  by src/cli and src/index.ts
 //   src/embedded   model only (errors); never runtime, storage or cli
 //   src/terminal   nothing (terminal helpers shared by the CLI and bench/)
 //   src/cli        anything in src/; bench/ only through bench/index.ts, from commands/bench.ts
@@ -33,7 +35,7 @@ const below = (dir, forbidden) => ({
 
 // Imports of src/ other than the given folders and files. (gitignore semantics: a file cannot be re-included
 // once its folder is excluded, so folders are listed one by one rather than excluding src/** wholesale.)
-const SRC_DIRS = ['model', 'storage', 'runtime', 'cli', 'embedded', 'terminal'];
+const SRC_DIRS = ['model', 'storage', 'runtime', 'http', 'cli', 'embedded', 'terminal'];
 const srcExcept = ({ dirs = [], files = [] }) => [
   '**/src/*.js',
   ...SRC_DIRS.filter((d) => !dirs.includes(d)).map((d) => `**/src/${d}/*`),
@@ -62,10 +64,37 @@ export default tseslint.config(
     },
   },
   { files: ['src/**/*.ts'], rules: rule([noBench, noTest]) },
-  below('model', ['storage', 'runtime', 'cli', 'embedded', 'terminal']),
-  below('storage', ['runtime', 'cli', 'embedded', 'terminal']),
-  below('runtime', ['cli', 'embedded', 'terminal']),
-  below('embedded', ['storage', 'runtime', 'cli', 'terminal']),
+  below('model', ['storage', 'runtime', 'http', 'cli', 'embedded', 'terminal']),
+  below('storage', ['runtime', 'http', 'cli', 'embedded', 'terminal']),
+  below('runtime', ['http', 'cli', 'embedded', 'terminal']),
+  below('embedded', ['storage', 'runtime', 'http', 'cli', 'terminal']),
+  {
+    files: ['src/http/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/cli/*', '**/embedded/*', '**/terminal/*'],
+              message:
+                'src/http must not import src/cli, src/embedded or src/terminal (see eslint.config.js)',
+            },
+            {
+              group: ['**/runtime/*', '!**/runtime/index.js'],
+              message: 'src/http uses the runtime through src/runtime/index.ts only',
+            },
+            {
+              group: ['**/storage/*'],
+              allowTypeImports: true,
+              message: 'src/http takes only types from src/storage',
+            },
+            ...[noBench, noTest].map(([group, message]) => ({ group, message })),
+          ],
+        },
+      ],
+    },
+  },
   {
     files: ['src/terminal/**/*.ts'],
     rules: rule([[['../**'], 'src/terminal imports nothing from src/'], noTest]),

@@ -58,4 +58,11 @@ export type {
   CallbackDelivery,
   CronFireOutcome,
 } from './storage/index.js';
+export {
+  SIGNATURE_HEADER,
+  signatureHeader,
+  verifySignature,
+  DEFAULT_TOLERANCE_SECONDS,
+} from './model/signature.js';
 export * from './runtime/index.js';
+export * from './http/index.js';

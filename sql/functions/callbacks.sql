@@ -94,7 +94,24 @@ begin
     return query select 'settled'::text, w.job_id, w.run_lease;
     return;
   end if;
-  -- An attempt waiting inside its handler: record the callback once, while the attempt is still open.
+  -- An attempt still running (waiting inside its handler, or about to park): record the callback once, while
+  -- the attempt is open.
+  select a.batch_id into s
+    from {{schema}}.attempt_state a
+   where a.callback_token = p_token and a.callback_result is null;
+  if not found then
+    return query select 'rejected'::text, null::bigint, null::bigint;
+    return;
+  end if;
+  -- Wait for a flush closing this receipt (finish() holds this lock to its commit): the attempt may have just
+  -- parked, and then the parked job is settled here; a flush after this one sees the recorded callback.
+  perform pg_advisory_xact_lock({{schema}}.lock_ns('receipt'), (s.batch_id % 2147483647)::int);
+  delete from {{schema}}.waiting_jobs wj where wj.token = p_token returning * into w;
+  if found then
+    perform {{schema}}.settle_waiting(w, p_action, p_payload, p_run_at, p_error);
+    return query select 'settled'::text, w.job_id, w.run_lease;
+    return;
+  end if;
   select a.job_id, a.run_lease, a.claim_slot, a.batch_id, a.idx into s
     from {{schema}}.attempt_state a
    where a.callback_token = p_token and a.callback_result is null

@@ -6,13 +6,16 @@
 --   retry      -> closure + deferred_jobs(retryable, attempt counted); run_at null = the backoff rule
 --   snooze     -> closure + deferred_jobs(scheduled, attempt not counted)
 --   failed / cancelled -> closure + done_entries, or dlq_entries for failures of DLQ-enabled queues
---   wait       -> closure + waiting_jobs: parked until the callback the attempt registered (callbacks.sql)
+--   wait       -> closure + waiting_jobs: parked until the callback the attempt registered (callbacks.sql),
+--                 or settled at once by a callback that reached the attempt before it parked
 create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
     p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[])
   returns table (job_id bigint)
   language plpgsql
   set jit = off
   as $$
+declare
+  v_early record;
 begin
   -- Serialises closers of the same receipt batch (completion vs rescue vs cancel); sorted, so two
   -- flushes that share batches cannot deadlock.
@@ -89,5 +92,22 @@ begin
     on conflict on constraint dlq_entries_pkey do nothing
   )
   select v.job_id from valid v;
+  -- A callback can reach an attempt before its 'wait' is flushed (the outside service answered at once): it was
+  -- recorded on the open attempt, so the job is settled now as it says instead of parking with a used token.
+  -- resolve_callback() takes this receipt lock, so it either committed before this flush (seen here) or runs
+  -- after it and finds the parked job.
+  if 'wait' = any(p_outcomes) then
+    for v_early in
+      delete from {{schema}}.waiting_jobs wj
+       using {{schema}}.attempt_state s
+       where wj.job_id = any(p_job_ids) and s.job_id = wj.job_id and s.run_lease = wj.run_lease
+         and s.callback_result is not null
+      returning wj as w, s.callback_result as cb
+    loop
+      perform {{schema}}.settle_waiting(v_early.w, v_early.cb ->> 'action', v_early.cb -> 'payload',
+        (v_early.cb ->> 'runAt')::timestamptz,
+        case when jsonb_typeof(v_early.cb -> 'error') = 'object' then v_early.cb -> 'error' end);
+    end loop;
+  end if;
 end
 $$;

@@ -6,6 +6,7 @@ import { callbackCommand, callbackOptions } from './commands/callback.js';
 import { cronCommand, cronOptions, CRON_USAGE } from './commands/cron.js';
 import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
+import { serveCommand, serveOptions } from './commands/serve.js';
 import { workCommand, workOptions } from './commands/work.js';
 import { OPERATOR_OPTIONS } from './operator/common.js';
 import { dlqCommand, dlqOptions } from './operator/dlq.js';
@@ -76,6 +77,11 @@ const commands: Record<string, Command> = {
     run: callbackCommand,
   },
   cron: { summary: CRON_USAGE, options: cronOptions, run: cronCommand },
+  serve: {
+    summary: 'serve HTTP: the signed callback receiver at POST /callbacks',
+    options: serveOptions,
+    run: serveCommand,
+  },
 };
 
 function help(): string {

@@ -9,6 +9,7 @@ export {
 export { WorkerHost, DeadlineExceeded, type HostEvents } from './worker-host.js';
 export type { CronSchedule, CronTriggerResult, CronFire } from './cron.js';
 export { defineHandler, type HandlerEntry } from './registry.js';
+export { httpTarget, HttpTargetError, type HttpTargetOptions } from './http-target.js';
 export type { WorkerOptions, QueueOptions, ThreadPoolOptions } from './config.js';
 export {
   PoolExecutor,

@@ -1,6 +1,7 @@
 import { InvalidOptionError } from '../model/errors.js';
 import type { JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
+import { isHttpTarget } from './http-target.js';
 
 // Which handler runs which kind, in this process.
 
@@ -22,6 +23,11 @@ export class HandlerRegistry {
       throw new InvalidOptionError('kind', 'must be a definition from defineJob()');
     if (typeof handle !== 'function')
       throw new InvalidOptionError(`handler for "${kind.kind}"`, 'must be a function');
+    if (kind.execution === 'pool' && isHttpTarget(handle))
+      throw new InvalidOptionError(
+        `handler for "${kind.kind}"`,
+        'an HTTP target runs on the coordinator: define the kind with execution "inline"',
+      );
     if (this.byKind.has(kind.kind))
       throw new InvalidOptionError('kind', `"${kind.kind}" already has a handler`);
     this.byKind.set(kind.kind, { kind, handle } as HandlerEntry);

@@ -303,3 +303,40 @@ describe('sequential waits', () => {
     expect(await state(id)).toBe('cancelled');
   });
 });
+
+describe('a callback that arrives before the job parks', () => {
+  it('settles the job when it parks instead of leaving it waiting', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_early', queue: 'cb_park_early', maxAttempts: 3 });
+    const answers: string[] = [];
+    await host(
+      'cb_park_early',
+      kind,
+      async (job, ctx) => {
+        const token = await ctx.registerCallback();
+        // The outside service answers before the handler has even parked: the callback is recorded on the
+        // still-open attempt ('delivered'), and parking then applies it.
+        const action = job.args.n === 1 ? 'complete' : 'retry';
+        const r =
+          action === 'complete'
+            ? await client.completeExternal(token, { fast: true })
+            : await client.retryExternal(token, { delayMs: 60_000, error: 'try later' });
+        answers.push(r.outcome);
+        throw new WaitForCallback();
+      },
+      2,
+    );
+    const { id: done } = await client.enqueue(kind, { n: 1 });
+    const { id: retried } = await client.enqueue(kind, { n: 2 });
+    await until(
+      'both settled',
+      async () => (await state(done)) === 'completed' && (await state(retried)) === 'retryable',
+      5_000,
+    );
+    expect(answers).toEqual(['delivered', 'delivered']);
+    expect((await client.getJob(done))?.meta).toMatchObject({ result: { fast: true } });
+    const r = await client.getJob(retried);
+    expect(r).toMatchObject({ state: 'retryable', attempt: 1 });
+    expect(r?.meta?.errors?.at(-1)?.error).toBe('try later');
+    expect(r!.runAt!.getTime()).toBeGreaterThan(Date.now() + 50_000);
+  });
+});

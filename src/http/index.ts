@@ -1,0 +1,16 @@
+// Awa's HTTP surfaces (a layer above runtime: cli → http → runtime). Only the CLI and src/index.ts import it.
+export {
+  createCallbackReceiver,
+  DEFAULT_MAX_CALLBACK_BODY_BYTES,
+  type CallbackClient,
+  type CallbackReceiverOptions,
+} from './callback-receiver.js';
+export {
+  createHttpApp,
+  listen,
+  serveCallbacks,
+  type HttpAppParts,
+  type ListenOptions,
+  type RunningServer,
+  type ServeCallbacksOptions,
+} from './server.js';

@@ -1,0 +1,77 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AwaClient } from '../../src/index.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { post } from '../helpers/signed-post.js';
+import { until } from '../helpers/wait.js';
+
+// `awa serve` as its own process (node + tsx on src/cli/main.ts): it refuses to start without a secret, serves
+// the receiver at POST /callbacks with the secret from the environment, and stops on SIGTERM.
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+const SECRET = 'cli-serve-secret-0123456789abcdef';
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase('cli_serve');
+  const client = new AwaClient({ connectionString: db.url });
+  await client.migrate();
+  await client.close();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+function spawnAwa(args: readonly string[], env: Record<string, string | undefined>): ChildProcess {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete childEnv[k];
+  return spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+    cwd: ROOT,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+function collect(child: ChildProcess): { out: () => string; exit: Promise<number | null> } {
+  let text = '';
+  child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  return { out: () => text, exit };
+}
+
+describe('awa serve', () => {
+  it('refuses to start without a callback secret', async () => {
+    const run = collect(
+      spawnAwa(['serve', '--port', '0'], { DATABASE_URL: db.url, AWA_CALLBACK_SECRET: undefined }),
+    );
+    expect(await run.exit).toBe(2);
+    expect(run.out()).toMatch(/no callback secret: set AWA_CALLBACK_SECRET/);
+  });
+
+  it('serves signed callbacks at /callbacks with the secret from the environment, and stops on SIGTERM', async () => {
+    const child = spawnAwa(['serve', '--port', '0', '--host', '127.0.0.1'], {
+      DATABASE_URL: db.url,
+      AWA_CALLBACK_SECRET: SECRET,
+    });
+    const run = collect(child);
+    const base = await until(
+      'the server to listen',
+      async () => /serving on (http:\/\/\S+):/.exec(run.out())?.[1],
+    );
+    const url = `${base}/callbacks`;
+    const body = { token: randomUUID(), action: 'complete' };
+    expect((await post(url, body)).status).toBe(401);
+    // Authentic, but no attempt holds this token.
+    expect(await post(url, body, { secret: SECRET })).toMatchObject({
+      status: 409,
+      json: { outcome: 'rejected' },
+    });
+    child.kill('SIGTERM');
+    expect(await run.exit).toBe(0);
+  });
+});
