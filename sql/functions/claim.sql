@@ -18,28 +18,31 @@ create function {{schema}}.claimed_json(r {{schema}}.ready_entries) returns json
   $$;
 
 -- Appends one receipt. Members are the taken rows in lane order: member i is the row at first_seq + i - 1
--- when the range holds nothing else, otherwise lane_seqs[i]; run leases likewise (lease when uniform).
-create function {{schema}}.record_receipt(p_claim_slot smallint, p_lane_id int, p_ready_slot smallint,
+-- when the range holds nothing else, otherwise lane_seqs[i]; run leases likewise (lease when uniform). The
+-- receipt goes to the slot that is current now, read after its rows were: a row's producer read its slot
+-- before it committed, so the receipt's slot is never older than the rows it reads, and truncating a slot
+-- never takes a receipt whose rows stay behind (see prune()).
+create function {{schema}}.record_receipt(p_lane_id int, p_ready_slot smallint,
     p_first bigint, p_last bigint, p_seqs bigint[], p_leases bigint[], p_gaps int8multirange,
-    p_gap_horizon bigint, p_instance text, p_deadline_secs int) returns bigint
+    p_gap_horizon bigint, p_instance text, p_deadline_secs int, out batch_id bigint, out claim_slot smallint)
   language plpgsql
   as $$
 declare
-  v_batch bigint := nextval('{{schema}}.claim_batch_seq');
   v_n int := coalesce(cardinality(p_seqs), 0);
   v_uniform boolean := v_n > 0 and (select min(x) = max(x) from unnest(p_leases) x);
 begin
+  batch_id := nextval('{{schema}}.claim_batch_seq');
+  select r.slot into claim_slot from {{schema}}.ring_rotations r order by r.generation desc limit 1;
   insert into {{schema}}.claim_batches
     (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, lease, lane_seqs, run_leases,
      instance_id, deadline_at, gaps, gap_horizon)
-  values (p_claim_slot, v_batch, p_lane_id, p_ready_slot, p_first, p_last, v_n,
+  values (claim_slot, batch_id, p_lane_id, p_ready_slot, p_first, p_last, v_n,
           case when v_uniform then p_leases[1] end,
           case when p_last - p_first + 1 <> v_n then p_seqs end,
           case when not v_uniform and v_n > 0 then p_leases end,
           p_instance,
           case when p_deadline_secs > 0 then now() + make_interval(secs => p_deadline_secs) end,
           p_gaps, p_gap_horizon);
-  return v_batch;
 end
 $$;
 
@@ -118,8 +121,8 @@ $$;
 -- later jobs were claimed). One receipt per gap run and ready slot, so a receipt's range never spans positions
 -- another receipt covers; its gaps name every position of its range it did not take. Returns the receipts.
 create function {{schema}}.claim_gap_rows(p_lane {{schema}}.lanes, p_open int8multirange, p_max int,
-    p_claim_slot smallint, p_instance text, p_deadline_secs int)
-  returns table (batch_id bigint, n int, jobs json)
+    p_instance text, p_deadline_secs int)
+  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
   language plpgsql
   as $$
 declare
@@ -141,8 +144,8 @@ begin
      group by x.run, x.slot
      order by min(x.lane_seq)
   loop
-    batch_id := {{schema}}.record_receipt(p_claim_slot, p_lane.lane_id, g.slot, g.first_seq, g.last_seq, g.seqs,
-      g.leases,
+    select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id, g.slot, g.first_seq,
+      g.last_seq, g.seqs, g.leases,
       int8multirange(int8range(g.first_seq, g.last_seq + 1))
         - (select range_agg(int8range(s, s + 1)) from unnest(g.seqs) s),
       null, p_instance, p_deadline_secs);
@@ -159,8 +162,8 @@ $$;
 -- gaps, recorded with a horizon one past the lane's xid mark read after the rows were seen. A range of
 -- cancelled rows only still gets its (empty) receipt: that is what moves the high-water past them.
 create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_max int,
-    p_claim_slot smallint, p_instance text, p_deadline_secs int)
-  returns table (batch_id bigint, n int, jobs json)
+    p_instance text, p_deadline_secs int)
+  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
   language plpgsql
   as $$
 declare
@@ -206,8 +209,8 @@ begin
      where r.slot = v_head_slot and r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last;
     v_horizon := pg_sequence_last_value(p_lane.xid_mark_seq) + 1;
   end if;
-  batch_id := {{schema}}.record_receipt(p_claim_slot, p_lane.lane_id, v_head_slot, p_high + 1, v_last, v_seqs,
-                                        v_leases, v_gaps, v_horizon, p_instance, p_deadline_secs);
+  select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id, v_head_slot, p_high + 1,
+    v_last, v_seqs, v_leases, v_gaps, v_horizon, p_instance, p_deadline_secs);
   n := coalesce(cardinality(v_seqs), 0);
   jobs := v_jobs;
   return next;
@@ -221,10 +224,10 @@ create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_agi
   as $$
 declare
   v_lane {{schema}}.lanes;
-  v_slot smallint := {{schema}}.current_slot();
   v_left int := p_max;
   v_heal record;
   b record;
+  v_busy boolean := false;
 begin
   if exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null) then
     return;
@@ -244,26 +247,37 @@ begin
               h.ready_at nulls last, l.lane_id
   loop
     exit when v_left <= 0;
-    continue when not pg_try_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id);
+    if not pg_try_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id) then
+      v_busy := true;
+      continue;
+    end if;
     select * into v_heal from {{schema}}.heal_lane(v_lane);
     if not isempty(v_heal.open_gaps) then
-      for b in select * from {{schema}}.claim_gap_rows(v_lane, v_heal.open_gaps, v_left, v_slot, p_instance, p_deadline_secs) loop
+      for b in select * from {{schema}}.claim_gap_rows(v_lane, v_heal.open_gaps, v_left, p_instance, p_deadline_secs) loop
         v_left := v_left - b.n;
         batch_id := b.batch_id;
-        claim_slot := v_slot;
+        claim_slot := b.claim_slot;
         jobs := b.jobs;
         return next;
       end loop;
     end if;
     continue when v_left <= 0;
-    for b in select * from {{schema}}.claim_fresh_rows(v_lane, v_heal.high, v_left, v_slot, p_instance, p_deadline_secs) loop
+    for b in select * from {{schema}}.claim_fresh_rows(v_lane, v_heal.high, v_left, p_instance, p_deadline_secs) loop
       continue when b.n = 0;
       v_left := v_left - b.n;
       batch_id := b.batch_id;
-      claim_slot := v_slot;
+      claim_slot := b.claim_slot;
       jobs := b.jobs;
       return next;
     end loop;
   end loop;
+  -- A lane with work that another claimer held: say so (a row with no batch), so the caller tries again soon
+  -- instead of taking "fewer than asked" for "nothing left".
+  if v_busy and v_left > 0 then
+    batch_id := null;
+    claim_slot := null;
+    jobs := null;
+    return next;
+  end if;
 end
 $$;

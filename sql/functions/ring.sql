@@ -176,6 +176,38 @@ begin
 end
 $$;
 
+-- What a lane still needs from the receipts of slot p_from once they are truncated, as empty receipts (no
+-- members) in slot p_to: (1) the gaps they recorded that are still open (their producer may yet commit, and
+-- its rows may be in a newer slot: a producer takes its positions before it reads its slot), with the
+-- horizon that proves them dead; (2) the lane's claimed high-water, when no newer evidence holds it (the
+-- cached claim_seq lags the receipts until the lane's next claim). Without them the positions would read as
+-- covered and their rows would never be claimed. The caller holds ACCESS EXCLUSIVE on p_from's partitions.
+create function {{schema}}.carry_lane_evidence(p_from smallint, p_to smallint) returns void
+  language plpgsql
+  as $$
+begin
+  insert into {{schema}}.claim_batches
+    (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, instance_id, gaps, gap_horizon)
+  select p_to, nextval('{{schema}}.claim_batch_seq'), b.lane_id, p_to, lower(o.open), upper(o.open) - 1, 0,
+         'prune', o.open, b.gap_horizon
+    from {{schema}}.claim_batches b
+    join {{schema}}.lanes l on l.lane_id = b.lane_id
+    cross join lateral {{schema}}.lane_high(l) h
+    cross join lateral (select b.gaps * {{schema}}.lane_open(l.lane_id,
+                                 coalesce(pg_sequence_last_value(l.floor_seq), 0), h.high) as open) o
+   where b.slot = p_from and b.gaps is not null and not isempty(o.open);
+  insert into {{schema}}.claim_batches
+    (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, instance_id)
+  select p_to, nextval('{{schema}}.claim_batch_seq'), x.lane_id, p_to, x.high, x.high, 0, 'prune'
+    from (select b.lane_id, max(b.last_seq) as high from {{schema}}.claim_batches b
+           where b.slot = p_from group by b.lane_id) x
+    join {{schema}}.lanes l on l.lane_id = x.lane_id
+   where x.high > coalesce(pg_sequence_last_value(l.claim_seq), 0)
+     and not exists (select 1 from {{schema}}.claim_batches n
+                      where n.lane_id = x.lane_id and n.slot <> p_from and n.last_seq >= x.high);
+end
+$$;
+
 -- Compact success history of the receipts that read slot p_slot and are fully settled (except those in p_skip,
 -- kept already): one row per completion flush, attempt number and run lease, with the completed job ids as a
 -- multirange. Returns the receipts it kept.
@@ -258,6 +290,7 @@ begin
     end if;
     -- Receipts that settled between the copy above and the lock.
     perform {{schema}}.keep_completed_history(slot, v_kept);
+    perform {{schema}}.carry_lane_evidence(slot, v_cur);
     execute 'truncate ' || v_tables;
     delete from {{schema}}.receipt_forwards f where f.slot = prune.slot;
     outcome := case when v_live.reason is null then 'pruned' else 'carried' end;

@@ -1,11 +1,11 @@
-import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
+import type { ClaimBatch, ClaimedJob, ClaimResult } from '../storage/index.js';
 
 // One per queue. Holds the queue's permits: it claims only as many jobs as it has free permits (so every
 // claimed job can start at once), claims again straight away while batches come back full, and
 // otherwise waits for a wake-up (notification, poll tick, or enough permits coming back).
 
 export interface DispatcherDeps {
-  claim(queue: string, max: number): Promise<ClaimBatch[]>;
+  claim(queue: string, max: number): Promise<ClaimResult>;
   execute(queue: string, batch: ClaimBatch, job: ClaimedJob): void;
   /** True while results are piling up faster than they are flushed: claiming more would only add to it. */
   backpressure(): boolean;
@@ -14,6 +14,10 @@ export interface DispatcherDeps {
 
 /** How long after a wake-up the dispatcher claims once more (twice the producers' wake-up spacing). */
 const ECHO_MS = 10;
+/** How soon to claim again when another claimer held a lane (a claim takes a few milliseconds); doubled
+ * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
+const CONTENDED_RETRY_MS = 2;
+const CONTENDED_RETRY_MAX_MS = 250;
 
 export class Dispatcher {
   private inFlight = 0;
@@ -24,6 +28,7 @@ export class Dispatcher {
   private retryTimer: NodeJS.Timeout | null = null;
   private echoTimer: NodeJS.Timeout | null = null;
   private errorDelayMs = 0;
+  private contendedDelayMs = 0;
   private readonly refillAt: number;
   private idleWaiters: (() => void)[] = [];
   /**
@@ -117,9 +122,9 @@ export class Dispatcher {
         const max = Math.min(free, this.batchSize);
         this.again = false;
         this.inFlight += max;
-        let batches: ClaimBatch[];
+        let result: ClaimResult;
         try {
-          batches = await this.deps.claim(this.queue, max);
+          result = await this.deps.claim(this.queue, max);
         } catch (err) {
           this.inFlight -= max;
           this.deps.onError(err);
@@ -127,17 +132,37 @@ export class Dispatcher {
           break;
         }
         this.errorDelayMs = 0;
+        const { batches, contended } = result;
+        if (!contended) this.contendedDelayMs = 0;
         let got = 0;
         for (const b of batches) got += b.jobs.length;
         this.inFlight -= max - got;
-        this.mayHaveMore = got === max;
+        this.mayHaveMore = got === max || contended;
         for (const b of batches) for (const job of b.jobs) this.deps.execute(this.queue, b, job);
+        if (got < max && contended && !this.again) {
+          // Another host is claiming this queue's lane right now: come back as soon as its claim is done
+          // rather than wait for a notification that will not come for a backlog.
+          this.retrySoon();
+          break;
+        }
         if (got < max && !this.again) break;
       }
     } finally {
       this.claiming = false;
       if (this.inFlight === 0) this.notifyIdle();
     }
+  }
+
+  private retrySoon(): void {
+    if (this.retryTimer) return;
+    this.contendedDelayMs = Math.min(
+      Math.max(this.contendedDelayMs * 2, CONTENDED_RETRY_MS),
+      CONTENDED_RETRY_MAX_MS,
+    );
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.wake();
+    }, this.contendedDelayMs);
   }
 
   private backOff(): void {

@@ -19,6 +19,7 @@ import {
   registerCallback,
   writeProgress,
   type ClaimBatch,
+  type ClaimResult,
   type DescriptorReport,
   type ClaimedJob,
   type PruneResult,
@@ -360,11 +361,11 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     return [...queues, ...kinds];
   }
 
-  private async claim(queue: string, max: number): Promise<ClaimBatch[]> {
+  private async claim(queue: string, max: number): Promise<ClaimResult> {
     await this.liveness.beforeClaim(queue);
-    let batches: ClaimBatch[];
+    let result: ClaimResult;
     try {
-      batches = await claimJobs(this.pool, this.config.schema, {
+      result = await claimJobs(this.pool, this.config.schema, {
         queue,
         max,
         instanceId: this.config.instanceId,
@@ -377,8 +378,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       throw err;
     }
     this.stats.claimCalls++;
-    for (const b of batches) this.receipts.add(b);
-    return batches;
+    for (const b of result.batches) this.receipts.add(b);
+    return result;
   }
 
   private execute(queue: string, batch: ClaimBatch, c: ClaimedJob): void {

@@ -52,28 +52,39 @@ type JobTuple = [
   ClaimedJob['meta'],
 ];
 
-export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimBatch[]> {
-  const { rows } = await db.query<{ batch_id: string; claim_slot: number; jobs: string }>({
+/** What one claim call got. `contended`: a lane with work was skipped because another claimer held it, so
+ * fewer jobs than asked does not mean the queue is empty. */
+export interface ClaimResult {
+  batches: ClaimBatch[];
+  contended: boolean;
+}
+
+export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimResult> {
+  const { rows } = await db.query<{ batch_id: string | null; claim_slot: number; jobs: string }>({
     name: `awa-claim-${schema.name}`,
     text: `select batch_id::text, claim_slot, jobs::text from ${schema.ident}.claim($1, $2, $3, $4, $5)`,
     values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds],
   });
-  return rows.map((r) => ({
-    batchId: r.batch_id,
-    claimSlot: r.claim_slot,
-    // One JSON.parse per batch is far cheaper than the driver building hundreds of row objects.
-    jobs: (JSON.parse(r.jobs) as JobTuple[]).map((t, i) => ({
-      idx: i + 1,
-      id: t[0],
-      kind: t[1],
-      args: t[2],
-      attempt: t[3],
-      maxAttempts: t[4],
-      runLease: t[5],
-      priority: t[6],
-      enqueuedAtMs: t[7],
-      readyAtMs: t[8],
-      meta: t[9],
-    })),
-  }));
+  const contended = rows.some((r) => r.batch_id === null);
+  const batches = rows
+    .filter((r): r is typeof r & { batch_id: string } => r.batch_id !== null)
+    .map((r) => ({
+      batchId: r.batch_id,
+      claimSlot: r.claim_slot,
+      // One JSON.parse per batch is far cheaper than the driver building hundreds of row objects.
+      jobs: (JSON.parse(r.jobs) as JobTuple[]).map((t, i) => ({
+        idx: i + 1,
+        id: t[0],
+        kind: t[1],
+        args: t[2],
+        attempt: t[3],
+        maxAttempts: t[4],
+        runLease: t[5],
+        priority: t[6],
+        enqueuedAtMs: t[7],
+        readyAtMs: t[8],
+        meta: t[9],
+      })),
+    }));
+  return { batches, contended };
 }

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
+import { finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { claimBatches } from '../helpers/claim.js';
 
 // Operator cancel against the storage engine: a cancelled waiting job is never claimed (its position is
 // consumed by the next claim), a cancel racing a claim has exactly one winner, and a retryable job's cancel
@@ -12,7 +13,7 @@ const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => 
 describe('cancel', () => {
   let f: StorageFixture;
   const claim = (queue: string, db: pg.Pool | pg.Client = f.pool, max = 100) =>
-    claimJobs(db, f.schema, {
+    claimBatches(db, f.schema, {
       queue,
       max,
       instanceId: 'cancel-test',

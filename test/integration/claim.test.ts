@@ -2,13 +2,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, type ClaimBatch } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { claimBatches } from '../helpers/claim.js';
 
 const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => j.id));
 
 describe('claim', () => {
   let f: StorageFixture;
   const claim = (queue: string, max: number, agingSeconds = 3600, db: pg.Pool = f.pool) =>
-    claimJobs(db, f.schema, { queue, max, instanceId: 'test', agingSeconds, deadlineSeconds: 0 });
+    claimBatches(db, f.schema, { queue, max, instanceId: 'test', agingSeconds, deadlineSeconds: 0 });
 
   beforeAll(async () => {
     f = await storageFixture('claim');
@@ -92,6 +93,30 @@ describe('claim', () => {
     // With aging of one level per second, the priority-4 job waited 3 s: effective priority 1.
     expect(ids(await claim('aging', 1, 1))).toEqual([old]);
     expect(ids(await claim('aging', 1, 1))).toEqual([fresh]);
+  });
+
+  it('reports a lane skipped because another claimer holds it, so a short answer is not taken for an empty queue', async () => {
+    await f.client.enqueueMany(
+      Array.from({ length: 3 }, (_, i) => ({ kind: 'h', args: { i }, options: { queue: 'held' } })),
+    );
+    const req = { queue: 'held', instanceId: 'test', agingSeconds: 3600, deadlineSeconds: 0 };
+    const holder = await f.pool.connect();
+    try {
+      // The first claimer's transaction stays open: it holds the lane's claim lock.
+      await holder.query('begin');
+      const first = await claimJobs(holder, f.schema, { ...req, max: 1 });
+      expect(first.batches.flatMap((b) => b.jobs)).toHaveLength(1);
+      expect(first.contended).toBe(false);
+      const blocked = await claimJobs(f.pool, f.schema, { ...req, max: 10 });
+      expect(blocked).toEqual({ batches: [], contended: true });
+      await holder.query('commit');
+    } finally {
+      holder.release();
+    }
+    const after = await claimJobs(f.pool, f.schema, { ...req, max: 10 });
+    expect(after.batches.flatMap((b) => b.jobs)).toHaveLength(2);
+    expect(after.contended).toBe(false);
+    expect(await claimJobs(f.pool, f.schema, { ...req, max: 10 })).toEqual({ batches: [], contended: false });
   });
 
   it('an empty queue or unknown queue claims nothing', async () => {

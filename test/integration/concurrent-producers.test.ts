@@ -1,8 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
+import { finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { claimBatches } from '../helpers/claim.js';
 
 // Producers of one lane in their own transactions do not wait for each other; claim skips positions whose
 // producer is still in flight, comes back for them once they commit, and passes the positions of producers
@@ -14,7 +15,13 @@ const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => 
 describe('concurrent producers', () => {
   let f: StorageFixture;
   const claim = (queue: string, max = 100) =>
-    claimJobs(f.pool, f.schema, { queue, max, instanceId: 'test', agingSeconds: 3600, deadlineSeconds: 0 });
+    claimBatches(f.pool, f.schema, {
+      queue,
+      max,
+      instanceId: 'test',
+      agingSeconds: 3600,
+      deadlineSeconds: 0,
+    });
   const lane = async (queue: string) => {
     const { rows } = await f.pool.query(
       `select pg_sequence_last_value(enqueue_seq)::int as enq, pg_sequence_last_value(claim_seq)::int as high,

@@ -11,6 +11,7 @@ import {
   PayloadTooLargeError,
 } from '../../src/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { claimBatches } from '../helpers/claim.js';
 
 const email = defineJob({
   kind: 'send_email',
@@ -172,8 +173,7 @@ describe('enqueue', () => {
     await conn.query('rollback');
     await conn.end();
     const id = (await f.client.enqueue('gap', { n: 2 }, { queue: 'gapq' })).id;
-    const { claimJobs } = await import('../../src/storage/index.js');
-    const batches = await claimJobs(f.pool, f.schema, {
+    const batches = await claimBatches(f.pool, f.schema, {
       queue: 'gapq',
       max: 10,
       instanceId: 't',

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  claimJobs,
   finishAttempts,
   type ClaimBatch,
   type ClaimedJob,
@@ -8,6 +7,7 @@ import {
   type Settlement,
 } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { claimBatches } from '../helpers/claim.js';
 
 describe('finish (the fenced settle path)', () => {
   let f: StorageFixture;
@@ -19,7 +19,7 @@ describe('finish (the fenced settle path)', () => {
   });
 
   const claimOne = async (queue: string): Promise<{ batch: ClaimBatch; job: ClaimedJob }> => {
-    const [batch] = await claimJobs(f.pool, f.schema, {
+    const [batch] = await claimBatches(f.pool, f.schema, {
       queue,
       max: 1,
       instanceId: 't',
@@ -78,7 +78,7 @@ describe('finish (the fenced settle path)', () => {
   it('retry counts the attempt and records the error; snooze does not count it', async () => {
     const retried = (await f.client.enqueue('k', { r: 1 }, { queue: 'outcomes' })).id;
     const snoozed = (await f.client.enqueue('k', { s: 1 }, { queue: 'outcomes' })).id;
-    const [batch] = await claimJobs(f.pool, f.schema, {
+    const [batch] = await claimBatches(f.pool, f.schema, {
       queue: 'outcomes',
       max: 2,
       instanceId: 't',
@@ -103,7 +103,7 @@ describe('finish (the fenced settle path)', () => {
   it('failed and cancelled go to the wide terminal rows with their history', async () => {
     const failed = (await f.client.enqueue('k', { f: 1 }, { queue: 'terminal' })).id;
     const cancelled = (await f.client.enqueue('k', { c: 1 }, { queue: 'terminal' })).id;
-    const [batch] = await claimJobs(f.pool, f.schema, {
+    const [batch] = await claimBatches(f.pool, f.schema, {
       queue: 'terminal',
       max: 2,
       instanceId: 't',
@@ -127,7 +127,7 @@ describe('finish (the fenced settle path)', () => {
       )
     ).map((r) => r.id);
     const b1 = (
-      await claimJobs(f.pool, f.schema, {
+      await claimBatches(f.pool, f.schema, {
         queue: 'mixed',
         max: 3,
         instanceId: 't',
@@ -136,7 +136,7 @@ describe('finish (the fenced settle path)', () => {
       })
     )[0]!;
     const b2 = (
-      await claimJobs(f.pool, f.schema, {
+      await claimBatches(f.pool, f.schema, {
         queue: 'mixed',
         max: 3,
         instanceId: 't',

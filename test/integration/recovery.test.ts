@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineJob, InvalidOptionError, WorkerHost, type Settlement } from '../../src/index.js';
 import {
-  claimJobs,
   finishAttempts,
   markStopped,
   registerInstance,
@@ -11,6 +10,7 @@ import {
 } from '../../src/storage/index.js';
 import { attemptProgress } from '../helpers/attempt-state.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { claimBatches } from '../helpers/claim.js';
 
 describe('recovery', () => {
   let f: StorageFixture;
@@ -22,7 +22,7 @@ describe('recovery', () => {
   });
 
   const claim = async (queue: string, instanceId: string, deadlineSeconds = 0): Promise<ClaimBatch> => {
-    const [batch] = await claimJobs(f.pool, f.schema, {
+    const [batch] = await claimBatches(f.pool, f.schema, {
       queue,
       max: 10,
       instanceId,
@@ -269,7 +269,7 @@ describe('recovery', () => {
     // Rotate the whole ring round and prune everything prunable.
     for (let i = 0; i < 40; i++) {
       await f.client.enqueue('filler', {}, { queue: 'fill' });
-      await claimJobs(f.pool, f.schema, {
+      await claimBatches(f.pool, f.schema, {
         queue: 'fill',
         max: 100,
         instanceId: 'prog',

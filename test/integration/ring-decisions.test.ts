@@ -1,7 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  claimJobs,
   cleanupHistory,
   finishAttempts,
   pruneRing,
@@ -10,6 +9,7 @@ import {
   type PruneOptions,
 } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { claimBatches } from '../helpers/claim.js';
 
 // Prune and cleanup decisions, driven step by step (no timers): what holds the oldest slot and what does
 // not, carrying stragglers forward, a slot busy with a reader, and retention of DLQ entries, runtime rows and
@@ -20,7 +20,7 @@ describe('ring and cleanup decisions', () => {
   const NO_CARRY: PruneOptions = { lockTimeoutMs: 20, carryLimit: 0, carryAfterSlots: 16 };
   const CARRY: PruneOptions = { lockTimeoutMs: 20, carryLimit: 1_000, carryAfterSlots: 2 };
   const claim = (queue: string, max = 100) =>
-    claimJobs(f.pool, f.schema, {
+    claimBatches(f.pool, f.schema, {
       queue,
       max,
       instanceId: 'ring-test',

@@ -30,7 +30,7 @@ describe('Dispatcher', () => {
         asks.push(max);
         const n = Math.min(max, available);
         available -= n;
-        return n > 0 ? [batchOf(n, 100 - available)] : [];
+        return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
       backpressure: () => false,
@@ -69,7 +69,7 @@ describe('Dispatcher', () => {
         claim: async () => {
           calls++;
           if (failing) throw new Error(`db down ${calls}`);
-          return [];
+          return { batches: [], contended: false };
         },
         execute: () => {},
         backpressure: () => false,
@@ -117,6 +117,52 @@ describe('Dispatcher', () => {
     });
   });
 
+  describe('when another claimer held a lane', () => {
+    beforeEach(() => {
+      vi.useFakeTimers();
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('claims again after 2 ms, doubling while the lane stays held, and waits for a wake-up once a short claim was not contended', async () => {
+      const asks: number[] = [];
+      let contendedClaims = 3;
+      const d = new Dispatcher('q', 10, 10, 3_600_000, {
+        claim: async (_q, max) => {
+          asks.push(max);
+          // Another host holds the lane: one job of the free lane, and the flag.
+          if (contendedClaims-- > 0) return { batches: [batchOf(1, asks.length * 10)], contended: true };
+          return { batches: [batchOf(2, 900)], contended: false };
+        },
+        execute: () => {},
+        backpressure: () => false,
+        onError: (e) => {
+          throw e;
+        },
+      });
+      d.start();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(asks).toEqual([10]);
+      // Retries at +2 ms, then +4 ms, then +8 ms; no notification needed.
+      await vi.advanceTimersByTimeAsync(1);
+      expect(asks).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(asks).toEqual([10, 9]);
+      await vi.advanceTimersByTimeAsync(3);
+      expect(asks).toHaveLength(2);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(asks).toEqual([10, 9, 8]);
+      await vi.advanceTimersByTimeAsync(8);
+      // The fourth claim was short but not contended: the queue is dry, so no more claims on a timer.
+      expect(asks).toEqual([10, 9, 8, 7]);
+      expect(d.running).toBe(5);
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(asks).toHaveLength(4);
+      d.stopClaiming();
+    });
+  });
+
   it('does not claim under backpressure, and resumes when results are flushed', async () => {
     let pressure = true;
     const asks: number[] = [];
@@ -127,7 +173,7 @@ describe('Dispatcher', () => {
         asks.push(max);
         const n = Math.min(max, available);
         available -= n;
-        return n > 0 ? [batchOf(n, 100 - available)] : [];
+        return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
       backpressure: () => pressure,
