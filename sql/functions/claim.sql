@@ -170,7 +170,7 @@ declare
   v_head_slot smallint;
   v_has_tombstones boolean;
   v_last bigint;
-  v_seen int;
+  v_seen bigint[];
   v_seqs bigint[];
   v_leases bigint[];
   v_jobs json;
@@ -186,7 +186,7 @@ begin
   v_has_tombstones := exists (select 1 from {{schema}}.ready_tombstones t
                                where t.slot = v_head_slot and t.lane_id = p_lane.lane_id and t.lane_seq > p_high);
   -- The subquery's order feeds the aggregates in lane order.
-  select max(r.lane_seq), count(*),
+  select max(r.lane_seq), array_agg(r.lane_seq),
          array_agg(r.lane_seq) filter (where not r.dead),
          array_agg(r.run_lease + 1) filter (where not r.dead),
          json_agg({{schema}}.claimed_json(r.body)) filter (where not r.dead)
@@ -202,11 +202,12 @@ begin
   if v_last is null then
     return;
   end if;
-  if v_seen <> v_last - p_high then
-    select int8multirange(int8range(p_high + 1, v_last + 1)) - range_agg(int8range(r.lane_seq, r.lane_seq + 1))
+  -- The gaps are what that one read did not see. (Not a second read of the table: under READ COMMITTED it
+  -- would see rows committed since, and count positions as covered that this receipt never returned.)
+  if cardinality(v_seen) <> v_last - p_high then
+    select int8multirange(int8range(p_high + 1, v_last + 1)) - range_agg(int8range(s, s + 1))
       into v_gaps
-      from {{schema}}.ready_entries r
-     where r.slot = v_head_slot and r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last;
+      from unnest(v_seen) s;
     v_horizon := pg_sequence_last_value(p_lane.xid_mark_seq) + 1;
   end if;
   select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id, v_head_slot, p_high + 1,

@@ -180,7 +180,8 @@ $$;
 -- members) in slot p_to: (1) the gaps they recorded that are still open (their producer may yet commit, and
 -- its rows may be in a newer slot: a producer takes its positions before it reads its slot), with the
 -- horizon that proves them dead; (2) the lane's claimed high-water, when no newer evidence holds it (the
--- cached claim_seq lags the receipts until the lane's next claim). Without them the positions would read as
+-- cached claim_seq lags the receipts until the lane's next claim), taken only from receipts that cover their
+-- last position (an earlier carry's gap receipt ends on an open position: a marker there would cover it). Without them the positions would read as
 -- covered and their rows would never be claimed. The caller holds ACCESS EXCLUSIVE on p_from's partitions.
 create function {{schema}}.carry_lane_evidence(p_from smallint, p_to smallint) returns void
   language plpgsql
@@ -200,7 +201,8 @@ begin
     (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, instance_id)
   select p_to, nextval('{{schema}}.claim_batch_seq'), x.lane_id, p_to, x.high, x.high, 0, 'prune'
     from (select b.lane_id, max(b.last_seq) as high from {{schema}}.claim_batches b
-           where b.slot = p_from group by b.lane_id) x
+           where b.slot = p_from and (b.gaps is null or not b.gaps @> b.last_seq)
+           group by b.lane_id) x
     join {{schema}}.lanes l on l.lane_id = x.lane_id
    where x.high > coalesce(pg_sequence_last_value(l.claim_seq), 0)
      and not exists (select 1 from {{schema}}.claim_batches n
