@@ -1,8 +1,9 @@
 -- Claiming. A claim call takes up to p_max jobs of a queue and appends one receipt (claim_batches row) per
 -- lane and ready slot it read, committed before any handler runs. Lanes are taken in aged-priority order (a
 -- job's effective priority improves by one level per p_aging_secs of waiting, computed here, nothing
--- rewritten), each under a try-lock, so concurrent claimers skip a busy lane instead of queueing on it and a
--- claim never waits on anyone: producers hold no lock a claim needs.
+-- rewritten), each under a try-lock, so concurrent claimers skip a busy lane instead of queueing on it. A
+-- claim never waits on a producer (producers hold no lock a claim needs); it waits, for at most p_wait_ms,
+-- on another claimer only when every lane with work is held by one (see claim()).
 --
 -- Per lane: heal the high-water and floor from committed receipts; claim rows that committed late into open
 -- gaps (they are the oldest); then claim fresh rows above the high-water in lane order. Jobs come back as one
@@ -218,17 +219,81 @@ begin
 end
 $$;
 
-create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int)
+-- Claims up to p_max jobs of one lane whose claim lock the caller holds: heal its high-water and floor, take
+-- rows that committed late into open gaps (the oldest), then fresh rows above the high-water.
+create function {{schema}}.claim_lane(p_lane {{schema}}.lanes, p_max int, p_instance text, p_deadline_secs int)
+  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
+  language plpgsql
+  as $$
+declare
+  v_left int := p_max;
+  v_heal record;
+  b record;
+begin
+  select * into v_heal from {{schema}}.heal_lane(p_lane);
+  if not isempty(v_heal.open_gaps) then
+    for b in select * from {{schema}}.claim_gap_rows(p_lane, v_heal.open_gaps, v_left, p_instance, p_deadline_secs) loop
+      v_left := v_left - b.n;
+      batch_id := b.batch_id;
+      claim_slot := b.claim_slot;
+      n := b.n;
+      jobs := b.jobs;
+      return next;
+    end loop;
+  end if;
+  if v_left <= 0 then
+    return;
+  end if;
+  for b in select * from {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_left, p_instance, p_deadline_secs) loop
+    continue when b.n = 0;
+    batch_id := b.batch_id;
+    claim_slot := b.claim_slot;
+    n := b.n;
+    jobs := b.jobs;
+    return next;
+  end loop;
+end
+$$;
+
+-- Waits up to p_wait_ms for a lane's claim lock (another claimer's claim takes a few milliseconds). True
+-- when this transaction now holds it. A claim lock is otherwise held only by cancel, for one statement.
+create function {{schema}}.wait_for_lane(p_lane_id int, p_wait_ms int) returns boolean
+  language plpgsql
+  as $$
+declare
+  v_lock_timeout text := current_setting('lock_timeout');
+begin
+  perform set_config('lock_timeout', p_wait_ms || 'ms', true);
+  begin
+    -- Taken in this block's subtransaction; when the block ends normally the lock passes to the
+    -- transaction and is held to its end like a try-lock's.
+    perform pg_advisory_xact_lock({{schema}}.lock_ns('claim'), p_lane_id);
+  exception when lock_not_available then
+    perform set_config('lock_timeout', v_lock_timeout, true);
+    return false;
+  end;
+  perform set_config('lock_timeout', v_lock_timeout, true);
+  return true;
+end
+$$;
+
+-- Lanes are taken in aged-priority order, each under a try-lock: a lane another claimer holds is skipped.
+-- When every lane with work was held and this call holds none, it waits (briefly) for the first of them
+-- instead of coming back empty: hosts sharing a queue then take turns on its lane as each claim ends, not
+-- after a sleep. Waiting only while holding no lane lock means a waiter can never close a cycle.
+create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int,
+    p_wait_ms int)
   returns table (batch_id bigint, claim_slot smallint, jobs json)
   language plpgsql
   set jit = off
   as $$
 declare
   v_lane {{schema}}.lanes;
+  v_first_busy {{schema}}.lanes;
   v_left int := p_max;
-  v_heal record;
+  v_busy int := 0;
+  v_locked boolean := false;
   b record;
-  v_busy boolean := false;
 begin
   if exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null) then
     return;
@@ -249,22 +314,14 @@ begin
   loop
     exit when v_left <= 0;
     if not pg_try_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id) then
-      v_busy := true;
+      v_busy := v_busy + 1;
+      if v_busy = 1 then
+        v_first_busy := v_lane;
+      end if;
       continue;
     end if;
-    select * into v_heal from {{schema}}.heal_lane(v_lane);
-    if not isempty(v_heal.open_gaps) then
-      for b in select * from {{schema}}.claim_gap_rows(v_lane, v_heal.open_gaps, v_left, p_instance, p_deadline_secs) loop
-        v_left := v_left - b.n;
-        batch_id := b.batch_id;
-        claim_slot := b.claim_slot;
-        jobs := b.jobs;
-        return next;
-      end loop;
-    end if;
-    continue when v_left <= 0;
-    for b in select * from {{schema}}.claim_fresh_rows(v_lane, v_heal.high, v_left, p_instance, p_deadline_secs) loop
-      continue when b.n = 0;
+    v_locked := true;
+    for b in select * from {{schema}}.claim_lane(v_lane, v_left, p_instance, p_deadline_secs) loop
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
@@ -272,9 +329,19 @@ begin
       return next;
     end loop;
   end loop;
-  -- A lane with work that another claimer held: say so (a row with no batch), so the caller tries again soon
-  -- instead of taking "fewer than asked" for "nothing left".
-  if v_busy and v_left > 0 then
+  if v_busy > 0 and not v_locked and {{schema}}.wait_for_lane(v_first_busy.lane_id, p_wait_ms) then
+    v_busy := v_busy - 1;
+    for b in select * from {{schema}}.claim_lane(v_first_busy, v_left, p_instance, p_deadline_secs) loop
+      v_left := v_left - b.n;
+      batch_id := b.batch_id;
+      claim_slot := b.claim_slot;
+      jobs := b.jobs;
+      return next;
+    end loop;
+  end if;
+  -- A lane with work that another claimer still held: say so (a row with no batch), so the caller tries
+  -- again soon instead of taking "fewer than asked" for "nothing left".
+  if v_busy > 0 and v_left > 0 then
     batch_id := null;
     claim_slot := null;
     jobs := null;

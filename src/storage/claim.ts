@@ -37,6 +37,8 @@ export interface ClaimRequest {
   instanceId: string;
   agingSeconds: number;
   deadlineSeconds: number;
+  /** How long to wait for a lane another claim holds when it is the only lane with work (default 50 ms). */
+  waitMs?: number;
 }
 
 type JobTuple = [
@@ -62,8 +64,8 @@ export interface ClaimResult {
 export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimResult> {
   const { rows } = await db.query<{ batch_id: string | null; claim_slot: number; jobs: string }>({
     name: `awa-claim-${schema.name}`,
-    text: `select batch_id::text, claim_slot, jobs::text from ${schema.ident}.claim($1, $2, $3, $4, $5)`,
-    values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds],
+    text: `select batch_id::text, claim_slot, jobs::text from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
+    values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds, req.waitMs ?? 50],
   });
   const contended = rows.some((r) => r.batch_id === null);
   const batches = rows

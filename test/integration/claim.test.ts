@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, type ClaimBatch } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { until } from '../helpers/wait.js';
 import { claimBatches } from '../helpers/claim.js';
 
 const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => j.id));
@@ -117,6 +118,38 @@ describe('claim', () => {
     expect(after.batches.flatMap((b) => b.jobs)).toHaveLength(2);
     expect(after.contended).toBe(false);
     expect(await claimJobs(f.pool, f.schema, { ...req, max: 10 })).toEqual({ batches: [], contended: false });
+  });
+
+  it('waits for a lane another claim holds when it is the only lane with work, and takes what that claim left', async () => {
+    await f.client.enqueueMany(
+      Array.from({ length: 3 }, (_, i) => ({ kind: 'w', args: { i }, options: { queue: 'turns' } })),
+    );
+    const req = { queue: 'turns', instanceId: 'test', agingSeconds: 3600, deadlineSeconds: 0 };
+    const holder = await f.pool.connect();
+    try {
+      await holder.query('begin');
+      const first = await claimJobs(holder, f.schema, { ...req, max: 1 });
+      expect(first.batches.flatMap((b) => b.jobs)).toHaveLength(1);
+      // The second claim starts while the lane is held and is answered once the holder commits (inside its wait), with the two jobs the first claim left, instead of coming back empty.
+      const waiting = claimJobs(f.pool, f.schema, { ...req, max: 10, waitMs: 10_000 });
+      await until(
+        'the claim waits on the lane lock',
+        async () => {
+          const r = await holder.query(
+            `select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`,
+          );
+          return r.rows[0].n === 1;
+        },
+        5_000,
+        2,
+      );
+      await holder.query('commit');
+      const second = await waiting;
+      expect(second.contended).toBe(false);
+      expect(second.batches.flatMap((b) => b.jobs.map((j) => j.args))).toEqual([{ i: 1 }, { i: 2 }]);
+    } finally {
+      holder.release();
+    }
   });
 
   it('an empty queue or unknown queue claims nothing', async () => {
