@@ -76,9 +76,11 @@ $$;
 -- most states newest first by id, below p_before_id; 'completed' newest first by completion time, before
 -- p_before_at (terminal history, the ring's success history, and compact history, whose kind and args are
 -- gone); 'available' each lane's next jobs above its high-water, oldest first (no deeper paging); 'running'
--- the open receipts' members.
+-- the open receipts' members. p_after_at and p_before_at bound the state's own time (the `at` column) to
+-- [p_after_at, p_before_at) in every state: a filter on the rows the branch reads, and for 'completed' also its
+-- paging key.
 create function {{schema}}.list_jobs(p_state text, p_queue text, p_kind text, p_before_id bigint,
-    p_before_at timestamptz, p_limit int)
+    p_before_at timestamptz, p_after_at timestamptz, p_limit int)
   returns table (job_id bigint, state text, kind text, queue text, priority smallint, attempt int,
                  max_attempts int, at timestamptz)
   language plpgsql stable
@@ -87,26 +89,28 @@ create function {{schema}}.list_jobs(p_state text, p_queue text, p_kind text, p_
 declare
   v_before bigint := coalesce(p_before_id, 9223372036854775807);
   v_before_at timestamptz := coalesce(p_before_at, 'infinity');
+  v_after_at timestamptz := coalesce(p_after_at, '-infinity');
 begin
   if p_state in ('scheduled', 'retryable') then
     return query
       select d.job_id, d.state, d.kind, d.queue, d.priority, d.attempt::int, d.max_attempts::int, d.run_at
         from {{schema}}.deferred_jobs d
        where d.state = p_state and (p_queue is null or d.queue = p_queue) and (p_kind is null or d.kind = p_kind)
-         and d.job_id < v_before
+         and d.job_id < v_before and d.run_at < v_before_at and d.run_at >= v_after_at
        order by d.job_id desc limit p_limit;
   elsif p_state in ('failed', 'cancelled') then
     return query
       select e.job_id, e.state, e.kind, e.queue, e.priority, e.attempt::int, e.max_attempts::int, e.finished_at
         from {{schema}}.done_entries e
        where e.state = p_state and (p_queue is null or e.queue = p_queue) and (p_kind is null or e.kind = p_kind)
-         and e.job_id < v_before
+         and e.job_id < v_before and e.finished_at < v_before_at and e.finished_at >= v_after_at
        order by e.job_id desc limit p_limit;
   elsif p_state = 'dlq' then
     return query
       select x.job_id, 'dlq'::text, x.kind, x.queue, x.priority, x.attempt::int, x.max_attempts::int, x.dlq_at
         from {{schema}}.dlq_entries x
        where (p_queue is null or x.queue = p_queue) and (p_kind is null or x.kind = p_kind) and x.job_id < v_before
+         and x.dlq_at < v_before_at and x.dlq_at >= v_after_at
        order by x.job_id desc limit p_limit;
   elsif p_state = 'waiting_external' then
     return query
@@ -114,6 +118,7 @@ begin
              w.waiting_since
         from {{schema}}.waiting_jobs w
        where (p_queue is null or w.queue = p_queue) and (p_kind is null or w.kind = p_kind) and w.job_id < v_before
+         and w.waiting_since < v_before_at and w.waiting_since >= v_after_at
        order by w.job_id desc limit p_limit;
   elsif p_state = 'available' then
     return query
@@ -124,6 +129,7 @@ begin
           select x.* from {{schema}}.ready_entries x
            where x.lane_id = l.lane_id and x.lane_seq > lh.high
              and (p_kind is null or x.kind = p_kind)
+             and x.ready_at < v_before_at and x.ready_at >= v_after_at
              and not exists (select 1 from {{schema}}.ready_tombstones t
                               where t.slot = x.slot and t.lane_id = x.lane_id and t.lane_seq = x.lane_seq)
            order by x.lane_seq limit p_limit) r
@@ -137,6 +143,7 @@ begin
         cross join lateral {{schema}}.receipt_members(b.slot, b.batch_id) m
         join {{schema}}.ready_entries r on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
        where (p_queue is null or l.queue = p_queue) and (p_kind is null or r.kind = p_kind) and r.job_id < v_before
+         and b.claimed_at < v_before_at and b.claimed_at >= v_after_at
          and not exists (select 1 from {{schema}}.closure_batches c
                           where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx)
        order by r.job_id desc limit p_limit;
@@ -148,11 +155,13 @@ begin
            from {{schema}}.done_entries e
           where e.state = 'completed' and (p_queue is null or e.queue = p_queue)
             and (p_kind is null or e.kind = p_kind) and e.finished_at < v_before_at
+            and e.finished_at >= v_after_at
           order by e.finished_at desc limit p_limit)
         union all
         (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
            from (select * from {{schema}}.closure_batches cc
                   where cc.outcome = 'completed' and cc.closed_at < v_before_at
+                    and cc.closed_at >= v_after_at
                   order by cc.closed_at desc limit p_limit) c
            cross join lateral {{schema}}.receipt_members(c.slot, c.batch_id) m
            join {{schema}}.ready_entries r
@@ -163,6 +172,7 @@ begin
         union all
         (select g.id, 'completed'::text, null::text, l.queue, l.priority, h.attempt::int, null::int, h.closed_at
            from (select * from {{schema}}.completed_history hh where hh.closed_at < v_before_at
+                    and hh.closed_at >= v_after_at
                   order by hh.closed_at desc limit p_limit) h
            join {{schema}}.lanes l on l.lane_id = h.lane_id
            cross join lateral (select generate_series(lower(rg), upper(rg) - 1) as id from unnest(h.ids) rg) g

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { AwaError } from '../model/errors.js';
 import { UsageError, usage, type OptionSpec } from './args.js';
 import { benchCommand, benchOptions, benchSummary } from './commands/bench.js';
@@ -8,6 +10,7 @@ import { demoCommand, demoOptions } from './commands/demo.js';
 import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { serveCommand, serveOptions } from './commands/serve.js';
 import { workCommand, workOptions } from './commands/work.js';
+import { contextOf, type CliContext, type CliIo } from './io.js';
 import { OPERATOR_OPTIONS } from './operator/common.js';
 import { dlqCommand, dlqOptions } from './operator/dlq.js';
 import { jobCommand, jobOptions } from './operator/job.js';
@@ -15,12 +18,17 @@ import { queueCommand, queueOptions, queuesCommand } from './operator/queue.js';
 import { runtimeCommand, runtimeOptions } from './operator/runtime.js';
 import { storageCommand } from './operator/storage.js';
 
-// The `awa` command: one entry per subcommand, each in commands/.
+// The `awa` command: one entry per subcommand, each in commands/ or operator/. `runCli` runs one command
+// line against the environment and output streams it is given and resolves to its exit code, so tests run
+// commands in-process; when this module is the process's entry point it runs process.argv.
+
+export type { CliIo, TextSink } from './io.js';
 
 interface Command {
   summary: string;
   options: Record<string, OptionSpec>;
-  run(argv: string[]): Promise<void>;
+  /** Resolves to the exit code, or to nothing for 0. */
+  run(argv: string[], ctx: CliContext): Promise<number | void>;
 }
 
 const commands: Record<string, Command> = {
@@ -92,41 +100,69 @@ function help(): string {
   ].join('\n');
 }
 
-async function main(argv: string[]): Promise<number> {
+/**
+ * Runs `awa <argv…>` and resolves to its exit code: 0 done, 1 an Awa error or an unexpected one, 2 a usage
+ * error, 3 a rejected callback. Output goes to `io.stdout` / `io.stderr`; `io.env` stands for the
+ * environment (DATABASE_URL, AWA_CALLBACK_SECRET). Every part of `io` defaults to the process's own.
+ */
+export async function runCli(argv: readonly string[], io: Partial<CliIo> = {}): Promise<number> {
+  const ctx = contextOf({
+    env: io.env ?? process.env,
+    stdout: io.stdout ?? process.stdout,
+    stderr: io.stderr ?? process.stderr,
+  });
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
-    console.log(help());
+    (name ? ctx.out : ctx.err)(help());
     return name ? 0 : 2;
   }
   const command = commands[name];
   if (!command) {
-    console.error(`awa: unknown command "${name}"\n\n${help()}`);
+    ctx.err(`awa: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
   if (rest.includes('--help')) {
-    console.log(`awa ${name}: ${command.summary}\n${usage(command.options)}`);
+    ctx.out(`awa ${name}: ${command.summary}\n${usage(command.options)}`);
     return 0;
   }
   try {
-    await command.run(rest);
-    return 0;
+    return (await command.run(rest, ctx)) ?? 0;
   } catch (err) {
     if (err instanceof UsageError) {
-      console.error(`awa ${name}: ${err.message}`);
+      ctx.err(`awa ${name}: ${err.message}`);
       return 2;
     }
     if (err instanceof AwaError) {
-      console.error(`awa ${name}: ${err.message} [${err.code}]`);
+      ctx.err(`awa ${name}: ${err.message} [${err.code}]`);
       return 1;
     }
-    throw err;
+    ctx.err(
+      `awa ${name}: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+    );
+    return 1;
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+/** Runs process.argv and exits with its code (what bin/awa.js and `tsx src/cli/main.ts` do). */
+export function main(): void {
+  runCli(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
+
+/** True when this module is the script node was started with (not when a test imports it). */
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    return pathToFileURL(realpathSync(script)).href === import.meta.url;
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) main();

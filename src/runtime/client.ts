@@ -306,7 +306,15 @@ export class AwaClient {
   /** A page of jobs in one state (see JobListFilter for the paging keys). */
   async listJobs(filter: Omit<JobListFilter, 'limit'> & { limit?: number }): Promise<JobSummary[]> {
     validatePlainObject('filter', filter);
-    rejectUnknownKeys('filter', filter, ['state', 'queue', 'kind', 'beforeId', 'beforeAt', 'limit']);
+    rejectUnknownKeys('filter', filter, [
+      'state',
+      'queue',
+      'kind',
+      'beforeId',
+      'beforeAt',
+      'afterAt',
+      'limit',
+    ]);
     if (!JOB_STATES.includes(filter.state)) {
       throw new InvalidOptionError(
         'filter.state',
@@ -319,6 +327,7 @@ export class AwaClient {
       throw new InvalidOptionError('filter.beforeId', 'must be a job id');
     }
     if (filter.beforeAt !== undefined) validateDate('filter.beforeAt', filter.beforeAt);
+    if (filter.afterAt !== undefined) validateDate('filter.afterAt', filter.afterAt);
     const limit = filter.limit === undefined ? 50 : validateInt('filter.limit', filter.limit, 1, 1000);
     return this.run('listJobs', undefined, (db) => listJobs(db, this.schema, { ...filter, limit }));
   }

@@ -120,8 +120,10 @@ export interface JobListFilter {
   kind?: string;
   /** Keyset paging: ids below this (all states but completed and available). */
   beforeId?: string;
-  /** Keyset paging for completed: finished before this. */
+  /** Only jobs whose state's time (`at`) is before this; also the keyset paging key of completed. */
   beforeAt?: Date;
+  /** Only jobs whose state's time (`at`) is at or after this. */
+  afterAt?: Date;
   limit: number;
 }
 
@@ -140,14 +142,18 @@ export interface JobSummary {
 }
 
 export async function listJobs(db: Queryable, schema: Schema, f: JobListFilter): Promise<JobSummary[]> {
-  const { rows } = await db.query(`select * from ${schema.ident}.list_jobs($1, $2, $3, $4::bigint, $5, $6)`, [
-    f.state,
-    f.queue ?? null,
-    f.kind ?? null,
-    f.beforeId ?? null,
-    f.beforeAt ?? null,
-    f.limit,
-  ]);
+  const { rows } = await db.query(
+    `select * from ${schema.ident}.list_jobs($1, $2, $3, $4::bigint, $5, $6, $7)`,
+    [
+      f.state,
+      f.queue ?? null,
+      f.kind ?? null,
+      f.beforeId ?? null,
+      f.beforeAt ?? null,
+      f.afterAt ?? null,
+      f.limit,
+    ],
+  );
   return rows.map((r) => ({
     id: String(r.job_id),
     state: r.state,

@@ -5,23 +5,49 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient, defineJob, FailJob, WorkerHost, type QueueCounts } from '../../src/index.js';
+import {
+  AwaClient,
+  defineJob,
+  FailJob,
+  WaitForCallback,
+  WorkerHost,
+  type QueueCounts,
+} from '../../src/index.js';
+import { runCli } from '../../src/cli/main.js';
+import { resolveSchema, rotateRing } from '../../src/storage/index.js';
 import { cliJob } from '../fixtures/cli-handlers.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { claimBatches } from '../helpers/claim.js';
+import { createTestDatabase, serverUrl, type TestDatabase } from '../helpers/database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
+import { until } from '../helpers/wait.js';
 
-// The `awa` command end to end: each command runs as its own process (node + tsx on src/cli/main.ts)
-// against a real database. Every test checks what the command printed, its exit code, and what it did
-// to the database (read back through the public client).
+// The `awa` command end to end against a real database. Most commands run in-process through runCli (the
+// function the `awa` binary calls) with their own environment and output collectors; a few run as real
+// processes to check what only a process shows: exit codes and stdout of the binary, signals (`awa work`).
+// Every test checks what the command printed, its exit code, and what it did to the database (read back
+// through the public client or straight from the tables).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 const HANDLERS = fileURLToPath(new URL('../fixtures/cli-handlers.ts', import.meta.url));
+const schema = resolveSchema();
 
 interface Run {
   code: number | null;
   stdout: string;
   stderr: string;
+}
+
+/** Runs `awa <args>` in-process with `env` as its whole environment. */
+async function awa(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(args, {
+    env,
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+  });
+  return { code, stdout, stderr };
 }
 
 function spawnAwa(args: readonly string[], env: Record<string, string> = {}): ChildProcess {
@@ -34,8 +60,8 @@ function spawnAwa(args: readonly string[], env: Record<string, string> = {}): Ch
   });
 }
 
-/** Runs `awa <args>` to completion. */
-function awa(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
+/** Runs `awa <args>` as its own process, to completion. */
+function awaProcess(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
   const child = spawnAwa(args, env);
   let stdout = '';
   let stderr = '';
@@ -47,28 +73,26 @@ function awa(args: readonly string[], env: Record<string, string> = {}): Promise
   });
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 20_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-/** Rows of the `awa queues` table, by column name. */
+/**
+ * Rows of a human table, by column name. Columns are found from the header (names are separated by two
+ * spaces or more and may hold single spaces) and each cell is read at its column's offset.
+ */
 function parseTable(text: string): Record<string, string>[] {
-  const [header, ...lines] = text.trim().split('\n');
-  const cols = header!.trim().split(/\s+/);
-  return lines.map((l) =>
+  const [header, ...lines] = text.replace(/\n+$/, '').split('\n');
+  const starts: { name: string; at: number }[] = [];
+  for (const m of header!.matchAll(/\S+(?: \S+)*/g)) starts.push({ name: m[0], at: m.index });
+  return lines.map((line) =>
     Object.fromEntries(
-      l
-        .trim()
-        .split(/\s+/)
-        .map((v, i) => [cols[i], v]),
+      starts.map((c, i) => [c.name, line.slice(c.at, starts[i + 1]?.at ?? undefined).trim()]),
     ),
   );
+}
+
+/** The JSON a command printed (one document on stdout). */
+function json<T = unknown>(r: Run): T {
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout) as T;
 }
 
 describe('awa migrate', () => {
@@ -110,9 +134,14 @@ describe('awa migrate', () => {
     expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 7\n', stderr: '' });
     const again = await awa(['migrate', '--database-url', fresh.url]);
     expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 7)\n', stderr: '' });
-    // The database is fully migrated: the library has nothing left to apply, and the schema works.
+    // The database is fully migrated: the schema_version table says 1..7, the library has nothing left to
+    // apply, and the schema works.
     const client = new AwaClient({ connectionString: fresh.url, poolSize: 1 });
     try {
+      const { rows } = await client.pool.query<{ version: number }>(
+        'select version from awa.schema_version order by version',
+      );
+      expect(rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
       expect(await client.migrate()).toEqual({ from: 7, to: 7, applied: [], functions: false });
       const id = (await client.enqueue('k', {}, { queue: 'q' })).id;
       expect((await client.getJob(id))?.state).toBe('available');
@@ -123,9 +152,88 @@ describe('awa migrate', () => {
 
   it('fails with exit code 2 and a usage message when no database is given', async () => {
     const r = await awa(['migrate']);
+    expect(r).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'awa migrate: no database: pass --database-url or set DATABASE_URL\n',
+    });
+  });
+});
+
+describe('bad input', () => {
+  it('an unknown command exits 2, names it and prints the commands on stderr', async () => {
+    const r = await awa(['nosuch']);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toContain('awa migrate: no database: pass --database-url or set DATABASE_URL');
+    expect(r.stderr).toMatch(/^awa: unknown command "nosuch"\n/);
+    expect(r.stderr).toContain('awa queue: queue list | show NAME');
+  });
+
+  it('no command at all exits 2 with the usage; --help exits 0 with it on stdout', async () => {
+    const none = await awa([]);
+    expect(none.code).toBe(2);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toMatch(/^usage: awa <command> \[options\]/);
+    const help = await awa(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^usage: awa <command> \[options\]/);
+    const one = await awa(['dlq', '--help']);
+    expect(one.code).toBe(0);
+    expect(one.stdout).toMatch(/^awa dlq: dlq list/);
+    expect(one.stdout).toContain('--older-than-ms <number>');
+  });
+
+  it('an unknown flag exits 2 naming the flag and the accepted ones', async () => {
+    const r = await awa(['queue', 'list', '--colour'], { DATABASE_URL: 'postgres://unused/x' });
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(
+      /^awa queue: unknown option --colour \(accepted: --database-url, --schema, --json/,
+    );
+  });
+
+  it('a flag without its value, or a number that is not one, exits 2 naming the flag', async () => {
+    const env = { DATABASE_URL: 'postgres://unused/x' };
+    expect(await awa(['dlq', 'list', '--limit'], env)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'awa dlq: --limit needs a value\n',
+    });
+    expect(await awa(['dlq', 'list', '--limit', 'ten'], env)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'awa dlq: --limit must be a number, got "ten"\n',
+    });
+  });
+
+  it('a wrong DATABASE_URL exits 1 naming the server it could not reach', async () => {
+    // Port 1 on the loopback: nothing listens there, so the connection is refused at once.
+    const r = await awa(['queue', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nope' });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(
+      /^awa queue: Cannot connect to PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:1\/nope: .*ECONNREFUSED.*\[AWA_CONNECTION_FAILED\]\n$/,
+    );
+  });
+
+  it('a database that does not exist exits 1 naming it', async () => {
+    const url = new URL(serverUrl());
+    url.pathname = '/awa_cli_no_such_database';
+    const r = await awa(['job', 'list', '--state', 'failed'], { DATABASE_URL: url.toString() });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('database "awa_cli_no_such_database" does not exist');
+    expect(r.stderr).toMatch(/\[AWA_\w+\]\n$/);
+  });
+
+  it('a database never migrated exits 1 with the database error', async () => {
+    const empty = await createTestDatabase('cli_empty');
+    try {
+      const r = await awa(['queues'], { DATABASE_URL: empty.url });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/^awa queues: counts failed: .*\[AWA_DATABASE_ERROR\]\n$/);
+    } finally {
+      await empty.drop();
+    }
   });
 });
 
@@ -136,7 +244,7 @@ describe('operator commands', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase('cli_admin');
-    client = new AwaClient({ connectionString: db.url, poolSize: 2 });
+    client = new AwaClient({ connectionString: db.url, poolSize: 3 });
     await client.migrate();
     env = { DATABASE_URL: db.url };
   });
@@ -145,156 +253,647 @@ describe('operator commands', () => {
     await db?.drop();
   });
 
-  it('queues prints the per-queue counts as a table, and as JSON with --json', async () => {
-    await client.enqueueMany([
-      { kind: 'k', args: {}, options: { queue: 'cq_a' } },
-      { kind: 'k', args: {}, options: { queue: 'cq_a' } },
-      { kind: 'k', args: {}, options: { queue: 'cq_b', delayMs: 3_600_000 } },
-    ]);
-    const counts = await client.counts();
-    expect(counts.map((c) => [c.queue, c.available, c.scheduled])).toEqual([
-      ['cq_a', 2, 0],
-      ['cq_b', 0, 1],
-    ]);
+  /** One storage-level claim of `queue` (what a host's dispatcher does), returning the job ids claimed. */
+  async function claimIds(queue: string): Promise<string[]> {
+    const batches = await claimBatches(client.pool, schema, {
+      queue,
+      max: 100,
+      instanceId: 'cli-test',
+      agingSeconds: 60,
+      deadlineSeconds: 0,
+    });
+    return batches.flatMap((b) => b.jobs.map((j) => j.id));
+  }
 
-    const json = await awa(['queues', '--json'], env);
-    expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout) as QueueCounts[]).toEqual(counts);
+  describe('queue', () => {
+    it('queues prints the per-queue counts as a table, and as JSON with --json', async () => {
+      await client.enqueueMany([
+        { kind: 'k', args: {}, options: { queue: 'cq_a' } },
+        { kind: 'k', args: {}, options: { queue: 'cq_a' } },
+        { kind: 'k', args: {}, options: { queue: 'cq_b', delayMs: 3_600_000 } },
+      ]);
+      const counts = await client.counts();
+      expect(counts.map((c) => [c.queue, c.available, c.scheduled])).toEqual([
+        ['cq_a', 2, 0],
+        ['cq_b', 0, 1],
+      ]);
+      expect(json<QueueCounts[]>(await awa(['queues', '--json'], env))).toEqual(counts);
+      const table = await awa(['queues'], env);
+      expect(table.code).toBe(0);
+      expect(parseTable(table.stdout)).toEqual(
+        counts.map((c) => Object.fromEntries(Object.entries(c).map(([k, v]) => [k, String(v)]))),
+      );
+    });
 
-    const table = await awa(['queues'], env);
-    expect(table.code).toBe(0);
-    expect(parseTable(table.stdout)).toEqual(
-      counts.map((c) => Object.fromEntries(Object.entries(c).map(([k, v]) => [k, String(v)]))),
-    );
+    it('queue list shows every queue with its counts and state; queue show one of them', async () => {
+      await client.enqueueMany([
+        { kind: 'k', args: {}, options: { queue: 'cq_l1' } },
+        { kind: 'k', args: {}, options: { queue: 'cq_l1' } },
+        { kind: 'k', args: {}, options: { queue: 'cq_l1' } },
+        { kind: 'k', args: {}, options: { queue: 'cq_l2', delayMs: 3_600_000 } },
+      ]);
+      const list = json<Record<string, unknown>[]>(await awa(['queue', 'list', '--json'], env));
+      const l1 = list.find((q) => q.queue === 'cq_l1');
+      expect(l1).toMatchObject({
+        queue: 'cq_l1',
+        paused: false,
+        available: 3,
+        running: 0,
+        scheduled: 0,
+        retryable: 0,
+        completed: 0,
+      });
+      expect(typeof l1!.oldestAvailableAt).toBe('string');
+      expect(list.find((q) => q.queue === 'cq_l2')).toMatchObject({ available: 0, scheduled: 1 });
+
+      const table = await awa(['queue', 'list'], env);
+      expect(table).toMatchObject({ code: 0, stderr: '' });
+      const rows = parseTable(table.stdout);
+      expect(rows.find((r) => r.queue === 'cq_l1')).toMatchObject({
+        state: 'running',
+        available: '3',
+        scheduled: '0',
+        'in oldest slot': 'no',
+      });
+      expect(rows.find((r) => r.queue === 'cq_l2')).toMatchObject({ available: '0', scheduled: '1' });
+
+      const show = json<Record<string, unknown>>(await awa(['queue', 'show', 'cq_l1', '--json'], env));
+      expect(show).toEqual(l1);
+      const showTable = parseTable((await awa(['queue', 'show', 'cq_l2'], env)).stdout);
+      expect(showTable.map((r) => [r.queue, r.scheduled])).toEqual([['cq_l2', '1']]);
+
+      const missing = await awa(['queue', 'show', 'cq_nope'], env);
+      expect(missing).toEqual({ code: 2, stdout: '', stderr: 'awa queue: no queue "cq_nope"\n' });
+    });
+
+    it('queue pause stops claims of the queue in the database; resume lets them through again', async () => {
+      const id = (await client.enqueue('k', {}, { queue: 'cq_p' })).id;
+      const pausedAt = async () =>
+        (
+          await client.pool.query<{ paused_at: Date | null }>(
+            'select paused_at from awa.queue_settings where queue = $1',
+            ['cq_p'],
+          )
+        ).rows[0]?.paused_at;
+
+      expect(await awa(['queue', 'pause', 'cq_p'], env)).toEqual({
+        code: 0,
+        stdout: 'paused cq_p\n',
+        stderr: '',
+      });
+      expect(await pausedAt()).toBeInstanceOf(Date);
+      expect(await claimIds('cq_p')).toEqual([]);
+      expect((await client.getJob(id))?.state).toBe('available');
+      expect(json(await awa(['queue', 'show', 'cq_p', '--json'], env))).toMatchObject({
+        queue: 'cq_p',
+        paused: true,
+        available: 1,
+      });
+      expect(parseTable((await awa(['queue', 'show', 'cq_p'], env)).stdout)[0]).toMatchObject({
+        state: 'paused',
+      });
+      expect(json(await awa(['queue', 'pause', 'cq_p', '--json'], env))).toEqual({
+        queue: 'cq_p',
+        paused: false,
+      });
+
+      expect(await awa(['queue', 'resume', 'cq_p'], env)).toEqual({
+        code: 0,
+        stdout: 'resumed cq_p\n',
+        stderr: '',
+      });
+      expect(await pausedAt()).toBeNull();
+      expect(await claimIds('cq_p')).toEqual([id]);
+      expect(await awa(['queue', 'resume', 'cq_p'], env)).toEqual({
+        code: 0,
+        stdout: 'cq_p was already running\n',
+        stderr: '',
+      });
+    });
+
+    it('queue pause without a name exits 2 with the usage, touching nothing', async () => {
+      expect(await awa(['queue', 'pause'], env)).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa queue: usage: awa queue list | show NAME | pause NAME | resume NAME\n',
+      });
+      const { rows } = await client.pool.query(
+        'select queue from awa.queue_settings where paused_at is not null',
+      );
+      expect(rows).toEqual([]);
+    });
   });
 
-  it('job get prints a job (or says it is not found); job cancel cancels it once', async () => {
-    const id = (await client.enqueue('k', { hello: 'cli' }, { queue: 'cq_job' })).id;
-    const record = await client.getJob(id);
+  describe('job', () => {
+    it('job show prints a job (or says it is not found); job cancel cancels it once and claims skip it', async () => {
+      const id = (await client.enqueue('k', { hello: 'cli' }, { queue: 'cq_job' })).id;
+      const record = await client.getJob(id);
 
-    const json = await awa(['job', 'get', id, '--json'], env);
-    expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout)).toEqual(JSON.parse(JSON.stringify(record)));
-    const plain = await awa(['job', 'get', id], env);
-    expect(plain.code).toBe(0);
-    expect(plain.stdout).toContain(`id: '${id}'`);
-    expect(plain.stdout).toContain("state: 'available'");
-    expect(plain.stdout).toContain("args: { hello: 'cli' }");
-    const missing = await awa(['job', 'get', '987654321'], env);
-    expect(missing).toMatchObject({ code: 0, stdout: 'job 987654321 not found\n' });
+      expect(json(await awa(['job', 'show', id, '--json'], env))).toEqual(JSON.parse(JSON.stringify(record)));
+      const plain = await awa(['job', 'show', id], env);
+      expect(plain.code).toBe(0);
+      expect(plain.stdout).toContain(`id: '${id}'`);
+      expect(plain.stdout).toContain("state: 'available'");
+      expect(plain.stdout).toContain("args: { hello: 'cli' }");
+      // `job get` is show's old name.
+      expect(json(await awa(['job', 'get', id, '--json'], env))).toEqual(JSON.parse(JSON.stringify(record)));
+      expect(await awa(['job', 'show', '987654321'], env)).toEqual({
+        code: 0,
+        stdout: 'job 987654321 not found\n',
+        stderr: '',
+      });
 
-    const cancel = await awa(['job', 'cancel', id], env);
-    expect(cancel).toEqual({ code: 0, stdout: 'cancelled (was available)\n', stderr: '' });
-    const job = await client.getJob(id);
-    expect(job?.state).toBe('cancelled');
-    expect(job?.meta?.errors?.map((e) => e.error)).toEqual(['cancelled by operator']);
-    const again = await awa(['job', 'cancel', id], env);
-    expect(again).toEqual({ code: 0, stdout: 'not cancelled: already finished or unknown\n', stderr: '' });
-    expect((await client.getJob(id))?.state).toBe('cancelled');
+      expect(await awa(['job', 'cancel', id], env)).toEqual({
+        code: 0,
+        stdout: 'cancelled (was available)\n',
+        stderr: '',
+      });
+      const job = await client.getJob(id);
+      expect(job?.state).toBe('cancelled');
+      expect(job?.meta?.errors?.map((e) => e.error)).toEqual(['cancelled by operator']);
+      expect(await claimIds('cq_job')).toEqual([]);
+      expect(await awa(['job', 'cancel', id, '--json'], env)).toEqual({
+        code: 0,
+        stdout: `${JSON.stringify({ id, cancelledFrom: null })}\n`,
+        stderr: '',
+      });
+      expect((await client.getJob(id))?.state).toBe('cancelled');
+    });
+
+    it('job list filters by state, queue, kind and a time range, as a table and as JSON', async () => {
+      const hour = 3_600_000;
+      const t0 = Date.now();
+      const ids = (
+        await client.enqueueMany([
+          { kind: 'cl_a', args: {}, options: { queue: 'cq_list', delayMs: 1 * hour } },
+          { kind: 'cl_a', args: {}, options: { queue: 'cq_list', delayMs: 2 * hour } },
+          { kind: 'cl_b', args: {}, options: { queue: 'cq_list', delayMs: 3 * hour } },
+          { kind: 'cl_a', args: {}, options: { queue: 'cq_list_other', delayMs: 2 * hour } },
+          { kind: 'cl_a', args: {}, options: { queue: 'cq_list' } },
+        ])
+      ).map((r) => r.id);
+      const [in1h, in2h, in3h, other, now] = ids as [string, string, string, string, string];
+      type Summary = { id: string; state: string; kind: string; queue: string; at: string };
+      const list = async (...args: string[]) =>
+        json<Summary[]>(await awa(['job', 'list', ...args, '--json'], env)).map((j) => j.id);
+
+      expect(await list('--state', 'scheduled', '--queue', 'cq_list')).toEqual([in3h, in2h, in1h]);
+      expect(await list('--state', 'scheduled', '--queue', 'cq_list', '--kind', 'cl_a')).toEqual([
+        in2h,
+        in1h,
+      ]);
+      expect(await list('--state', 'scheduled', '--kind', 'cl_a')).toEqual(
+        expect.arrayContaining([other, in2h, in1h]),
+      );
+      expect(await list('--state', 'scheduled', '--kind', 'cl_b')).toEqual([in3h]);
+      expect(await list('--state', 'available', '--queue', 'cq_list')).toEqual([now]);
+      // The time range bounds the state's own time (run_at for scheduled jobs): [after, before).
+      const iso = (ms: number) => new Date(t0 + ms).toISOString();
+      expect(
+        await list(
+          '--state',
+          'scheduled',
+          '--queue',
+          'cq_list',
+          '--after',
+          iso(1.5 * hour),
+          '--before',
+          iso(2.5 * hour),
+        ),
+      ).toEqual([in2h]);
+      expect(await list('--state', 'scheduled', '--queue', 'cq_list', '--after', iso(1.5 * hour))).toEqual([
+        in3h,
+        in2h,
+      ]);
+      expect(await list('--state', 'scheduled', '--queue', 'cq_list', '--before', iso(1.5 * hour))).toEqual([
+        in1h,
+      ]);
+      expect(await list('--state', 'available', '--queue', 'cq_list', '--after', iso(hour))).toEqual([]);
+      expect(await list('--state', 'scheduled', '--queue', 'cq_list', '--limit', '1')).toEqual([in3h]);
+      expect(await list('--state', 'scheduled', '--queue', 'cq_list', '--before-id', in3h)).toEqual([
+        in2h,
+        in1h,
+      ]);
+
+      const full = json<Summary[]>(
+        await awa(['job', 'list', '--state', 'scheduled', '--queue', 'cq_list', '--json'], env),
+      );
+      expect(full[0]).toMatchObject({
+        id: in3h,
+        state: 'scheduled',
+        kind: 'cl_b',
+        queue: 'cq_list',
+        attempt: 0,
+      });
+      expect(Math.abs(new Date(full[0]!.at).getTime() - (t0 + 3 * hour))).toBeLessThan(60_000);
+
+      const table = await awa(['job', 'list', '--state', 'scheduled', '--queue', 'cq_list'], env);
+      expect(table).toMatchObject({ code: 0, stderr: '' });
+      expect(parseTable(table.stdout).map((r) => [r.id, r.state, r.kind, r.queue])).toEqual([
+        [in3h, 'scheduled', 'cl_b', 'cq_list'],
+        [in2h, 'scheduled', 'cl_a', 'cq_list'],
+        [in1h, 'scheduled', 'cl_a', 'cq_list'],
+      ]);
+      expect(await awa(['job', 'list', '--state', 'failed', '--queue', 'cq_list'], env)).toEqual({
+        code: 0,
+        stdout: '(none)\n',
+        stderr: '',
+      });
+    });
+
+    it('job list rejects a missing or unknown state and a time that is not one (exit 2)', async () => {
+      expect(await awa(['job', 'list'], env)).toMatchObject({
+        code: 2,
+        stdout: '',
+        stderr: expect.stringMatching(/^awa job: job list needs --state \(available, scheduled, /) as unknown,
+      });
+      expect(await awa(['job', 'list', '--state', 'sleeping'], env)).toMatchObject({
+        code: 2,
+        stderr: expect.stringMatching(/^awa job: --state must be one of .*, got "sleeping"\n$/) as unknown,
+      });
+      expect(await awa(['job', 'list', '--state', 'failed', '--after', 'yesterday'], env)).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa job: --after is not a time: yesterday\n',
+      });
+      expect(await awa(['job'], env)).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining('awa job: usage: awa job show <id>') as unknown,
+      });
+    });
   });
 
-  it('job without a verb exits 2 with the usage; an unknown command too', async () => {
-    const r = await awa(['job'], env);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain('awa job: usage: awa job show <id>');
-    const unknown = await awa(['nosuch'], env);
-    expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toContain('awa: unknown command "nosuch"');
-  });
-
-  it('a database error exits 1 with its code: queues on a database never migrated', async () => {
-    const empty = await createTestDatabase('cli_empty');
-    try {
-      const r = await awa(['queues'], { DATABASE_URL: empty.url });
-      expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/^awa queues: counts failed: .*\[AWA_DATABASE_ERROR\]\n$/);
-    } finally {
-      await empty.drop();
-    }
-  });
-
-  describe('dlq', () => {
+  describe('jobs that failed: job retry and the dlq', () => {
     const doomed = defineJob<{ n: number }>({ kind: 'cli_doomed', queue: 'cq_dlq', maxAttempts: 1 });
+    const failing = defineJob<{ n: number }>({ kind: 'cli_failing', queue: 'cq_fail', maxAttempts: 1 });
     let ids: string[] = [];
+    let failed = '';
 
     beforeAll(async () => {
-      // Three jobs fail for good in a DLQ queue.
+      // Three jobs fail for good in a DLQ queue, one in a plain queue.
       const host = new WorkerHost({
         connectionString: db.url,
-        queues: { cq_dlq: { concurrency: 3, dlq: true } },
+        queues: { cq_dlq: { concurrency: 3, dlq: true }, cq_fail: 1 },
         pollIntervalMs: 20,
         maintenance: false,
       });
       host.register(doomed, (j) => {
         throw new FailJob(`bad input ${j.args.n}`);
       });
+      host.register(failing, () => {
+        throw new FailJob('no such account');
+      });
       ids = (await client.enqueueMany([1, 2, 3].map((n) => ({ kind: doomed, args: { n } })))).map(
         (r) => r.id,
       );
+      failed = (await client.enqueue(failing, { n: 0 })).id;
       await host.start();
       try {
-        await waitFor(
-          'three DLQ entries',
-          async () => (await client.listDlq({ queue: 'cq_dlq' })).length === 3,
-        );
+        await until('three DLQ entries and a failed job', async () => {
+          const dlq = await client.listDlq({ queue: 'cq_dlq' });
+          return dlq.length === 3 && (await client.getJob(failed))?.state === 'failed';
+        });
       } finally {
         await host.stop();
       }
     });
 
+    const dlqRows = async (): Promise<string[]> =>
+      (
+        await client.pool.query<{ job_id: string }>(
+          "select job_id::text from awa.dlq_entries where queue = 'cq_dlq' order by job_id",
+        )
+      ).rows.map((r) => r.job_id);
+
+    it('job list --state failed and --state dlq show them', async () => {
+      const failedList = json<{ id: string; kind: string }[]>(
+        await awa(['job', 'list', '--state', 'failed', '--queue', 'cq_fail', '--json'], env),
+      );
+      expect(failedList.map((j) => [j.id, j.kind])).toEqual([[failed, 'cli_failing']]);
+      const dlqList = json<{ id: string }[]>(
+        await awa(['job', 'list', '--state', 'dlq', '--kind', 'cli_doomed', '--json'], env),
+      );
+      expect(dlqList.map((j) => j.id)).toEqual([...ids].reverse());
+    });
+
+    it('job retry makes a failed job runnable again: a claim takes it', async () => {
+      expect(await awa(['job', 'retry', failed], env)).toEqual({
+        code: 0,
+        stdout: 'retried (was failed)\n',
+        stderr: '',
+      });
+      expect(await client.getJob(failed)).toMatchObject({ state: 'available', attempt: 0, queue: 'cq_fail' });
+      expect(await claimIds('cq_fail')).toEqual([failed]);
+      // Running now: nothing to retry.
+      expect(json(await awa(['job', 'retry', failed, '--json'], env))).toEqual({
+        id: failed,
+        retriedFrom: null,
+      });
+    });
+
     it('dlq list prints the entries (as JSON with --json)', async () => {
       const entries = await client.listDlq({ queue: 'cq_dlq' });
-      const json = await awa(['dlq', 'list', '--queue', 'cq_dlq', '--json'], env);
-      expect(json.code).toBe(0);
-      expect(JSON.parse(json.stdout)).toEqual(JSON.parse(JSON.stringify(entries)));
-      expect((JSON.parse(json.stdout) as { id: string }[]).map((e) => e.id).sort()).toEqual([...ids].sort());
-      const limited = await awa(['dlq', 'list', '--limit', '1', '--json'], env);
-      expect(JSON.parse(limited.stdout)).toHaveLength(1);
+      const listed = json<{ id: string; reason: string; attempt: number; maxAttempts: number }[]>(
+        await awa(['dlq', 'list', '--queue', 'cq_dlq', '--json'], env),
+      );
+      expect(listed).toEqual(JSON.parse(JSON.stringify(entries)));
+      expect(listed.map((e) => e.id).sort()).toEqual([...ids].sort());
+      expect(listed.map((e) => [e.reason, e.attempt, e.maxAttempts]).sort()).toEqual([
+        ['bad input 1', 1, 1],
+        ['bad input 2', 1, 1],
+        ['bad input 3', 1, 1],
+      ]);
+      expect(json<unknown[]>(await awa(['dlq', 'list', '--limit', '1', '--json'], env))).toHaveLength(1);
+      expect(json(await awa(['dlq', 'list', '--queue', 'elsewhere', '--json'], env))).toEqual([]);
       const plain = await awa(['dlq', 'list'], env);
       expect(plain.code).toBe(0);
-      const rows = parseTable(plain.stdout.replace(/ \(/g, '_('));
-      expect(rows.map((r) => r.id).sort()).toEqual([...ids].sort());
-      expect(plain.stdout).toContain('bad input 1');
+      const rows = parseTable(plain.stdout);
+      expect(rows.map((r) => [r.id, r.queue, r.kind, r.attempt, r.reason]).sort()).toEqual(
+        ids.map((id, i) => [id, 'cq_dlq', 'cli_doomed', '1/1', `bad input ${i + 1}`]).sort(),
+      );
     });
 
     it('dlq retry moves an entry back to its queue with a fresh attempt counter', async () => {
-      const r = await awa(['dlq', 'retry', ids[0]!], env);
-      expect(r).toEqual({ code: 0, stdout: 'retried 1\n', stderr: '' });
+      expect(await awa(['dlq', 'retry', ids[0]!], env)).toEqual({
+        code: 0,
+        stdout: 'retried 1\n',
+        stderr: '',
+      });
       expect(await client.getJob(ids[0]!)).toMatchObject({ state: 'available', attempt: 0, queue: 'cq_dlq' });
-      expect((await client.listDlq({ queue: 'cq_dlq' })).map((e) => e.id)).not.toContain(ids[0]);
+      expect(await dlqRows()).toEqual([ids[1], ids[2]]);
+      expect(await claimIds('cq_dlq')).toEqual([ids[0]]);
       // Already moved: nothing to retry.
-      expect(await awa(['dlq', 'retry', ids[0]!], env)).toMatchObject({ code: 0, stdout: 'retried 0\n' });
+      expect(json(await awa(['dlq', 'retry', ids[0]!, '--json'], env))).toEqual({ retried: [] });
+      expect(await awa(['dlq', 'retry'], env)).toMatchObject({
+        code: 2,
+        stderr:
+          'awa dlq: usage: awa dlq list | awa dlq retry <id…> | awa dlq purge (<id…> | --older-than-ms N)\n',
+      });
     });
 
-    it('dlq purge removes entries by id, or by age; with neither it exits 2', async () => {
-      const byId = await awa(['dlq', 'purge', ids[1]!], env);
-      expect(byId).toEqual({ code: 0, stdout: 'purged 1\n', stderr: '' });
+    it('dlq purge deletes entries by id, or by queue and age; with neither it exits 2', async () => {
+      expect(await awa(['dlq', 'purge', ids[1]!], env)).toEqual({
+        code: 0,
+        stdout: 'purged 1\n',
+        stderr: '',
+      });
+      expect(await dlqRows()).toEqual([ids[2]]);
       expect(await client.getJob(ids[1]!)).toBeNull();
-      expect((await client.listDlq({ queue: 'cq_dlq' })).map((e) => e.id)).toEqual([ids[2]]);
 
       // Nothing in another queue, and nothing younger than an hour.
-      expect(await awa(['dlq', 'purge', '--queue', 'elsewhere', '--older-than-ms', '0'], env)).toMatchObject({
+      expect(await awa(['dlq', 'purge', '--queue', 'elsewhere', '--older-than-ms', '0'], env)).toEqual({
         code: 0,
         stdout: 'purged 0\n',
+        stderr: '',
       });
-      expect(await awa(['dlq', 'purge', '--older-than-ms', '3600000'], env)).toMatchObject({
+      expect(json(await awa(['dlq', 'purge', '--older-than-ms', '3600000', '--json'], env))).toEqual({
+        purged: 0,
+      });
+      expect(await dlqRows()).toEqual([ids[2]]);
+      expect(await awa(['dlq', 'purge', '--queue', 'cq_dlq', '--older-than-ms', '0'], env)).toEqual({
         code: 0,
-        stdout: 'purged 0\n',
+        stdout: 'purged 1\n',
+        stderr: '',
       });
-      expect(await client.listDlq({ queue: 'cq_dlq' })).toHaveLength(1);
-      const byAge = await awa(['dlq', 'purge', '--queue', 'cq_dlq', '--older-than-ms', '0'], env);
-      expect(byAge).toEqual({ code: 0, stdout: 'purged 1\n', stderr: '' });
-      expect(await client.listDlq({ queue: 'cq_dlq' })).toEqual([]);
+      expect(await dlqRows()).toEqual([]);
       expect(await client.getJob(ids[2]!)).toBeNull();
 
-      const neither = await awa(['dlq', 'purge'], env);
-      expect(neither.code).toBe(2);
-      expect(neither.stderr).toContain('dlq purge needs ids or --older-than-ms');
+      expect(await awa(['dlq', 'purge'], env)).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa dlq: dlq purge needs ids or --older-than-ms\n',
+      });
+    });
+  });
+
+  describe('runtime and storage', () => {
+    it('runtime list shows a live host with its queues; once stopped, only --all shows it', async () => {
+      const host = new WorkerHost({
+        connectionString: db.url,
+        queues: { cq_rt: 3, cq_rt2: 1 },
+        maintenance: false,
+      });
+      await host.start();
+      const instanceId = host.config.instanceId;
+      type Instance = {
+        instanceId: string;
+        pid: number;
+        concurrency: Record<string, number>;
+        live: boolean;
+        isLeader: boolean;
+        inFlight: number;
+        stoppedAt: string | null;
+      };
+      try {
+        const live = json<Instance[]>(await awa(['runtime', 'list', '--json'], env));
+        expect(live.filter((r) => r.instanceId === instanceId)).toEqual([
+          expect.objectContaining({
+            instanceId,
+            pid: process.pid,
+            concurrency: { cq_rt: 3, cq_rt2: 1 },
+            live: true,
+            isLeader: false,
+            inFlight: 0,
+            stoppedAt: null,
+          }),
+        ]);
+        const table = await awa(['runtime', 'list'], env);
+        expect(table).toMatchObject({ code: 0, stderr: '' });
+        expect(parseTable(table.stdout).find((r) => r.instance === instanceId)).toMatchObject({
+          leader: '',
+          'in flight': '0',
+          queues: 'cq_rt=3,cq_rt2=1',
+          state: 'live',
+        });
+      } finally {
+        await host.stop();
+      }
+      const { rows } = await client.pool.query<{ stopped_at: Date | null }>(
+        'select stopped_at from awa.runtime_instances where instance_id = $1',
+        [instanceId],
+      );
+      expect(rows[0]?.stopped_at).toBeInstanceOf(Date);
+      const after = json<Instance[]>(await awa(['runtime', 'list', '--json'], env));
+      expect(after.map((r) => r.instanceId)).not.toContain(instanceId);
+      const all = json<Instance[]>(await awa(['runtime', 'list', '--all', '--json'], env));
+      expect(all.find((r) => r.instanceId === instanceId)).toMatchObject({ live: false });
+      expect(all.find((r) => r.instanceId === instanceId)!.stoppedAt).not.toBeNull();
+      const allTable = parseTable((await awa(['runtime', 'list', '--all'], env)).stdout);
+      expect(allTable.find((r) => r.instance === instanceId)).toMatchObject({ state: 'stopped' });
+      expect(await awa(['runtime'], env)).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa runtime: usage: awa runtime list [--all] | awa runtime descriptors\n',
+      });
+    });
+
+    it('storage status names the slot that holds the ring and what holds it', async () => {
+      // A queue of its own, with one unclaimed job, sealed into an older slot: prune must wait for it.
+      const id = (await client.enqueue('k', {}, { queue: 'cq_ring' })).id;
+      expect(await rotateRing(client.pool, schema)).not.toBeNull();
+
+      type Status = {
+        ring: {
+          slot: number;
+          role: string;
+          pinnedBy: string | null;
+          unclaimed: number | null;
+          queues: string[] | null;
+        }[];
+        tables: { family: string; partitions: number }[];
+      };
+      const status = json<Status>(await awa(['storage', 'status', '--json'], env));
+      expect(status.ring.map((s) => s.role)).toEqual([
+        ...status.ring.slice(0, -1).map(() => 'sealed'),
+        'current',
+      ]);
+      const oldest = status.ring[0]!;
+      expect(oldest.pinnedBy).toBe('unclaimed_ready_rows');
+      expect(oldest.queues).toEqual(expect.arrayContaining(['cq_ring']));
+      expect(oldest.unclaimed).toBeGreaterThanOrEqual(1);
+      expect(status.tables.map((t) => t.family)).toEqual(
+        expect.arrayContaining(['ready_entries', 'claim_batches']),
+      );
+      expect(JSON.parse(JSON.stringify(await client.ringStatus()))).toEqual(status.ring);
+
+      const human = await awa(['storage', 'status'], env);
+      expect(human).toMatchObject({ code: 0, stderr: '' });
+      const lines = human.stdout.split('\n');
+      expect(lines[0]).toBe('ring');
+      expect(human.stdout).toMatch(
+        new RegExp(
+          `oldest sealed slot ${oldest.slot} is held by unclaimed_ready_rows \\(\\d+ unclaimed rows, \\d+ open receipts\\) of queues .*cq_ring`,
+        ),
+      );
+      expect(lines).toContain('tables');
+      const tablesAt = lines.indexOf('tables');
+      const tableRows = parseTable(lines.slice(tablesAt + 1).join('\n'));
+      expect(tableRows.find((r) => r.table === 'ready_entries')).toMatchObject({
+        partitions: String(status.tables.find((t) => t.family === 'ready_entries')!.partitions),
+      });
+
+      expect(await claimIds('cq_ring')).toEqual([id]);
+      expect(await awa(['storage'], env)).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa storage: usage: awa storage status\n',
+      });
+    });
+  });
+
+  describe('callback', () => {
+    const kind = defineJob<{ n: number }>({ kind: 'cli_callback', queue: 'cq_cb', maxAttempts: 3 });
+    let host: WorkerHost;
+    const tokens = new Map<number, string>();
+    const seen: { n: number; payload: unknown }[] = [];
+    const ids: Record<number, string> = {};
+
+    beforeAll(async () => {
+      host = new WorkerHost({
+        connectionString: db.url,
+        queues: { cq_cb: 4 },
+        pollIntervalMs: 20,
+        maintenance: false,
+      });
+      host.register(kind, async (job, ctx) => {
+        seen.push({ n: job.args.n, payload: job.callback?.payload });
+        if (job.callback) return;
+        tokens.set(job.args.n, await ctx.registerCallback());
+        throw new WaitForCallback();
+      });
+      for (const n of [1, 2, 3]) ids[n] = (await client.enqueue(kind, { n })).id;
+      await host.start();
+      await until('three parked jobs', async () => {
+        const states = await Promise.all([1, 2, 3].map(async (n) => (await client.getJob(ids[n]!))?.state));
+        return states.every((s) => s === 'waiting_external');
+      });
+    });
+    afterAll(async () => {
+      await host?.stop();
+    });
+
+    it('callback complete settles the parked job with the payload as its result; the token then is rejected (exit 3)', async () => {
+      const token = tokens.get(1)!;
+      expect(await awa(['callback', 'complete', token, '--payload', '{"receipt":"r-1","n":1}'], env)).toEqual(
+        {
+          code: 0,
+          stdout: `settled: job ${ids[1]}\n`,
+          stderr: '',
+        },
+      );
+      const job = await client.getJob(ids[1]!);
+      expect(job).toMatchObject({ state: 'completed', attempt: 1 });
+      expect((job?.meta as { result?: unknown }).result).toEqual({ receipt: 'r-1', n: 1 });
+      expect(await awa(['callback', 'complete', token, '--json'], env)).toEqual({
+        code: 3,
+        stdout: `${JSON.stringify({ outcome: 'rejected', jobId: null })}\n`,
+        stderr: '',
+      });
+      expect(await awa(['callback', 'complete', token], env)).toEqual({
+        code: 3,
+        stdout: 'rejected: no open attempt holds this token (unknown, used, or its attempt ended)\n',
+        stderr: '',
+      });
+    });
+
+    it('callback fail fails the job with the given error; resume runs the handler again with the payload', async () => {
+      expect(
+        json(
+          await awa(
+            ['callback', 'fail', tokens.get(2)!, '--error', 'card declined', '--payload', '[1,2]', '--json'],
+            env,
+          ),
+        ),
+      ).toEqual({ outcome: 'settled', jobId: ids[2] });
+      const failedJob = await client.getJob(ids[2]!);
+      expect(failedJob?.state).toBe('failed');
+      expect(failedJob?.meta?.errors?.at(-1)?.error).toBe('card declined');
+
+      expect(
+        await awa(['callback', 'resume', tokens.get(3)!, '--payload', '{"approved":true}'], env),
+      ).toEqual({
+        code: 0,
+        stdout: `settled: job ${ids[3]}\n`,
+        stderr: '',
+      });
+      await until(
+        'the resumed job to complete',
+        async () => (await client.getJob(ids[3]!))?.state === 'completed',
+      );
+      expect(seen.filter((s) => s.n === 3)).toEqual([
+        { n: 3, payload: undefined },
+        { n: 3, payload: { approved: true } },
+      ]);
+    });
+
+    it('bad input: --payload that is not JSON exits 2, a token that is not one exits 1, both naming the problem', async () => {
+      const id = (await client.enqueue(kind, { n: 4 })).id;
+      await until('the fourth job parked', async () => tokens.has(4));
+      await until('parked', async () => (await client.getJob(id))?.state === 'waiting_external');
+      const bad = await awa(['callback', 'complete', tokens.get(4)!, '--payload', '{receipt: 1}'], env);
+      expect(bad.code).toBe(2);
+      expect(bad.stdout).toBe('');
+      expect(bad.stderr).toMatch(/^awa callback: --payload is not JSON: /);
+      // Nothing was delivered.
+      expect((await client.getJob(id))?.state).toBe('waiting_external');
+
+      const notToken = await awa(['callback', 'complete', 'abc'], env);
+      expect(notToken.code).toBe(1);
+      expect(notToken.stderr).toContain('"token"');
+      expect(notToken.stderr).toContain('must be a callback token (a UUID), got "abc"');
+      expect(notToken.stderr).toMatch(/\[AWA_INVALID_OPTION\]\n$/);
+
+      expect(await awa(['callback', 'settle', tokens.get(4)!], env)).toMatchObject({
+        code: 2,
+        stderr:
+          'awa callback: usage: awa callback complete|fail|retry|cancel|resume TOKEN [--payload JSON] [--error TEXT] [--delay-ms N]\n',
+      });
+      expect((await client.getJob(id))?.state).toBe('waiting_external');
     });
   });
 });
 
-describe('awa work', () => {
+describe('the awa process', () => {
   let db: TestDatabase;
   let client: AwaClient;
   let logDir: string;
@@ -313,14 +912,28 @@ describe('awa work', () => {
     rmSync(logDir, { recursive: true, force: true });
   });
 
-  it('rejects a queue concurrency that is not a number, naming the field (exit 1)', async () => {
+  it('as a process: prints JSON on stdout and exits 0; exits 2 on a usage error, the message on stderr', async () => {
+    await client.enqueue('k', {}, { queue: 'proc_q' });
+    const [ok, usage] = await Promise.all([
+      awaProcess(['queue', 'show', 'proc_q', '--json'], { DATABASE_URL: db.url }),
+      awaProcess(['queue', 'list', '--bogus'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nope' }),
+    ]);
+    expect(ok.stderr).toBe('');
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ queue: 'proc_q', available: 1, paused: false });
+    expect(usage.code).toBe(2);
+    expect(usage.stdout).toBe('');
+    expect(usage.stderr).toMatch(/^awa queue: unknown option --bogus \(accepted: /);
+  });
+
+  it('work rejects a queue concurrency that is not a number, naming the field (exit 1)', async () => {
     const r = await awa(['work', '--handlers', HANDLERS, '--queue', 'cliq=lots'], { DATABASE_URL: db.url });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('Invalid option "queues.cliq.concurrency"');
     expect(r.stderr).toContain('[AWA_INVALID_OPTION]');
   });
 
-  it('drains jobs with the handlers of a module at the given concurrency; SIGTERM finishes the running job and exits 0', async () => {
+  it('work drains jobs with the handlers of a module at the given concurrency; SIGTERM finishes the running job and exits 0', async () => {
     const log = join(logDir, 'work.jsonl');
     type Line = { event: 'start' | 'end'; id: string; n: number; t: number };
     const lines = (): Line[] =>
@@ -350,10 +963,15 @@ describe('awa work', () => {
       child!.once('exit', (code, signal) => resolve({ code, signal })),
     );
 
-    await waitFor('the first jobs to complete', async () => {
-      const states = await Promise.all(first.map(async (id) => (await client.getJob(id))?.state));
-      return states.every((s) => s === 'completed');
-    });
+    await until(
+      'the first jobs to complete',
+      async () => {
+        const states = await Promise.all(first.map(async (id) => (await client.getJob(id))?.state));
+        return states.every((s) => s === 'completed');
+      },
+      20_000,
+      25,
+    );
     expect(stderr).toMatch(/\[awa\] worker \S+ serving cliq; Ctrl-C to stop/);
     // Never more than five at once, and five did run together.
     let running = 0;
@@ -366,9 +984,19 @@ describe('awa work', () => {
 
     // A long job is running when SIGTERM arrives: the worker stops claiming, lets it finish, and exits.
     const slow = (await client.enqueue(cliJob, { n: 100, sleepMs: 1_500 })).id;
-    await waitFor('the slow job to start', () => lines().some((l) => l.id === slow && l.event === 'start'));
+    await until(
+      'the slow job to start',
+      async () => lines().some((l) => l.id === slow && l.event === 'start'),
+      20_000,
+      25,
+    );
     child.kill('SIGTERM');
-    await waitFor('the worker to say it is stopping', () => stderr.includes('[awa] stopping'));
+    await until(
+      'the worker to say it is stopping',
+      async () => stderr.includes('[awa] stopping'),
+      20_000,
+      25,
+    );
     const late = (await client.enqueue(cliJob, { n: 200 })).id;
     expect(await exited).toEqual({ code: 0, signal: null });
     expect(stdout).toBe('');
@@ -387,18 +1015,28 @@ describe('awa work', () => {
     expect(slowEnd.t).toBeGreaterThan(all.find((l) => l.id === slow && l.event === 'start')!.t + 1_000);
   }, 60_000);
 
-  it('stands for maintenance leadership by default: holds the leader lock until SIGTERM releases it', async () => {
+  it('work stands for maintenance leadership by default: holds the leader lock until SIGTERM releases it', async () => {
     const worker = spawnAwa(['work', '--handlers', HANDLERS, '--queue', 'cliq=2'], { DATABASE_URL: db.url });
     child = worker;
     let stderr = '';
     worker.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((resolve) => worker.once('exit', (code) => resolve(code)));
-    await waitFor('the worker to become leader', () => stderr.includes('[awa] became maintenance leader'));
+    await until(
+      'the worker to become leader',
+      async () => stderr.includes('[awa] became maintenance leader'),
+      20_000,
+      25,
+    );
     const holders = await leaderLockHolders(client.pool);
     expect(holders.map((h) => h.applicationName)).toEqual(['awa-leader']);
     // It works its queue too.
     const id = (await client.enqueue(cliJob, { n: 1 })).id;
-    await waitFor('the job to complete', async () => (await client.getJob(id))?.state === 'completed');
+    await until(
+      'the job to complete',
+      async () => (await client.getJob(id))?.state === 'completed',
+      20_000,
+      25,
+    );
     worker.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(stderr).toContain('[awa] gave up being maintenance leader');

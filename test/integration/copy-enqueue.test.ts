@@ -92,4 +92,37 @@ describe('COPY enqueue', () => {
     );
     expect(left[0].n).toBe(0);
   });
+
+  it('rolls back the chunks already written when a later chunk fails in the database', async () => {
+    // The database refuses one kind (a check constraint of this test's own): the first three chunks of two
+    // are written by COPY before the fourth one fails on the server.
+    await f.pool.query(
+      `alter table awa.ready_entries add constraint copy_test_poison check (kind <> 'copy_poison')`,
+    );
+    try {
+      const written: number[] = [];
+      const rows = (function* () {
+        for (let n = 0; n < 6; n++) yield { kind: 'copy_ok', args: { n }, options: { queue: 'bad_late' } };
+        yield { kind: 'copy_poison', args: { n: 6 }, options: { queue: 'bad_late' } };
+        yield { kind: 'copy_ok', args: { n: 7 }, options: { queue: 'bad_late' } };
+      })();
+      await expect(
+        f.client.copyEnqueue(rows, { chunkSize: 2, onProgress: (n) => written.push(n) }),
+      ).rejects.toThrow(/copy_test_poison/);
+      // Three chunks did reach the database before the failure…
+      expect(written).toEqual([2, 4, 6]);
+    } finally {
+      await f.pool.query(`alter table awa.ready_entries drop constraint copy_test_poison`);
+    }
+    // …and none of their rows is left: not in the ring, not to a claim, not in the job list.
+    const { rows: left } = await f.pool.query(
+      `select count(*)::int as n from awa.ready_entries where queue = 'bad_late'`,
+    );
+    expect(left[0].n).toBe(0);
+    const { rows: claimed } = await f.pool.query(
+      `select count(*)::int as n from awa.claim('bad_late', 100, 'copy-test', 60, 0)`,
+    );
+    expect(claimed[0].n).toBe(0);
+    expect(await f.client.listJobs({ state: 'available', queue: 'bad_late' })).toEqual([]);
+  });
 });

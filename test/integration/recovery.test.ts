@@ -55,12 +55,18 @@ describe('recovery', () => {
     await f.pool.query(
       `update awa.runtime_instances set heartbeat_at = now() - interval '2 minutes' where instance_id = 'silent'`,
     );
+    const dbNow = async () => (await f.pool.query<{ t: Date }>('select clock_timestamp() as t')).rows[0]!.t;
+    const rescuedFrom = await dbNow();
     const rescued = await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 60, maxBatches: 10 });
+    const rescuedBy = await dbNow();
     expect(rescued).toEqual([
       { jobId: b, runLease: 1, instanceId: 'silent', reason: 'worker_lost', outcome: 'retry' },
     ]);
     const job = await f.client.getJob(b!);
     expect(job).toMatchObject({ state: 'retryable', attempt: 1, runLease: 1 });
+    // The backoff rule after attempt 1, on the database's clock: 2 s plus up to 25 % jitter.
+    expect(job!.runAt!.getTime()).toBeGreaterThanOrEqual(rescuedFrom.getTime() + 2_000);
+    expect(job!.runAt!.getTime()).toBeLessThanOrEqual(rescuedBy.getTime() + 2_500);
     expect(job?.meta?.errors?.[0]?.error).toContain('silent stopped heartbeating');
     // The worker comes back and reports its result: the fence turns it into a no-op.
     expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 1)])).toEqual(new Set());
@@ -72,6 +78,23 @@ describe('recovery', () => {
     (await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 3600, maxBatches: 10 }))
       .filter((r) => r.instanceId === instanceId)
       .sort((x, y) => Number(x.jobId) - Number(y.jobId));
+
+  it('the backoff rule rescue and retries use is capped at 24 h, jitter included', async () => {
+    // 2^attempt seconds plus up to 25 % jitter: attempt 16 (18.2 h to 22.8 h) is under the cap, attempt 17
+    // (36.4 h before jitter) and everything above is held at exactly 24 h, never more.
+    const { rows } = await f.pool.query<{ attempt: number; lo: number; hi: number }>(
+      `select a as attempt, min(extract(epoch from awa.backoff(a)))::float8 as lo,
+              max(extract(epoch from awa.backoff(a)))::float8 as hi
+         from generate_series(1, 40) a, generate_series(1, 200) sample group by a order by a`,
+    );
+    const byAttempt = new Map(rows.map((r) => [r.attempt, r]));
+    expect(byAttempt.get(1)!.lo).toBeGreaterThanOrEqual(2);
+    expect(byAttempt.get(1)!.hi).toBeLessThanOrEqual(2.5);
+    expect(byAttempt.get(16)!.lo).toBeGreaterThanOrEqual(65_536);
+    expect(byAttempt.get(16)!.hi).toBeLessThanOrEqual(81_920);
+    for (const a of [17, 20, 30, 40])
+      expect(byAttempt.get(a)).toEqual({ attempt: a, lo: 86_400, hi: 86_400 });
+  });
 
   it('rescues the open receipts of an instance marked stopped at once, without waiting for staleness', async () => {
     await registerInstance(
@@ -205,6 +228,32 @@ describe('recovery', () => {
     expect(await f.client.cancel(waiting)).toBe('available');
     expect(await f.client.cancel(waiting)).toBeNull();
     expect((await f.client.getJob(waiting))?.state).toBe('cancelled');
+    // The scheduled job is cancelled in the database too: no deferred row is left for promotion to move,
+    // and neither it nor the waiting job reaches a claim.
+    expect((await f.client.getJob(scheduled))?.state).toBe('cancelled');
+    expect(await f.client.cancel(scheduled)).toBeNull();
+    expect(
+      (await f.pool.query(`select count(*)::int as n from awa.deferred_jobs where job_id = $1`, [scheduled]))
+        .rows[0].n,
+    ).toBe(0);
+    expect(
+      await claimBatches(f.pool, f.schema, {
+        queue: 'cq',
+        max: 10,
+        instanceId: 'x',
+        agingSeconds: 60,
+        deadlineSeconds: 0,
+      }),
+    ).toEqual([]);
+    expect(
+      await claimBatches(f.pool, f.schema, {
+        queue: 'cq-idle',
+        max: 10,
+        instanceId: 'x',
+        agingSeconds: 60,
+        deadlineSeconds: 0,
+      }),
+    ).toEqual([]);
 
     const slow = defineJob({ kind: 'slow', queue: 'cq' });
     const host = new WorkerHost({

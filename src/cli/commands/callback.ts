@@ -2,8 +2,10 @@ import type { CallbackDelivery } from '../../index.js';
 import { AwaClient } from '../../runtime/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import type { CliContext } from '../io.js';
 
-// Delivers an external callback by token: awa callback complete|fail|retry|cancel|resume TOKEN.
+// Delivers an external callback by token: awa callback complete|fail|retry|cancel|resume TOKEN. Exits 3 when
+// no open attempt holds the token.
 
 export const callbackOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
@@ -15,7 +17,7 @@ export const callbackOptions: Record<string, OptionSpec> = {
 
 const ACTIONS = ['complete', 'fail', 'retry', 'cancel', 'resume'] as const;
 
-export async function callbackCommand(argv: string[]): Promise<void> {
+export async function callbackCommand(argv: string[], ctx: CliContext): Promise<number> {
   const { positionals, values } = parseArgs(argv, callbackOptions);
   const [action, token, ...rest] = positionals;
   if (!ACTIONS.includes(action as (typeof ACTIONS)[number]) || !token || rest.length > 0) {
@@ -33,7 +35,7 @@ export async function callbackCommand(argv: string[]): Promise<void> {
   }
   const error = values.error as string | undefined;
   const client = new AwaClient({
-    connectionString: databaseUrl(values),
+    connectionString: databaseUrl(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 1,
   });
@@ -52,9 +54,9 @@ export async function callbackCommand(argv: string[]): Promise<void> {
   } finally {
     await client.close();
   }
-  if (values.json) console.log(JSON.stringify(result));
+  if (values.json) ctx.out(JSON.stringify(result));
   else if (result.outcome === 'rejected')
-    console.log('rejected: no open attempt holds this token (unknown, used, or its attempt ended)');
-  else console.log(`${result.outcome}: job ${result.jobId}`);
-  if (result.outcome === 'rejected') process.exitCode = 3;
+    ctx.out('rejected: no open attempt holds this token (unknown, used, or its attempt ended)');
+  else ctx.out(`${result.outcome}: job ${result.jobId}`);
+  return result.outcome === 'rejected' ? 3 : 0;
 }

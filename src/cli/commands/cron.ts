@@ -1,6 +1,7 @@
 import { AwaClient, type CronSchedule } from '../../runtime/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import type { CliContext } from '../io.js';
 
 // Operator commands for cron schedules: list them with their state, pause and resume one, trigger one now,
 // remove one nobody declares any more.
@@ -17,7 +18,7 @@ export const cronOptions: Record<string, OptionSpec> = {
 export const CRON_USAGE =
   'cron list | cron pause <name> | cron resume <name> | cron trigger <name> | cron remove <name>';
 
-export async function cronCommand(argv: string[]): Promise<void> {
+export async function cronCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parseArgs(argv, cronOptions);
   const [verb, name, ...extra] = positionals;
   const needsName = verb === 'pause' || verb === 'resume' || verb === 'trigger' || verb === 'remove';
@@ -25,12 +26,12 @@ export async function cronCommand(argv: string[]): Promise<void> {
     throw new UsageError(`usage: awa ${CRON_USAGE}`);
   }
   const client = new AwaClient({
-    connectionString: databaseUrl(values),
+    connectionString: databaseUrl(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
   });
   const json = values.json === true;
-  const print = (v: unknown, text: string) => console.log(json ? JSON.stringify(v) : text);
+  const print = (v: unknown, text: string) => ctx.out(json ? JSON.stringify(v) : text);
   try {
     if (verb === 'list') {
       const schedules = await client.listCron({ stalenessMs: values['staleness-ms'] as number | undefined });

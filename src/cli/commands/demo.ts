@@ -2,6 +2,7 @@ import type { EmbeddedPostgres } from '../../embedded/launcher.js';
 import { defineJob } from '../../model/job-kind.js';
 import { AwaClient, WorkerHost } from '../../runtime/index.js';
 import { parseArgs, type OptionSpec } from '../args.js';
+import type { CliContext } from '../io.js';
 import { ProgressBar } from '../../terminal/progress.js';
 
 export const demoOptions: Record<string, OptionSpec> = {
@@ -21,13 +22,13 @@ const demoJob = defineJob<{ n: number }>({ kind: 'demo_noop', queue: 'demo' });
  * pickup latency with single enqueues into the idle queue. Runs on an embedded PostgreSQL when no
  * database is given, in a schema of its own that it drops afterwards when the database is yours.
  */
-export async function demoCommand(argv: string[]): Promise<void> {
+export async function demoCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { values } = parseArgs(argv, demoOptions);
   const jobs = Math.max(1, Math.floor((values.jobs as number | undefined) ?? 100_000));
   const concurrency = Math.max(1, Math.floor((values.concurrency as number | undefined) ?? 1000));
-  let url = (values['database-url'] as string | undefined) ?? process.env.DATABASE_URL;
+  let url = (values['database-url'] as string | undefined) ?? ctx.env.DATABASE_URL;
   let embedded: EmbeddedPostgres | null = null;
-  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const log = ctx.err;
   if (!url) {
     log('no DATABASE_URL: starting an embedded PostgreSQL…');
     // Loaded only when needed: a demo against your own database never touches the launcher.
@@ -113,8 +114,8 @@ export async function demoCommand(argv: string[]): Promise<void> {
       queue: counts.find((c) => c.queue === 'demo') ?? null,
       postgres: embedded ? 'embedded' : 'DATABASE_URL',
     };
-    if (values.json) console.log(JSON.stringify(figures));
-    else printFigures(figures);
+    if (values.json) ctx.out(JSON.stringify(figures));
+    else ctx.out(figuresText(figures));
   } catch (err) {
     if (!interrupted) throw err;
   } finally {
@@ -127,14 +128,14 @@ export async function demoCommand(argv: string[]): Promise<void> {
   if (interrupted) await new Promise(() => {});
 }
 
-function printFigures(f: Record<string, unknown> & { queue: unknown }): void {
+function figuresText(f: Record<string, unknown> & { queue: unknown }): string {
   const q = f.queue as { failed: number; available: number; running: number } | null;
-  console.log(`
+  return `
 Awa demo (${f.postgres as string} PostgreSQL)
   enqueue (COPY)    ${fmt(f.enqueueJobsPerSec)} jobs/s   (${fmt(f.jobs)} jobs)
   drain             ${fmt(f.drainJobsPerSec)} jobs/s   (concurrency ${fmt(f.concurrency)}, ${fmt(f.claimCalls)} claim calls, ${fmt(f.completionFlushes)} completion flushes)
   pickup latency    p50 ${String(f.pickupP50Ms)} ms, p99 ${String(f.pickupP99Ms)} ms   (${fmt(f.pickupProbes)} single enqueues into an idle queue)
-  queue "demo"      ${q ? `${fmt(q.failed)} failed, ${fmt(q.available)} waiting, ${fmt(q.running)} running` : 'n/a'}`);
+  queue "demo"      ${q ? `${fmt(q.failed)} failed, ${fmt(q.available)} waiting, ${fmt(q.running)} running` : 'n/a'}`;
 }
 
 function fmt(v: unknown): string {

@@ -1,27 +1,28 @@
 import { AwaClient } from '../../runtime/index.js';
 import { parseArgs, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import type { CliContext } from '../io.js';
 
 export const migrateOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
   sql: { type: 'boolean', description: 'print the SQL instead of running it' },
 };
 
-export async function migrateCommand(argv: string[]): Promise<void> {
+export async function migrateCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { values } = parseArgs(argv, migrateOptions);
   const schema = values.schema as string | undefined;
   if (values.sql) {
     // Printing needs no database; a placeholder URL keeps the client's validation happy.
     const client = new AwaClient({ connectionString: 'postgres://localhost/unused', schema });
-    process.stdout.write(client.migrationSql());
+    ctx.write(client.migrationSql());
     await client.close();
     return;
   }
-  const client = new AwaClient({ connectionString: databaseUrl(values), schema, poolSize: 1 });
+  const client = new AwaClient({ connectionString: databaseUrl(values, ctx.env), schema, poolSize: 1 });
   try {
     const result = await client.migrate();
     const name = client.schema.name;
-    console.log(
+    ctx.out(
       result.applied.length > 0
         ? `migrated schema "${name}" from version ${result.from} to ${result.to}`
         : result.functions

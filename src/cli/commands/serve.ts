@@ -3,6 +3,7 @@ import { parseSecretList } from '../../model/signature.js';
 import { AwaClient } from '../../runtime/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import type { CliContext } from '../io.js';
 
 // awa serve: Awa's HTTP server. Today it carries the signed callback receiver at POST /callbacks; the root
 // app is assembled from parts (createHttpApp) so other surfaces can be mounted beside it.
@@ -24,17 +25,17 @@ export const serveOptions: Record<string, OptionSpec> = {
 };
 
 /** Serves until SIGINT/SIGTERM, then stops accepting, lets requests finish and closes. */
-export async function serveCommand(argv: string[]): Promise<void> {
+export async function serveCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parseArgs(argv, serveOptions);
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const given = (values['callback-secret'] as string[] | undefined) ?? [];
-  const secrets = given.length > 0 ? given : parseSecretList(process.env.AWA_CALLBACK_SECRET ?? '');
+  const secrets = given.length > 0 ? given : parseSecretList(ctx.env.AWA_CALLBACK_SECRET ?? '');
   if (secrets.length === 0) {
     throw new UsageError(
       'no callback secret: set AWA_CALLBACK_SECRET (several separated by commas while rotating) or pass --callback-secret',
     );
   }
-  const url = databaseUrl(values);
+  const url = databaseUrl(values, ctx.env);
   const client = new AwaClient({
     connectionString: url,
     schema: values.schema as string | undefined,
@@ -56,12 +57,12 @@ export async function serveCommand(argv: string[]): Promise<void> {
     await client.close();
     throw err;
   }
-  console.error(`[awa] serving on ${server.url}: POST ${server.url}/callbacks; Ctrl-C to stop`);
+  ctx.err(`[awa] serving on ${server.url}: POST ${server.url}/callbacks; Ctrl-C to stop`);
   await new Promise<void>((done) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
-      console.error('[awa] stopping: finishing requests in flight…');
+      ctx.err('[awa] stopping: finishing requests in flight…');
       server
         .close()
         .then(() => client.close())

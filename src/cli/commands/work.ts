@@ -5,6 +5,7 @@ import type { CronDefinition } from '../../model/cron.js';
 import { WorkerHost, type HandlerEntry, type QueueOptions } from '../../runtime/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import type { CliContext } from '../io.js';
 
 export const workOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
@@ -22,7 +23,7 @@ export const workOptions: Record<string, OptionSpec> = {
 };
 
 /** Runs a worker host until SIGINT/SIGTERM, then stops it gracefully. */
-export async function workCommand(argv: string[]): Promise<void> {
+export async function workCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { values } = parseArgs(argv, workOptions);
   const path = values.handlers as string | undefined;
   if (!path) throw new UsageError('--handlers <module> is required');
@@ -44,7 +45,7 @@ export async function workCommand(argv: string[]): Promise<void> {
   // registers them itself, so only the inline ones are registered here.
   const pooled = handlers.some((h) => h.kind.execution === 'pool');
   const host = new WorkerHost({
-    connectionString: databaseUrl(values),
+    connectionString: databaseUrl(values, ctx.env),
     schema: values.schema as string | undefined,
     queues,
     maintenance: !values['no-maintenance'],
@@ -52,19 +53,17 @@ export async function workCommand(argv: string[]): Promise<void> {
     cron: mod.cron as CronDefinition[] | undefined,
   });
   host.registerAll(handlers.filter((h) => h.kind.execution !== 'pool'));
-  host.on('error', (err) => console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`));
+  host.on('error', (err) => ctx.err(`[awa] ${err instanceof Error ? err.message : String(err)}`));
   host.on('leadership', (leader) =>
-    console.error(`[awa] ${leader ? 'became' : 'gave up being'} maintenance leader`),
+    ctx.err(`[awa] ${leader ? 'became' : 'gave up being'} maintenance leader`),
   );
   await host.start();
-  console.error(
-    `[awa] worker ${host.config.instanceId} serving ${Object.keys(queues).join(', ')}; Ctrl-C to stop`,
-  );
+  ctx.err(`[awa] worker ${host.config.instanceId} serving ${Object.keys(queues).join(', ')}; Ctrl-C to stop`);
   await new Promise<void>((done) => {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
-      console.error('[awa] stopping: finishing running jobs…');
+      ctx.err('[awa] stopping: finishing running jobs…');
       host.stop().then(done, done);
     };
     process.on('SIGINT', stop);

@@ -1,6 +1,7 @@
 import { AwaClient } from '../../runtime/index.js';
 import { parseArgs, type OptionSpec, type Parsed } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import type { CliContext } from '../io.js';
 
 // What the operator commands share: the database options, a client for one command, and printing (a table
 // for people, JSON with --json).
@@ -11,11 +12,12 @@ export const OPERATOR_OPTIONS: Record<string, OptionSpec> = {
 };
 
 export async function withClient<T>(
+  ctx: CliContext,
   values: Parsed['values'],
   fn: (client: AwaClient) => Promise<T>,
 ): Promise<T> {
   const client = new AwaClient({
-    connectionString: databaseUrl(values),
+    connectionString: databaseUrl(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
   });
@@ -31,9 +33,13 @@ export function parse(argv: readonly string[], extra: Record<string, OptionSpec>
 }
 
 /** Prints `json` as JSON with --json, else `human` (a string, or rows as a table). */
-export function print(values: Parsed['values'], json: unknown, human: string | readonly object[]): void {
-  if (values.json) console.log(JSON.stringify(json));
-  else console.log(typeof human === 'string' ? human : table(human));
+export function print(
+  ctx: CliContext,
+  values: Parsed['values'],
+  json: unknown,
+  human: string | readonly object[],
+): void {
+  ctx.out(values.json ? JSON.stringify(json) : typeof human === 'string' ? human : table(human));
 }
 
 export function table(rows: readonly object[], empty = '(none)'): string {

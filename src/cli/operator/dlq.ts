@@ -1,4 +1,5 @@
 import { UsageError } from '../args.js';
+import type { CliContext } from '../io.js';
 import { parse, print, withClient } from './common.js';
 
 // awa dlq list [--queue Q] [--limit N] | retry ID… | purge (ID… | --older-than-ms N [--queue Q])
@@ -11,16 +12,17 @@ export const dlqOptions = {
 
 const USAGE = 'awa dlq list | awa dlq retry <id…> | awa dlq purge (<id…> | --older-than-ms N)';
 
-export async function dlqCommand(argv: string[]): Promise<void> {
+export async function dlqCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parse(argv, dlqOptions);
   const [verb, ...ids] = positionals;
-  await withClient(values, async (client) => {
+  await withClient(ctx, values, async (client) => {
     if (verb === 'list') {
       const entries = await client.listDlq({
         queue: values.queue as string | undefined,
         limit: values.limit as number | undefined,
       });
       return print(
+        ctx,
         values,
         entries,
         entries.map((e) => ({
@@ -35,7 +37,7 @@ export async function dlqCommand(argv: string[]): Promise<void> {
     }
     if (verb === 'retry' && ids.length > 0) {
       const moved = await client.retryDlq(ids);
-      return print(values, { retried: moved }, `retried ${moved.length}`);
+      return print(ctx, values, { retried: moved }, `retried ${moved.length}`);
     }
     if (verb === 'purge') {
       const older = values['older-than-ms'] as number | undefined;
@@ -46,7 +48,7 @@ export async function dlqCommand(argv: string[]): Promise<void> {
           ? { ids }
           : { queue: values.queue as string | undefined, before: new Date(Date.now() - older!) },
       );
-      return print(values, { purged: n }, `purged ${n}`);
+      return print(ctx, values, { purged: n }, `purged ${n}`);
     }
     throw new UsageError(`usage: ${USAGE}`);
   });

@@ -1,9 +1,11 @@
 import { inspect } from 'node:util';
 import { JOB_STATES, type JobState } from '../../model/job.js';
-import { UsageError } from '../args.js';
+import { UsageError, type Parsed } from '../args.js';
+import type { CliContext } from '../io.js';
 import { parse, print, withClient } from './common.js';
 
-// awa job show ID | list --state S [--queue Q] [--kind K] [--before-id ID] [--limit N] | cancel ID | retry ID
+// awa job show ID | list --state S [--queue Q] [--kind K] [--after TIME] [--before TIME] [--before-id ID] [--limit N]
+// | cancel ID | retry ID
 // (`job get` is show's old name.)
 
 export const jobOptions = {
@@ -11,28 +13,33 @@ export const jobOptions = {
   queue: { type: 'string' as const, description: 'job list: only this queue' },
   kind: { type: 'string' as const, description: 'job list: only this kind' },
   'before-id': { type: 'string' as const, description: 'job list: the page below this id' },
+  after: {
+    type: 'string' as const,
+    description: "job list: only jobs whose state's time is at or after this ISO time",
+  },
   before: {
     type: 'string' as const,
-    description: 'job list --state completed: finished before this ISO time',
+    description: "job list: only jobs whose state's time is before this ISO time (completed: the page key)",
   },
   limit: { type: 'number' as const, description: 'job list: most jobs (default 50)' },
 };
 
 export const JOB_USAGE =
-  'awa job show <id> | awa job list --state <state> [--queue Q] [--kind K] [--before-id ID] [--limit N] | awa job cancel <id> | awa job retry <id>';
+  'awa job show <id> | awa job list --state <state> [--queue Q] [--kind K] [--after TIME] [--before TIME] [--before-id ID] [--limit N] | awa job cancel <id> | awa job retry <id>';
 
-export async function jobCommand(argv: string[]): Promise<void> {
+export async function jobCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parse(argv, jobOptions);
   const [verb, id, ...rest] = positionals;
   if (rest.length > 0) throw new UsageError(`usage: ${JOB_USAGE}`);
-  await withClient(values, async (client) => {
+  await withClient(ctx, values, async (client) => {
     if ((verb === 'show' || verb === 'get') && id) {
       const job = await client.getJob(id);
-      return print(values, job, job ? inspect(job, { depth: 6, colors: false }) : `job ${id} not found`);
+      return print(ctx, values, job, job ? inspect(job, { depth: 6, colors: false }) : `job ${id} not found`);
     }
     if (verb === 'cancel' && id) {
       const from = await client.cancel(id);
       return print(
+        ctx,
         values,
         { id, cancelledFrom: from },
         from ? `cancelled (was ${from})` : 'not cancelled: already finished or unknown',
@@ -41,6 +48,7 @@ export async function jobCommand(argv: string[]): Promise<void> {
     if (verb === 'retry' && id) {
       const from = await client.retryJob(id);
       return print(
+        ctx,
         values,
         { id, retriedFrom: from },
         from
@@ -51,20 +59,29 @@ export async function jobCommand(argv: string[]): Promise<void> {
     if (verb === 'list' && !id) {
       const state = values.state as JobState | undefined;
       if (!state) throw new UsageError(`job list needs --state (${JOB_STATES.join(', ')})`);
-      const before = values.before as string | undefined;
-      const beforeAt = before === undefined ? undefined : new Date(before);
-      if (beforeAt && Number.isNaN(beforeAt.getTime()))
-        throw new UsageError(`--before is not a time: ${before}`);
+      if (!(JOB_STATES as readonly string[]).includes(state))
+        throw new UsageError(`--state must be one of ${JOB_STATES.join(', ')}, got "${state}"`);
+      const beforeAt = time(values, 'before');
+      const afterAt = time(values, 'after');
       const jobs = await client.listJobs({
         state,
         queue: values.queue as string | undefined,
         kind: values.kind as string | undefined,
         beforeId: values['before-id'] as string | undefined,
         beforeAt,
+        afterAt,
         limit: values.limit as number | undefined,
       });
-      return print(values, jobs, jobs);
+      return print(ctx, values, jobs, jobs);
     }
     throw new UsageError(`usage: ${JOB_USAGE}`);
   });
+}
+
+function time(values: Parsed['values'], name: 'after' | 'before'): Date | undefined {
+  const raw = values[name] as string | undefined;
+  if (raw === undefined) return undefined;
+  const at = new Date(raw);
+  if (Number.isNaN(at.getTime())) throw new UsageError(`--${name} is not a time: ${raw}`);
+  return at;
 }

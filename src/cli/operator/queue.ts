@@ -1,4 +1,5 @@
 import { UsageError } from '../args.js';
+import type { CliContext } from '../io.js';
 import { ago, parse, print, withClient } from './common.js';
 
 // awa queue list | show NAME | pause NAME | resume NAME
@@ -12,11 +13,11 @@ export const queueOptions = {
 
 const USAGE = 'awa queue list | show NAME | pause NAME | resume NAME';
 
-export async function queueCommand(argv: string[]): Promise<void> {
+export async function queueCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parse(argv, queueOptions);
   const [verb, name, ...rest] = positionals;
   if (rest.length > 0) throw new UsageError(`usage: ${USAGE}`);
-  await withClient(values, async (client) => {
+  await withClient(ctx, values, async (client) => {
     if (verb === 'list' || verb === undefined || verb === 'show') {
       if (verb === 'show' && !name) throw new UsageError(`usage: ${USAGE}`);
       const windowMs = values['window-ms'] as number | undefined;
@@ -24,6 +25,7 @@ export async function queueCommand(argv: string[]): Promise<void> {
       const rows = verb === 'show' ? all.filter((q) => q.queue === name) : all;
       if (verb === 'show' && rows.length === 0) throw new UsageError(`no queue "${name}"`);
       return print(
+        ctx,
         values,
         verb === 'show' ? rows[0] : rows,
         rows.map((q) => ({
@@ -48,6 +50,7 @@ export async function queueCommand(argv: string[]): Promise<void> {
       const changed = verb === 'pause' ? await client.pauseQueue(name) : await client.resumeQueue(name);
       const word = verb === 'pause' ? 'paused' : 'resumed';
       return print(
+        ctx,
         values,
         { queue: name, [word]: changed },
         changed ? `${word} ${name}` : `${name} was already ${verb === 'pause' ? 'paused' : 'running'}`,
@@ -58,11 +61,11 @@ export async function queueCommand(argv: string[]): Promise<void> {
 }
 
 /** awa queues: the per-queue counts (the shorter, older view). */
-export async function queuesCommand(argv: string[]): Promise<void> {
+export async function queuesCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parse(argv);
   if (positionals.length > 0) throw new UsageError('usage: awa queues [--json]');
-  await withClient(values, async (client) => {
+  await withClient(ctx, values, async (client) => {
     const counts = await client.counts();
-    print(values, counts, counts.length === 0 ? '(no queues)' : counts);
+    print(ctx, values, counts, counts.length === 0 ? '(no queues)' : counts);
   });
 }

@@ -1,4 +1,5 @@
 import { UsageError } from '../args.js';
+import type { CliContext } from '../io.js';
 import { ago, parse, print, withClient } from './common.js';
 
 // awa runtime list [--all]: worker processes, their snapshot and who leads; and their descriptors.
@@ -7,16 +8,17 @@ export const runtimeOptions = {
   all: { type: 'boolean' as const, description: 'include stopped and silent processes' },
 };
 
-export async function runtimeCommand(argv: string[]): Promise<void> {
+export async function runtimeCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parse(argv, runtimeOptions);
   const [verb, ...rest] = positionals;
   if ((verb !== 'list' && verb !== 'descriptors') || rest.length > 0) {
     throw new UsageError('usage: awa runtime list [--all] | awa runtime descriptors');
   }
-  await withClient(values, async (client) => {
+  await withClient(ctx, values, async (client) => {
     if (verb === 'descriptors') {
       const ds = await client.descriptors();
       return print(
+        ctx,
         values,
         ds,
         ds.map((d) => ({
@@ -34,6 +36,7 @@ export async function runtimeCommand(argv: string[]): Promise<void> {
     const all = await client.runtimeList();
     const shown = values.all ? all : all.filter((r) => r.live);
     return print(
+      ctx,
       values,
       shown,
       shown.map((r) => ({
