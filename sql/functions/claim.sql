@@ -157,6 +157,39 @@ begin
 end
 $$;
 
+-- Positions above the high-water with no visible row: producers still in flight or rolled back. An empty
+-- receipt passes them, all gaps, so the high-water stops counting them as available and the gaps resolve
+-- like any others (a late commit is claimed as a gap row; an ended producer's gap dies). The receipt's
+-- horizon must exceed the id of every producer of those positions, and no later row proves it here, so the
+-- lane's last position and xid mark are read together under its reserve lock (held by a producer for a few
+-- microseconds, never to its commit; taken in a subtransaction rolled back on purpose to release it), and
+-- the rows are read after that. Returns null when a row is visible after all, or nothing is above.
+create function {{schema}}.pass_empty_tail(p_lane {{schema}}.lanes, p_high bigint, p_instance text,
+    out batch_id bigint, out claim_slot smallint)
+  language plpgsql
+  as $$
+declare
+  v_last bigint;
+  v_mark bigint;
+begin
+  begin
+    perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), p_lane.lane_id);
+    v_last := pg_sequence_last_value(p_lane.enqueue_seq);
+    v_mark := pg_sequence_last_value(p_lane.xid_mark_seq);
+    raise sqlstate 'AWA01';
+  exception when sqlstate 'AWA01' then
+    null;
+  end;
+  if v_last <= p_high or exists (select 1 from {{schema}}.ready_entries r
+                                  where r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last) then
+    return;
+  end if;
+  select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id,
+    (select r.slot from {{schema}}.ring_rotations r order by r.generation desc limit 1), p_high + 1, v_last,
+    null, null, int8multirange(int8range(p_high + 1, v_last + 1)), v_mark + 1, p_instance, 0);
+end
+$$;
+
 -- Claims fresh rows of a lane: those above its high-water, in lane order, from the ready slot that holds the
 -- next one. The receipt's range starts right above the high-water, so every position up to its last row is
 -- accounted for; positions it did not see (producers in flight or rolled back, rows of another slot) are its
@@ -182,6 +215,11 @@ begin
    where r.lane_id = p_lane.lane_id and r.lane_seq > p_high
    order by r.lane_seq limit 1;
   if v_head_slot is null then
+    select * into batch_id, claim_slot from {{schema}}.pass_empty_tail(p_lane, p_high, p_instance);
+    if batch_id is not null then
+      n := 0;
+      return next;
+    end if;
     return;
   end if;
   v_has_tombstones := exists (select 1 from {{schema}}.ready_tombstones t

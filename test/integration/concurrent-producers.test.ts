@@ -123,6 +123,48 @@ describe('concurrent producers', () => {
     }
   });
 
+  it('a claim passes a tail of positions with no visible row: a late commit there is still claimed once, a rollback stops counting as available', async () => {
+    const available = async (queue: string) =>
+      (await f.client.counts()).find((c) => c.queue === queue)?.available ?? 0;
+    const open = await producer();
+    const rolled = await producer();
+    try {
+      await open.query('begin');
+      const [lateId] = (
+        await f.client.enqueueMany([{ kind: 'k', args: { n: 'late' }, options: { queue: 'tail' } }], {
+          client: open,
+        })
+      ).map((r) => r.id);
+      await rolled.query('begin');
+      await f.client.enqueueMany(
+        Array.from({ length: 7 }, (_, i) => ({ kind: 'k', args: { i }, options: { queue: 'tail' } })),
+        { client: rolled },
+      );
+      await rolled.query('rollback');
+      // Eight positions, no row visible: counted until a claim passes them.
+      expect(await available('tail')).toBe(8);
+      expect(await claim('tail')).toEqual([]);
+      expect(await available('tail')).toBe(0);
+      expect(await claim('tail')).toEqual([]); // heals the cached cursors from that receipt
+      expect(await lane('tail')).toEqual({ enq: 8, high: 8, floor: 0 });
+      // The open producer commits late: its job is claimed from the gap, once.
+      await open.query('commit');
+      expect(ids(await claim('tail'))).toEqual([lateId]);
+      expect(await claim('tail')).toEqual([]);
+      await until(
+        'the floor to pass the rolled-back positions',
+        async () => {
+          expect(await claim('tail')).toEqual([]);
+          return (await lane('tail')).floor === 8;
+        },
+        60_000,
+      );
+    } finally {
+      await open.end();
+      await rolled.end();
+    }
+  });
+
   it('a rolled-back gap is not passed while its transaction may still commit, whatever else commits', async () => {
     const open = await producer();
     try {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineJob, InvalidArgsError } from '../../src/index.js';
 import { z } from 'zod';
+import { claimBatches } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 const item = defineJob({ kind: 'bulk_item', queue: 'bulk', schema: z.object({ n: z.number().int() }) });
@@ -119,10 +120,17 @@ describe('COPY enqueue', () => {
       `select count(*)::int as n from awa.ready_entries where queue = 'bad_late'`,
     );
     expect(left[0].n).toBe(0);
-    const { rows: claimed } = await f.pool.query(
-      `select count(*)::int as n from awa.claim('bad_late', 100, 'copy-test', 60, 0)`,
-    );
-    expect(claimed[0].n).toBe(0);
+    expect(
+      await claimBatches(f.pool, f.schema, {
+        queue: 'bad_late',
+        max: 100,
+        instanceId: 'copy-test',
+        agingSeconds: 60,
+        deadlineSeconds: 0,
+      }),
+    ).toEqual([]);
     expect(await f.client.listJobs({ state: 'available', queue: 'bad_late' })).toEqual([]);
+    // The claim passed the rolled-back positions: they no longer count as available.
+    expect((await f.client.counts()).find((c) => c.queue === 'bad_late')?.available ?? 0).toBe(0);
   });
 });
