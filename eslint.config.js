@@ -10,6 +10,7 @@
 //   src/cli        anything in src/; bench/ only through bench/index.ts, from commands/bench.ts
 //   workers        src/model and its own protocol
 //   bench          the public API (src/index.ts), src/terminal, its own files; never test/
+//   examples       the public API (src/index.ts) only, as a user's code would
 // No file under src/, workers/ or bench/ imports test/. Within one file's config object the rule's
 // options replace (not merge with) those of an earlier object, so every object lists all its groups.
 import js from '@eslint/js';
@@ -116,6 +117,14 @@ export default tseslint.config(
     ]),
   },
   { files: ['bench/**/*.ts'], rules: rule(benchGroups([])) },
+  {
+    files: ['examples/**/*.ts'],
+    rules: rule([
+      [srcExcept({ files: ['index.js'] }), 'examples/ use the public API (src/index.ts) only'],
+      [['**/bench/**', '**/workers/**'], 'examples/ use the public API (src/index.ts) only'],
+      noTest,
+    ]),
+  },
   // micro.ts measures hot internal functions that the public API does not expose (args encoding, job-row
   // building, the completion batcher, the stats histogram), so it alone may import those modules. When
   // the engine changes them, this file changes with them.

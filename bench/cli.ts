@@ -3,7 +3,7 @@ import pg from 'pg';
 import { ProgressBar } from '../src/terminal/progress.js';
 import { BenchUsageError, parseBenchArgs } from './args.js';
 import type { SystemAdapter } from './adapter.js';
-import { makeAdapter, SYSTEMS } from './systems.js';
+import { makeAdapter, OTEL_MODES, SYSTEMS, withOtel } from './systems.js';
 import { adminUrl, createDatabase, dropAllCreated, dropDatabase, sampleSchema } from './database.js';
 import { describeEnvironment, type Environment } from './environment.js';
 import { benchOptions } from './options.js';
@@ -76,6 +76,17 @@ export async function benchCommand(argv: string[]): Promise<void> {
   if (system === 'baseline' && (scenario.kind !== 'system' || !scenario.systemsForAll.includes(system))) {
     throw new BenchUsageError(`--system baseline is not a queue; it runs in the producers scenario only`);
   }
+  const otel = (values.otel as string | undefined) ?? 'none';
+  if (!(OTEL_MODES as readonly string[]).includes(otel)) {
+    throw new BenchUsageError(`--otel must be one of ${OTEL_MODES.join(', ')}, got "${otel}"`);
+  }
+  const otelMode = otel as (typeof OTEL_MODES)[number];
+  if (otelMode !== 'none') {
+    if (scenario.kind !== 'system') throw new BenchUsageError(`--otel applies to the system scenarios only`);
+    if (system !== 'all' && system !== 'awa') throw new BenchUsageError(`--otel applies to the awa system`);
+    // Worker processes do not load the SDK: their rows would not be what the label says.
+    if (opts.processes > 0) throw new BenchUsageError('--otel cannot be combined with --processes');
+  }
   const json = Boolean(values.json);
   const emit = (row: ResultRow) => {
     if (json) process.stdout.write(jsonLine(row) + '\n');
@@ -89,7 +100,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     rows.push(toRow(name, 'awa', opts, m, (performance.now() - t0) / 1000, rss.stop(), {}, null));
     emit(rows[0]!);
   } else {
-    let systems = system === 'all' ? scenario.systemsForAll : [system];
+    let systems = withOtel(system === 'all' ? scenario.systemsForAll : [system], otelMode);
     if (opts.processes > 0) {
       // Worker processes are an awa-only mode (the peers have their own multi-process stories); under
       // --system all it runs the systems that support it.

@@ -28,6 +28,11 @@ export const benchOptions: Record<string, BenchOption> = {
     type: 'number',
     description: 'drain (awa): worker processes sharing --concurrency (default: in the harness process)',
   },
+  otel: {
+    type: 'string',
+    description:
+      'awa: none (API only, default) | sdk (OpenTelemetry SDK registered, row "awa+otel") | both (the two rows side by side)',
+  },
   'database-url': {
     type: 'string',
     description: 'server to create bench databases on (default $DATABASE_URL)',

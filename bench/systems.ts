@@ -6,14 +6,25 @@ import { PgBossAdapter } from './adapters/pgboss.js';
 
 // The systems `--system` accepts. pgboss-batch is pg-boss with batch-ack handlers (not per-job semantics);
 // it is only included in `--system all` where a scenario asks for it (drain). baseline is not a queue (a
-// plain INSERT): only scenarios that list it in systemsForAll accept it (producers).
+// plain INSERT): only scenarios that list it in systemsForAll accept it (producers). awa+otel is awa with the
+// OpenTelemetry SDK registered; it is chosen with --otel, not --system.
 
 export const SYSTEMS = ['awa', 'pgboss', 'pgboss-batch', 'graphile', 'baseline'];
+
+/** What `--otel` turns the awa system into. */
+export const OTEL_MODES = ['none', 'sdk', 'both'] as const;
+
+export function withOtel(systems: readonly string[], mode: (typeof OTEL_MODES)[number]): string[] {
+  if (mode === 'none') return [...systems];
+  return systems.flatMap((s) => (s !== 'awa' ? [s] : mode === 'sdk' ? ['awa+otel'] : ['awa', 'awa+otel']));
+}
 
 export function makeAdapter(system: string): SystemAdapter {
   switch (system) {
     case 'awa':
       return new AwaAdapter();
+    case 'awa+otel':
+      return new AwaAdapter(true);
     case 'pgboss':
       return new PgBossAdapter('per-job');
     case 'pgboss-batch':

@@ -1,17 +1,20 @@
 import type pg from 'pg';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
 import type { BenchArgs, BenchHandler, SystemAdapter, WorkerFleet } from '../adapter.js';
+import { installOtelSdk } from '../otel.js';
 import { WorkerProcess } from '../processes/worker-processes.js';
 
 // Awa as a user runs it: COPY for bulk loads, one WorkerHost with the library's defaults (claim batches
-// of 512, completion batches of 512 flushed after 1 ms), handlers called once per job.
+// of 512, completion batches of 512 flushed after 1 ms), handlers called once per job. With `otel`, the
+// OpenTelemetry SDK is registered (see bench/otel.ts) before the client and host are built, and removed
+// at stop(): the row "awa+otel" is the same run with the SDK recording.
 
 const QUEUE = 'bench';
 const KIND = 'bench_noop';
 const kind = defineJob<BenchArgs>({ kind: KIND, queue: QUEUE });
 
 export class AwaAdapter implements SystemAdapter {
-  readonly label = 'awa';
+  readonly label: string;
   readonly schema = 'awa';
   private url = '';
   private client: AwaClient | null = null;
@@ -19,9 +22,15 @@ export class AwaAdapter implements SystemAdapter {
   private processes: WorkerProcess[] = [];
   private enqueued = 0;
   private prunes = 0;
+  private uninstallOtel: (() => Promise<void>) | null = null;
+
+  constructor(private readonly otel = false) {
+    this.label = otel ? 'awa+otel' : 'awa';
+  }
 
   async setup(url: string): Promise<void> {
     this.url = url;
+    if (this.otel) this.uninstallOtel = installOtelSdk();
     this.client = new AwaClient({ connectionString: url, schema: this.schema, poolSize: 8 });
     await this.client.migrate();
   }
@@ -124,6 +133,9 @@ export class AwaAdapter implements SystemAdapter {
       completionFlushMs: c?.completionFlushMs ?? 1,
       pollIntervalMs: c?.pollIntervalMs ?? 200,
       handler: 'one call per job',
+      otel: this.otel
+        ? 'SDK registered: periodic metric reader (5 s), batch span processor, exporters that discard'
+        : 'API only (no SDK)',
       ...(this.processes.length
         ? { processes: this.processes.length, concurrencyPerProcess: this.processes[0]!.cfg.concurrency }
         : {}),
@@ -140,6 +152,9 @@ export class AwaAdapter implements SystemAdapter {
     const client = this.client;
     this.client = null;
     await client?.close();
+    const uninstall = this.uninstallOtel;
+    this.uninstallOtel = null;
+    await uninstall?.();
   }
 
   private db(): AwaClient {

@@ -1,4 +1,5 @@
 import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
+import type { ProcessScope } from './telemetry/index.js';
 
 // The attempts running in this process, so a cancel notification, a rescue, a deadline or a shutdown
 // can reach the right handler's signal. The AbortController is created only when someone asks for the
@@ -17,6 +18,8 @@ export class Attempt {
     readonly queue: string,
     readonly batch: ClaimBatch,
     readonly job: ClaimedJob,
+    /** Its execution span and start time. */
+    readonly telemetry: ProcessScope,
   ) {}
 
   get signal(): AbortSignal {
@@ -41,8 +44,8 @@ export class AttemptTracker {
     return this.running.size;
   }
 
-  begin(queue: string, batch: ClaimBatch, job: ClaimedJob): Attempt {
-    const attempt = new Attempt(queue, batch, job);
+  begin(queue: string, batch: ClaimBatch, job: ClaimedJob, telemetry: ProcessScope): Attempt {
+    const attempt = new Attempt(queue, batch, job, telemetry);
     this.running.set(job.id, attempt);
     return attempt;
   }
@@ -58,6 +61,13 @@ export class AttemptTracker {
     if (!attempt || attempt.job.runLease !== runLease) return null;
     attempt.abort(reason);
     return attempt;
+  }
+
+  /** Attempts running now per queue (for the in-flight gauge: O(running), read only when collected). */
+  byQueue(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const a of this.running.values()) counts.set(a.queue, (counts.get(a.queue) ?? 0) + 1);
+    return counts;
   }
 
   abortAll(reason: unknown): void {

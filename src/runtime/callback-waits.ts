@@ -19,6 +19,8 @@ export class CallbackWaits {
   constructor(
     private readonly read: (jobId: string, runLease: number) => Promise<Recorded | null>,
     private readonly onError: (err: unknown) => void,
+    /** A wait ran out its timeout (telemetry). */
+    private readonly onTimedOut: () => void = () => {},
   ) {}
 
   /** Waits for the callback of attempt (jobId, runLease): resolves with its payload (complete, resume), or
@@ -41,6 +43,7 @@ export class CallbackWaits {
       if (timeoutMs > 0) {
         timer = setTimeout(() => {
           done();
+          this.onTimedOut();
           reject(new CallbackTimeout(timeoutMs));
         }, timeoutMs);
       }

@@ -65,6 +65,7 @@ import {
   type CronSchedule,
   type CronTriggerResult,
 } from './cron.js';
+import { ProducerTelemetry, telemetryScope } from './telemetry/index.js';
 
 // The producer-and-operator handle: migrate, enqueue (on the caller's transaction if given one), bulk
 // COPY enqueue, and admin reads. It owns its pool unless the caller passed one.
@@ -116,6 +117,7 @@ export class AwaClient {
   private readonly adHocKinds = new Map<string, JobKind<unknown>>();
   /** Queues whose lanes are known to exist (see prepareLanes). */
   private readonly laneQueues = new Set<string>();
+  private readonly telemetry = new ProducerTelemetry(telemetryScope());
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
@@ -164,11 +166,16 @@ export class AwaClient {
   ): Promise<EnqueueResult> {
     const { client, ...jobOptions } = options ?? {};
     const row = await toJobRow(this.kindOf(kind), args, options && jobOptions, this.maxPayloadBytes);
-    const [result] = await this.run('enqueue', client, async (db) => {
-      await this.prepareLanes([row]);
-      return enqueueRows(db, this.schema, [row]);
+    const send = this.telemetry.begin('enqueue', row.queue);
+    return send.run(async () => {
+      send.inject([row]);
+      const [result] = await this.run('enqueue', client, async (db) => {
+        await this.prepareLanes([row]);
+        return enqueueRows(db, this.schema, [row]);
+      });
+      send.sent([row], result!.inserted ? 0 : 1, result!.id);
+      return result!;
     });
-    return result!;
   }
 
   /** Enqueues many jobs in one statement; returns one result per job, in input order (duplicates of unique
@@ -180,9 +187,18 @@ export class AwaClient {
     if (!Array.isArray(jobs))
       throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
     const rows = await Promise.all(jobs.map((j) => this.toRow(j)));
-    return this.run('enqueueMany', options?.client, async (db) => {
-      await this.prepareLanes(rows);
-      return enqueueRows(db, this.schema, rows);
+    const queue = rows.length > 0 && rows.every((r) => r.queue === rows[0]!.queue) ? rows[0]!.queue : null;
+    const send = this.telemetry.begin('enqueueMany', queue);
+    return send.run(async () => {
+      send.inject(rows);
+      const results = await this.run('enqueueMany', options?.client, async (db) => {
+        await this.prepareLanes(rows);
+        return enqueueRows(db, this.schema, rows);
+      });
+      let duplicates = 0;
+      for (const r of results) if (!r.inserted) duplicates++;
+      send.sent(rows, duplicates);
+      return results;
     });
   }
 
@@ -199,12 +215,15 @@ export class AwaClient {
   ): Promise<CopyEnqueueResult> {
     const chunkSize =
       options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
+    const send = this.telemetry.begin('copyEnqueue', null);
     const load = async (client: pg.ClientBase): Promise<CopyEnqueueResult> => {
       let chunk: JobRow[] = [];
       const result = { inserted: 0, duplicates: 0 };
       const flush = async () => {
         await this.prepareLanes(chunk);
+        send.inject(chunk);
         const duplicates = await copyEnqueueChunk(client, this.schema, chunk);
+        send.sent(chunk, duplicates);
         result.inserted += chunk.length - duplicates;
         result.duplicates += duplicates;
         chunk = [];
@@ -217,10 +236,12 @@ export class AwaClient {
       if (chunk.length > 0) await flush();
       return result;
     };
-    return this.wrap('copyEnqueue', () =>
-      options.client
-        ? withSavepoint(options.client, 'copyEnqueue', load)
-        : withTransaction(this.pool, this.target, load),
+    return send.run(() =>
+      this.wrap('copyEnqueue', () =>
+        options.client
+          ? withSavepoint(options.client, 'copyEnqueue', load)
+          : withTransaction(this.pool, this.target, load),
+      ),
     );
   }
 
@@ -290,9 +311,11 @@ export class AwaClient {
     const json =
       payload === undefined ? null : encodeArgs('callback', payload, this.maxPayloadBytes, 'payload');
     const record = error === null ? null : { at: new Date().toISOString(), error, name: 'ExternalCallback' };
-    return this.run(`callback ${action}`, undefined, (db) =>
-      resolveCallback(db, this.schema, token, action, json, runAt, record),
-    );
+    return this.run(`callback ${action}`, undefined, async (db) => {
+      const delivery = await resolveCallback(db, this.schema, token, action, json, runAt, record);
+      this.telemetry.callbackDelivered(action, delivery);
+      return delivery;
+    });
   }
 
   /** Per-queue health: counts, completions and failures in the last `windowMs` (default 5 min), the age of
@@ -387,12 +410,16 @@ export class AwaClient {
 
   /** Moves DLQ entries back to their queue with a fresh attempt counter; returns the ids moved. */
   async retryDlq(ids: readonly string[]): Promise<string[]> {
-    return this.run('retryDlq', undefined, (db) => retryDlq(db, this.schema, ids));
+    const moved = await this.run('retryDlq', undefined, (db) => retryDlq(db, this.schema, ids));
+    this.telemetry.dlqRetriedCount(moved.length);
+    return moved;
   }
 
   /** Deletes DLQ entries by id, or those of a queue (or all) older than `before`. */
   async purgeDlq(target: { ids: readonly string[] } | { queue?: string; before: Date }): Promise<number> {
-    return this.run('purgeDlq', undefined, (db) => purgeDlq(db, this.schema, target));
+    const purged = await this.run('purgeDlq', undefined, (db) => purgeDlq(db, this.schema, target));
+    this.telemetry.dlqPurgedCount(purged);
+    return purged;
   }
 
   /** Cron schedules with their state and next fire time. A schedule is `undeclared` when no instance that

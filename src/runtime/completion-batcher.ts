@@ -9,21 +9,22 @@ import type { Settlement } from '../storage/index.js';
 // replaced by a failure that names the cause (or, if even that is refused, dropped: its receipt stays open
 // and the attempt is rescued like a crash would leave it).
 
-export interface BatcherDeps {
-  flush(items: readonly Settlement[]): Promise<Set<string>>;
+/** T: the settlement as the caller queues it (the host adds what its metrics are labelled by). */
+export interface BatcherDeps<T extends Settlement = Settlement> {
+  flush(items: readonly T[]): Promise<Set<string>>;
   /** Reports each flush: what was accepted and what the fence rejected as stale. */
-  onFlushed(items: readonly Settlement[], accepted: Set<string>): void;
+  onFlushed(items: readonly T[], accepted: Set<string>): void;
   onError(err: unknown): void;
   /** True when the database refused the flush because of what one of its settlements holds. Without it,
    * every failed flush is retried whole. */
   isPoison?(err: unknown): boolean;
   /** The failure to record instead of a settlement the database refused (default: the same settlement
    * again, which is then dropped if refused once more). */
-  quarantine?(item: Settlement, err: unknown): Settlement;
+  quarantine?(item: T, err: unknown): T;
 }
 
-export class CompletionBatcher {
-  private pending: Settlement[] = [];
+export class CompletionBatcher<T extends Settlement = Settlement> {
+  private pending: T[] = [];
   private inFlight: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private retryDelayMs = 0;
@@ -31,7 +32,7 @@ export class CompletionBatcher {
   private closed = false;
 
   constructor(
-    private readonly deps: BatcherDeps,
+    private readonly deps: BatcherDeps<T>,
     private readonly batchSize: number,
     private readonly flushMs: number,
   ) {}
@@ -42,7 +43,7 @@ export class CompletionBatcher {
   }
 
   /** Ignored once closed: that attempt's receipt stays open and is rescued, like a crash would leave it. */
-  add(item: Settlement): void {
+  add(item: T): void {
     if (this.closed) return;
     this.pending.push(item);
     if (this.inFlight) return;
@@ -74,7 +75,7 @@ export class CompletionBatcher {
     this.inFlight = this.runFlush(items);
   }
 
-  private async runFlush(items: Settlement[]): Promise<void> {
+  private async runFlush(items: T[]): Promise<void> {
     const rest = await this.flushOrIsolate(items);
     if (rest.length === 0) this.retryDelayMs = 0;
     else if (this.closed) {
@@ -98,7 +99,7 @@ export class CompletionBatcher {
    * One flush; when the database refuses it for its data, bisect down to the culprit. Never throws: returns
    * the settlements still to be retried (the database did not answer for them), in order.
    */
-  private async flushOrIsolate(items: Settlement[]): Promise<Settlement[]> {
+  private async flushOrIsolate(items: T[]): Promise<T[]> {
     try {
       this.deps.onFlushed(items, await this.deps.flush(items));
       return [];

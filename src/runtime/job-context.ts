@@ -9,6 +9,8 @@ import type { Attempt } from './attempts.js';
 export interface ContextDeps {
   reportProgress(w: ProgressWrite): void;
   registerCallback(a: AttemptRef, timeoutMs: number): Promise<string | null>;
+  /** A callback was registered for this attempt (telemetry). */
+  callbackRegistered(attempt: Attempt): void;
   waitForCallback(jobId: string, runLease: number, timeoutMs: number, signal: AbortSignal): Promise<unknown>;
 }
 
@@ -38,6 +40,7 @@ export function jobContext(attempt: Attempt, deps: ContextDeps): JobContext {
         );
       }
       attempt.callbackToken = token;
+      deps.callbackRegistered(attempt);
       return token;
     },
     waitForCallback(token: string, options?: { timeoutMs?: number }) {

@@ -15,6 +15,7 @@ import {
 } from '../storage/index.js';
 import { CronEvaluator, type CronFire } from './cron.js';
 import { openDedicated, type Dedicated } from './dedicated.js';
+import type { MaintenanceStep, MaintenanceTelemetry, StepClock } from './telemetry/index.js';
 
 // Maintenance leadership: every host may stand; the one holding the session advisory lock runs
 // promotion, rescue, ring rotation/prune and history cleanup on its dedicated connection. Losing that connection loses the lock
@@ -75,6 +76,7 @@ export class MaintenanceLeader {
     private readonly source: { connectionString?: string; pool?: pg.Pool },
     private readonly cfg: LeaderConfig,
     private readonly events: LeaderEvents,
+    private readonly telemetry: MaintenanceTelemetry,
   ) {
     this.cron = new CronEvaluator(cfg.schema, cfg.cronMissedAfterMs, (err) => events.onError(err));
   }
@@ -204,55 +206,89 @@ export class MaintenanceLeader {
   }
 
   private async promote(): Promise<number> {
+    const clock = this.telemetry.start();
     let total = 0;
     // A bounded number of full batches per tick keeps one tick from monopolising the connection.
-    for (let i = 0; i < 8 && this.conn; i++) {
-      const n = await promoteDue(this.conn.client, this.cfg.schema, PROMOTE_BATCH);
-      total += n;
-      if (n < PROMOTE_BATCH) break;
-    }
+    await this.measured('promote', clock, async () => {
+      for (let i = 0; i < 8 && this.conn; i++) {
+        const n = await promoteDue(this.conn.client, this.cfg.schema, PROMOTE_BATCH);
+        total += n;
+        if (n < PROMOTE_BATCH) break;
+      }
+    });
+    this.telemetry.promoted(clock, total);
     return total;
   }
 
   /** Abandoned attempts (silent worker, passed deadline), then parked jobs whose callback timed out. */
   private async rescue(): Promise<void> {
     if (!this.conn) return;
-    const rescued = await rescueAbandoned(this.conn.client, this.cfg.schema, {
-      stalenessSeconds: this.cfg.heartbeatStalenessMs / 1000,
-      maxBatches: RESCUE_MAX_BATCHES,
-    });
+    const clock = this.telemetry.start();
+    const rescued = await this.measured('rescue', clock, () =>
+      rescueAbandoned(this.conn!.client, this.cfg.schema, {
+        stalenessSeconds: this.cfg.heartbeatStalenessMs / 1000,
+        maxBatches: RESCUE_MAX_BATCHES,
+      }),
+    );
     if (rescued.length > 0) this.events.onRescue(rescued);
-    if (!this.conn) return;
-    await expireCallbacks(this.conn.client, this.cfg.schema, CALLBACK_EXPIRY_BATCH);
+    if (!this.conn) return this.telemetry.rescued(clock, rescued, []);
+    const expired = await this.measured('rescue', clock, () =>
+      expireCallbacks(this.conn!.client, this.cfg.schema, CALLBACK_EXPIRY_BATCH),
+    );
+    this.telemetry.rescued(clock, rescued, expired);
   }
 
   private async cleanup(): Promise<void> {
     if (!this.conn) return;
-    await cleanupHistory(this.conn.client, this.cfg.schema, {
-      failedRetentionSeconds: this.cfg.failedRetentionMs / 1000,
-      dlqRetentionSeconds: this.cfg.dlqRetentionMs / 1000,
-      completedRetentionSeconds: this.cfg.completedRetentionMs / 1000,
-      limit: CLEANUP_LIMIT,
-    });
+    const clock = this.telemetry.start();
+    const result = await this.measured('cleanup', clock, () =>
+      cleanupHistory(this.conn!.client, this.cfg.schema, {
+        failedRetentionSeconds: this.cfg.failedRetentionMs / 1000,
+        dlqRetentionSeconds: this.cfg.dlqRetentionMs / 1000,
+        completedRetentionSeconds: this.cfg.completedRetentionMs / 1000,
+        limit: CLEANUP_LIMIT,
+      }),
+    );
+    this.telemetry.cleanedUp(clock, result);
   }
 
   /** Fires the due occurrences of cron schedules (one transaction each, on this connection). */
   private async evaluateCron(): Promise<void> {
     if (!this.conn) return;
-    const fires = await this.cron.tick(this.conn.client);
+    const clock = this.telemetry.start();
+    const fires = await this.measured('cron', clock, () => this.cron.tick(this.conn!.client));
+    this.telemetry.cronEvaluated(clock, fires.filter((f) => f.outcome === 'fired').length);
     if (fires.length > 0) this.events.onCron?.(fires);
   }
 
   private async maintainRing(): Promise<void> {
     if (!this.conn) return;
-    await rotateRing(this.conn.client, this.cfg.schema);
+    const rotateClock = this.telemetry.start();
+    const slot = await this.measured('rotate', rotateClock, () =>
+      rotateRing(this.conn!.client, this.cfg.schema),
+    );
+    this.telemetry.rotated(rotateClock, slot);
     if (!this.conn) return;
-    const result = await pruneRing(this.conn.client, this.cfg.schema, {
-      lockTimeoutMs: PRUNE_LOCK_TIMEOUT_MS,
-      carryLimit: this.cfg.ringCarryLimit,
-      carryAfterSlots: this.cfg.ringCarryAfterSlots,
-    });
+    const pruneClock = this.telemetry.start();
+    const result = await this.measured('prune', pruneClock, () =>
+      pruneRing(this.conn!.client, this.cfg.schema, {
+        lockTimeoutMs: PRUNE_LOCK_TIMEOUT_MS,
+        carryLimit: this.cfg.ringCarryLimit,
+        carryAfterSlots: this.cfg.ringCarryAfterSlots,
+      }),
+    );
+    this.telemetry.pruned(pruneClock, result);
     this.events.onPrune(result);
+  }
+
+  /** Runs one step, recording its failure (the caller's serial() reports the error itself). */
+  private async measured<T>(step: MaintenanceStep, clock: StepClock, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      this.telemetry.failed(step, clock, err);
+      throw err;
+    }
   }
 }
 

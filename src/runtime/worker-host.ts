@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
 import { descriptorHash } from '../model/descriptor.js';
 import { AwaError, UnknownKindError } from '../model/errors.js';
@@ -15,6 +16,7 @@ import {
   isConnectionLoss,
   isDataError,
   markStopped,
+  queueHealth,
   redact,
   registerCallback,
   writeProgress,
@@ -43,6 +45,15 @@ import { PoolExecutor } from './pool-executor.js';
 import { ProgressWriter } from './progress-writer.js';
 import { ReceiptBook } from './receipt-book.js';
 import { HostStats } from './stats.js';
+import {
+  ConsumerTelemetry,
+  HostGauges,
+  MaintenanceTelemetry,
+  runInSpan,
+  telemetryScope,
+  type HostSettlement,
+  type TelemetryScope,
+} from './telemetry/index.js';
 import { Wakeup } from './wakeup.js';
 
 // The worker host: the main-thread coordinator of one process. It owns every database conversation
@@ -84,7 +95,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private readonly pool: pg.Pool;
   private readonly ownsPool: boolean;
   private readonly dispatchers = new Map<string, Dispatcher>();
-  private readonly batcher: CompletionBatcher;
+  private readonly batcher: CompletionBatcher<HostSettlement>;
   private readonly attempts = new AttemptTracker();
   private readonly progress: ProgressWriter;
   private readonly receipts = new ReceiptBook();
@@ -98,6 +109,11 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private executor: PoolExecutor | null = null;
   /** Contexts of pool jobs running now, so progress from a thread reaches the attempt's fenced write. */
   private readonly poolContexts = new Map<string, { runLease: number; ctx: JobContext }>();
+  private readonly scope: TelemetryScope = telemetryScope();
+  private readonly telemetry: ConsumerTelemetry;
+  private gauges: HostGauges | null = null;
+  /** The receive span of each claim batch that recorded one, for its attempts' spans to link to. */
+  private readonly claimSpans = new WeakMap<ClaimBatch, SpanContext>();
 
   constructor(options: WorkerOptions) {
     super();
@@ -106,9 +122,20 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.ownsPool = !c.pool;
     this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker');
     const source = { connectionString: c.connectionString, pool: this.pool };
-    this.batcher = new CompletionBatcher(
+    this.telemetry = new ConsumerTelemetry(
+      this.scope,
+      new Set([...c.queues].filter(([, q]) => q.dlq).map(([queue]) => queue)),
+    );
+    this.batcher = new CompletionBatcher<HostSettlement>(
       {
-        flush: (items) => finishAttempts(this.pool, c.schema, items),
+        flush: async (items) => {
+          const startedAt = performance.now();
+          try {
+            return await finishAttempts(this.pool, c.schema, items);
+          } finally {
+            this.telemetry.flushTook((performance.now() - startedAt) / 1000);
+          }
+        },
         onFlushed: (items, accepted) => this.onFlushed(items, accepted),
         onError: (err) => this.reportError(err),
         isPoison: isDataError,
@@ -146,10 +173,12 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.callbackWaits = new CallbackWaits(
       (jobId, runLease) => callbackResult(this.pool, c.schema, jobId, runLease),
       (err) => this.reportError(err),
+      () => this.telemetry.waitTimedOut(),
     );
     this.contextDeps = {
       reportProgress: (w) => this.progress.report(w),
       registerCallback: (a, timeoutMs) => registerCallback(this.pool, c.schema, a, timeoutMs),
+      callbackRegistered: (attempt) => this.telemetry.registeredCallback(attempt.queue, attempt.job.kind),
       waitForCallback: (jobId, runLease, timeoutMs, signal) =>
         this.callbackWaits.wait(jobId, runLease, timeoutMs, signal),
     };
@@ -210,6 +239,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
             onCron: (fires) => this.emit('cron', fires),
             onError: (err) => this.reportError(err),
           },
+          new MaintenanceTelemetry(this.scope),
         )
       : null;
   }
@@ -262,6 +292,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       throw err;
     }
     this.state = 'running';
+    this.gauges = this.hostGauges();
     this.liveness.start();
     for (const d of this.dispatchers.values()) d.start();
     this.leader?.start();
@@ -276,6 +307,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   async stop(): Promise<void> {
     if (this.state === 'stopped' || this.state === 'stopping') return;
     this.state = 'stopping';
+    this.gauges?.stop();
+    this.gauges = null;
     for (const d of this.dispatchers.values()) d.stopClaiming();
     const idle = Promise.all([...this.dispatchers.values()].map((d) => d.idle()));
     const timedOut = await raceTimeout(idle, this.config.shutdownTimeoutMs);
@@ -336,6 +369,28 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     }
   }
 
+  /** The observable instruments: this host's health, and queue health while it leads. */
+  private hostGauges(): HostGauges {
+    const c = this.config;
+    return new HostGauges(
+      this.scope,
+      {
+        queues: () => {
+          const running = this.attempts.byQueue();
+          return [...c.queues].map(([queue, q]) => ({
+            queue,
+            running: running.get(queue) ?? 0,
+            capacity: q.concurrency,
+          }));
+        },
+        backlog: () => this.batcher.backlog,
+        isLeader: () => this.isLeader,
+        queueHealth: () => queueHealth(this.pool, c.schema, 60),
+      },
+      (err) => this.reportError(err),
+    );
+  }
+
   /** What this host declares about the queues it serves and the kinds it runs. */
   private descriptors(): DescriptorReport[] {
     const queues = [...this.config.queues].map(([queue, q]) => {
@@ -363,6 +418,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
 
   private async claim(queue: string, max: number): Promise<ClaimResult> {
     await this.liveness.beforeClaim(queue);
+    const startedAtMs = Date.now();
+    const startedAt = performance.now();
     let result: ClaimResult;
     try {
       result = await claimJobs(this.pool, this.config.schema, {
@@ -375,10 +432,13 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     } catch (err) {
       // The connection went away mid-claim: the claim may have committed with its answer lost.
       if (isConnectionLoss(err)) this.liveness.claimLost(queue);
+      this.telemetry.claimFailed(queue, startedAt, err);
       throw err;
     }
     this.stats.claimCalls++;
     for (const b of result.batches) this.receipts.add(b);
+    const span = this.telemetry.claimed(queue, result, startedAtMs, startedAt);
+    if (span) for (const b of result.batches) this.claimSpans.set(b, span);
     return result;
   }
 
@@ -388,7 +448,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.stats.recordPickup(now - c.readyAtMs);
     const entry = this.registry.get(c.kind);
     if (!entry) return this.handBack(queue, batch, c, now);
-    const attempt = this.attempts.begin(queue, batch, c);
+    const exec = this.telemetry.startProcess(queue, c, this.claimSpans.get(batch) ?? null);
+    const attempt = this.attempts.begin(queue, batch, c, exec);
     const ctx = jobContext(attempt, this.contextDeps);
     const deadlineMs = entry.kind.deadlineMs;
     if (deadlineMs > 0) {
@@ -401,7 +462,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     }
     let result: unknown;
     try {
-      result = entry.handle(jobView(queue, c), ctx);
+      // The handler runs in its span's context, so the spans it starts are the execution's children.
+      result = runInSpan(exec.parent, exec.span, () => entry.handle(jobView(queue, c), ctx));
     } catch (err) {
       return this.complete(attempt, err, true);
     }
@@ -425,6 +487,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.attempts.end(attempt);
     this.receipts.answered(attempt.batch.batchId);
     this.stats.stale++;
+    this.telemetry.endProcess(attempt.telemetry, attempt.queue, attempt.job.kind, 'stale', undefined);
+    this.telemetry.closedElsewhere(attempt.queue, attempt.job.kind);
     this.dispatchers.get(attempt.queue)!.release();
   }
 
@@ -438,7 +502,9 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       const err = new Error('WaitForCallback without a callback: call ctx.registerCallback() first');
       err.name = 'InvalidOutcome';
       d = decide(err, true, c.attempt, c.maxAttempts);
+      thrown = err;
     }
+    this.telemetry.endProcess(attempt.telemetry, attempt.queue, c.kind, d.outcome, thrown);
     this.settle(attempt.queue, attempt.batch, c, d.outcome, d.runAt, d.error);
   }
 
@@ -465,6 +531,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     error?: Record<string, unknown>,
   ): void {
     this.batcher.add({
+      queue,
+      kind: c.kind,
       claimSlot: batch.claimSlot,
       batchId: batch.batchId,
       idx: c.idx,
@@ -477,9 +545,10 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.dispatchers.get(queue)!.release();
   }
 
-  private onFlushed(items: readonly Settlement[], accepted: Set<string>): void {
+  private onFlushed(items: readonly HostSettlement[], accepted: Set<string>): void {
     const s = this.stats;
     s.flushes++;
+    this.telemetry.flushed(items, accepted);
     const listen = this.listenerCount('settled') > 0;
     for (const item of items) {
       this.receipts.answered(item.batchId);

@@ -53,7 +53,13 @@ export interface JobRecord {
   runAt: Date | null;
   /** When it reached its terminal state (failed, cancelled, DLQ, or completed once its body is pruned). */
   finishedAt: Date | null;
-  meta: { metadata?: Record<string, unknown>; tags?: string[]; errors?: AttemptError[] } | null;
+  meta: {
+    metadata?: Record<string, unknown>;
+    tags?: string[];
+    errors?: AttemptError[];
+    /** The trace context the job was enqueued in (see docs/telemetry.md). */
+    trace?: Record<string, string>;
+  } | null;
 }
 
 /** Where job `id` stands now, or null if it never existed or its history passed retention. */

@@ -22,6 +22,8 @@ export interface ClaimedJob {
     tags?: string[];
     errors?: unknown[];
     callback?: { payload: unknown; at: string };
+    /** The trace context the job was enqueued in (a propagation carrier: traceparent, tracestate…). */
+    trace?: Record<string, string>;
   } | null;
 }
 
