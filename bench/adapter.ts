@@ -28,8 +28,14 @@ export interface SystemAdapter {
   readonly schema: string;
   /** Migrates/installs into a fresh database. */
   setup(url: string): Promise<void>;
-  /** The fastest documented bulk path; `onProgress` gets the running total. */
-  enqueueBulk(n: number, make: (i: number) => BenchArgs, onProgress: (done: number) => void): Promise<void>;
+  /** The fastest documented bulk path; `onProgress` gets the running total. With `unique`, job i carries the
+   * deduplication key `k<i>` through the system's own mechanism. */
+  enqueueBulk(
+    n: number,
+    make: (i: number) => BenchArgs,
+    onProgress: (done: number) => void,
+    unique?: boolean,
+  ): Promise<void>;
   /** A producer batch (multi-row insert) for steady-rate scenarios. */
   enqueueBatch(args: readonly BenchArgs[]): Promise<void>;
   /** One job, one statement: what an application does per request. */

@@ -67,6 +67,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     producers: int(values.producers, 32, 'producers'),
     holdMs: int(values['hold-ms'], 20, 'hold-ms', 0),
     processes: int(values.processes, 0, 'processes'),
+    unique: values.unique === true,
   };
   const runs = int(values.runs, 1, 'runs');
   const system = (values.system as string | undefined) ?? 'all';

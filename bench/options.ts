@@ -33,6 +33,11 @@ export const benchOptions: Record<string, BenchOption> = {
     description:
       'awa: none (API only, default) | sdk (OpenTelemetry SDK registered, row "awa+otel") | both (the two rows side by side)',
   },
+  unique: {
+    type: 'boolean',
+    description:
+      'enqueue: every job has a distinct dedup key (awa unique, graphile-worker jobKey, pg-boss singletonKey)',
+  },
   'database-url': {
     type: 'string',
     description: 'server to create bench databases on (default $DATABASE_URL)',

@@ -23,6 +23,8 @@ export interface ScenarioOptions {
   holdMs: number;
   /** Worker processes sharing --concurrency (drain, awa); 0: workers in the harness process. */
   processes: number;
+  /** Every job carries a distinct deduplication key (enqueue): what unique jobs cost each system. */
+  unique: boolean;
 }
 
 export interface ScenarioContext {

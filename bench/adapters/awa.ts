@@ -35,9 +35,15 @@ export class AwaAdapter implements SystemAdapter {
     await this.client.migrate();
   }
 
-  async enqueueBulk(n: number, make: (i: number) => BenchArgs, onProgress: (done: number) => void) {
+  async enqueueBulk(
+    n: number,
+    make: (i: number) => BenchArgs,
+    onProgress: (done: number) => void,
+    unique = false,
+  ) {
     const jobs = (function* () {
-      for (let i = 0; i < n; i++) yield { kind, args: make(i) };
+      for (let i = 0; i < n; i++)
+        yield unique ? { kind, args: make(i), options: { unique: { key: `k${i}` } } } : { kind, args: make(i) };
     })();
     this.enqueued += (await this.db().copyEnqueue(jobs, { onProgress })).inserted;
   }

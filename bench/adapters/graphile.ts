@@ -37,11 +37,20 @@ export class GraphileAdapter implements SystemAdapter {
     this.pool = new pg.Pool({ connectionString: url, max: 2 });
   }
 
-  async enqueueBulk(n: number, make: (i: number) => BenchArgs, onProgress: (done: number) => void) {
+  async enqueueBulk(
+    n: number,
+    make: (i: number) => BenchArgs,
+    onProgress: (done: number) => void,
+    unique = false,
+  ) {
     for (let start = 0; start < n; start += ADD_CHUNK) {
       const size = Math.min(ADD_CHUNK, n - start);
       await this.db().addJobs(
-        Array.from({ length: size }, (_, k) => ({ identifier: TASK, payload: make(start + k) })),
+        Array.from({ length: size }, (_, k) => ({
+          identifier: TASK,
+          payload: make(start + k),
+          ...(unique ? { jobKey: `k${start + k}` } : {}),
+        })),
       );
       onProgress(start + size);
     }

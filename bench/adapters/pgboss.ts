@@ -60,12 +60,20 @@ export class PgBossAdapter implements SystemAdapter {
     this.pool = new pg.Pool({ connectionString: url, max: 2 });
   }
 
-  async enqueueBulk(n: number, make: (i: number) => BenchArgs, onProgress: (done: number) => void) {
+  async enqueueBulk(
+    n: number,
+    make: (i: number) => BenchArgs,
+    onProgress: (done: number) => void,
+    unique = false,
+  ) {
     for (let start = 0; start < n; start += INSERT_CHUNK) {
       const size = Math.min(INSERT_CHUNK, n - start);
       await this.db().insert(
         QUEUE,
-        Array.from({ length: size }, (_, k) => ({ data: make(start + k) })),
+        Array.from({ length: size }, (_, k) => ({
+          data: make(start + k),
+          ...(unique ? { singletonKey: `k${start + k}` } : {}),
+        })),
       );
       onProgress(start + size);
     }

@@ -9,7 +9,7 @@ export const enqueueScenario: Scenario = {
   async run({ adapter, opts, progress }) {
     const bar = progress(`enqueue ${adapter.label}`, opts.jobs);
     const t0 = performance.now();
-    await adapter.enqueueBulk(opts.jobs, makeArgs(opts.payloadBytes), (n) => bar.update(n));
+    await adapter.enqueueBulk(opts.jobs, makeArgs(opts.payloadBytes), (n) => bar.update(n), opts.unique);
     const seconds = (performance.now() - t0) / 1000;
     bar.finish(opts.jobs);
     return { jobs: opts.jobs, seconds: round(seconds, 3), jobsPerSec: Math.round(opts.jobs / seconds) };
