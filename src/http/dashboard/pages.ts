@@ -26,6 +26,7 @@ export function shellPage(base: string, csrfToken: string, user: string, canLogo
 <meta name="awa-base" content="${b}">
 <meta name="awa-csrf" content="${escapeHtml(csrfToken)}">
 <title>Awa dashboard</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="${b}/assets/dashboard.css">
 <script type="module" src="${b}/assets/dashboard.js"></script>
 </head>
@@ -63,6 +64,7 @@ export function loginPage(base: string, mode: 'token' | 'basic', failed: boolean
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Awa dashboard: log in</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="${b}/assets/dashboard.css">
 </head>
 <body class="login">
