@@ -133,7 +133,8 @@ function sparkline(values, kind) {
   svg.setAttribute('height', String(h));
   svg.setAttribute('viewBox', `0 0 ${w} ${h}`);
   const max = Math.max(1, ...values);
-  const step = values.length > 1 ? w / (HISTORY - 1) : 0;
+  // Samples are spread over the full width, so the chart reads from the first poll on.
+  const step = values.length > 1 ? w / (values.length - 1) : 0;
   const points = values.map((v, i) => `${(i * step).toFixed(1)},${(h - 2 - (v / max) * (h - 4)).toFixed(1)}`);
   const line = document.createElementNS(ns, 'polyline');
   line.setAttribute('points', points.join(' '));
@@ -166,7 +167,7 @@ async function queuesPage(gen) {
       'tr',
       { 'data-queue': q.queue },
       el('td', {}, el('a', { href: `#/jobs${query({ state: 'available', queue: q.queue })}` }, q.queue)),
-      el('td', { class: 'state' }, q.paused ? badge('paused') : badge('running', 'live')),
+      el('td', { class: 'state' }, q.paused ? badge('paused') : badge('active', 'live')),
       num(q.available),
       num(q.running),
       num(q.waiting),
