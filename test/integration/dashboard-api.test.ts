@@ -53,14 +53,14 @@ const act = (path: string, body: unknown = {}) =>
   api(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 /** Every job of a search, following `next` to the end; fails on a page that repeats nothing but old jobs. */
-async function allPages(params: Record<string, string>): Promise<{ ids: string[]; pages: number }> {
+async function allPages(params: Record<string, string>): Promise<{ ids: string[] }> {
   const ids = new Set<string>();
   let cursor: Record<string, string> = {};
   for (let pages = 1; pages < 100; pages++) {
     const { status, body } = await api<JobPage>(`/jobs?${new URLSearchParams({ ...params, ...cursor })}`);
     expect(status).toBe(200);
     for (const j of body.jobs) ids.add(j.id);
-    if (!body.next) return { ids: [...ids], pages };
+    if (!body.next) return { ids: [...ids] };
     cursor = body.next as Record<string, string>;
   }
   throw new Error('paging did not end');
@@ -116,9 +116,10 @@ describe('with the host stopped', () => {
   });
 
   it('GET /jobs: completed jobs page by time to the end without losing any (limit 5 over 24)', async () => {
-    const { ids, pages } = await allPages({ state: 'completed', queue: 'mail', limit: '5' });
+    // How many pages depends on how the host grouped its completion flushes (a page of one millisecond is
+    // widened); test/unit/dashboard.test.ts pins the paging rule itself on crafted times.
+    const { ids } = await allPages({ state: 'completed', queue: 'mail', limit: '5' });
     expect(ids.sort()).toEqual([...seed.completed].sort());
-    expect(pages).toBeGreaterThanOrEqual(5);
   });
 
   it('GET /jobs: states listed by id page on beforeId, newest first', async () => {

@@ -10,6 +10,7 @@ import {
 } from '../../src/index.js';
 import { Authenticator, originAllowed, safeEqual } from '../../src/http/dashboard/auth.js';
 import { jobSearch, idList } from '../../src/http/dashboard/input.js';
+import { searchJobs } from '../../src/http/dashboard/api.js';
 import { escapeHtml, shellPage, loginPage } from '../../src/http/dashboard/pages.js';
 
 // The dashboard's edges without a database: configuration refused with the field named, credentials and
@@ -362,6 +363,68 @@ describe('input validation', () => {
       );
     }
     expect(() => idList({ ids: Array.from({ length: 501 }, (_, i) => String(i + 1)) })).toThrow(/1 to 500/);
+  });
+});
+
+describe('completed-job paging', () => {
+  /** A client listing `jobs` as list_jobs() does for completed: newest first, strictly before beforeAt. */
+  function historyClient(jobs: { id: string; at: Date }[]): { client: DashboardClient; limits: number[] } {
+    const limits: number[] = [];
+    const client = {
+      listJobs: async (f: { beforeAt?: Date; limit: number }) => {
+        limits.push(f.limit);
+        return jobs
+          .filter((j) => !f.beforeAt || j.at < f.beforeAt)
+          .sort((a, b) => b.at.getTime() - a.at.getTime() || Number(b.id) - Number(a.id))
+          .slice(0, f.limit)
+          .map((j) => ({
+            ...j,
+            state: 'completed',
+            kind: 'k',
+            queue: 'q',
+            priority: 2,
+            attempt: 1,
+            maxAttempts: 25,
+          }));
+      },
+    } as unknown as DashboardClient;
+    return { client, limits };
+  }
+
+  async function walk(client: DashboardClient, limit: number): Promise<{ ids: Set<string>; pages: number }> {
+    const ids = new Set<string>();
+    let before: Date | undefined;
+    for (let pages = 1; pages < 200; pages++) {
+      const page = await searchJobs(client, { state: 'completed', limit, before });
+      for (const j of page.jobs) ids.add(j.id);
+      if (!page.next) return { ids, pages };
+      before = new Date((page.next as { before: string }).before);
+    }
+    throw new Error('paging did not end');
+  }
+
+  it('loses no job of a flush cut by a page boundary (flushes of 7 jobs sharing a millisecond, pages of 5)', async () => {
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    const jobs = Array.from({ length: 35 }, (_, i) => ({
+      id: String(i + 1),
+      at: new Date(t0 + Math.floor(i / 7) * 10),
+    }));
+    const { client, limits } = historyClient(jobs);
+    const { ids, pages } = await walk(client, 5);
+    expect([...ids].sort()).toEqual(jobs.map((j) => j.id).sort());
+    expect(pages).toBeGreaterThan(1);
+    // Pages of a single millisecond were widened to reach an older one.
+    expect(limits).toContain(20);
+  });
+
+  it('pages by exactly `limit` when every job has its own time', async () => {
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    const jobs = Array.from({ length: 12 }, (_, i) => ({ id: String(i + 1), at: new Date(t0 + i * 10) }));
+    const { client, limits } = historyClient(jobs);
+    const { ids, pages } = await walk(client, 5);
+    expect(ids.size).toBe(12);
+    expect(pages).toBe(3);
+    expect(new Set(limits)).toEqual(new Set([5]));
   });
 });
 

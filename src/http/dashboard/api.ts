@@ -92,11 +92,15 @@ export function createApi(client: DashboardClient): Hono {
   return api;
 }
 
+/** The most rows one page may grow to when a completion flush shares a millisecond (the client's limit). */
+const MAX_WIDENED_PAGE = 1000;
+
 /**
  * One page of a job search. States listed by id page on `beforeId`; completed jobs are listed by completion
  * time and page on `before`. Jobs of one completion flush share a time, so the next page starts 1 ms after
- * the last one shown (the browser drops the repeats) rather than skipping the flush's remaining members —
- * unless the whole page shares that millisecond, where only moving on can make progress.
+ * the last one shown (the browser drops the repeats) rather than skipping the flush's remaining members; and a
+ * page whose rows all share one millisecond is widened (up to 1000 rows) until it reaches an older one, so the
+ * cursor always moves. Only a flush of more than 1000 jobs in one millisecond can still be cut.
  */
 export async function searchJobs(client: DashboardClient, s: input.JobSearch): Promise<JobPage> {
   const byTime = s.state === 'completed';
@@ -105,24 +109,33 @@ export async function searchJobs(client: DashboardClient, s: input.JobSearch): P
     const end = new Date(s.to.getTime() + 1);
     if (!before || end < before) before = end;
   }
-  const rows = await client.listJobs({
-    state: s.state,
-    queue: s.queue,
-    kind: s.kind,
-    limit: s.limit,
-    ...(byTime ? { beforeAt: before } : { beforeId: s.beforeId }),
-  });
+  let limit = s.limit;
+  let rows: JobSummary[];
+  for (;;) {
+    rows = await client.listJobs({
+      state: s.state,
+      queue: s.queue,
+      kind: s.kind,
+      limit,
+      ...(byTime ? { beforeAt: before } : { beforeId: s.beforeId }),
+    });
+    if (!byTime || rows.length < limit || limit >= MAX_WIDENED_PAGE || !oneMillisecond(rows)) break;
+    limit = Math.min(limit * 4, MAX_WIDENED_PAGE);
+  }
   const jobs = rows.filter((j) => (!s.from || j.at >= s.from) && (!s.to || j.at <= s.to));
   const last = rows.at(-1);
   // 'available' lists each lane's next jobs only: there is no deeper page to ask for.
   let next: JobPage['next'] = null;
-  if (last && rows.length === s.limit && s.state !== 'available') {
+  if (last && rows.length === limit && s.state !== 'available') {
     if (!byTime) next = { beforeId: last.id };
     else if (!s.from || last.at >= s.from) {
-      const first = rows[0]!;
-      const sameMs = first.at.getTime() === last.at.getTime();
-      next = { before: new Date(last.at.getTime() + (sameMs ? 0 : 1)).toISOString() };
+      const stuck = oneMillisecond(rows);
+      next = { before: new Date(last.at.getTime() + (stuck ? 0 : 1)).toISOString() };
     }
   }
   return { jobs, next };
+}
+
+function oneMillisecond(rows: readonly JobSummary[]): boolean {
+  return rows.length > 0 && rows[0]!.at.getTime() === rows.at(-1)!.at.getTime();
 }
