@@ -125,6 +125,20 @@ export default tseslint.config(
       noTest,
     ]),
   },
+  // The dashboard's page script runs in the browser, not in Node: it sees the DOM and fetch, and imports nothing.
+  {
+    files: ['src/http/dashboard/assets/**/*.js'],
+    languageOptions: {
+      sourceType: 'module',
+      globals: Object.fromEntries(
+        ['document', 'window', 'fetch', 'Node', 'URLSearchParams', 'FormData', 'setTimeout'].map((g) => [
+          g,
+          'readonly',
+        ]),
+      ),
+    },
+    rules: { 'no-restricted-imports': ['error', { patterns: ['*'] }] },
+  },
   // micro.ts measures hot internal functions that the public API does not expose (args encoding, job-row
   // building, the completion batcher, the stats histogram), so it alone may import those modules. When
   // the engine changes them, this file changes with them.

@@ -11,6 +11,8 @@ export {
   SchemaTooNewError,
   DatabaseError,
   TransactionRequiredError,
+  DashboardConfigError,
+  InvalidRequestError,
   type AwaErrorCode,
 } from './model/errors.js';
 export {
@@ -39,6 +41,7 @@ export type { Priority } from './model/validation.js';
 export type {
   QueueCounts,
   JobRecord,
+  JobProgress,
   MigrateResult,
   PruneResult,
   PruneOutcome,

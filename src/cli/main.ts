@@ -86,7 +86,7 @@ const commands: Record<string, Command> = {
   },
   cron: { summary: CRON_USAGE, options: cronOptions, run: cronCommand },
   serve: {
-    summary: 'serve HTTP: the signed callback receiver at POST /callbacks',
+    summary: 'serve HTTP: the signed callback receiver at POST /callbacks and the dashboard at /dashboard',
     options: serveOptions,
     run: serveCommand,
   },

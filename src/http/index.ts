@@ -14,3 +14,15 @@ export {
   type RunningServer,
   type ServeCallbacksOptions,
 } from './server.js';
+export {
+  createDashboard,
+  startDashboard,
+  isLoopback,
+  CSRF_HEADER,
+  SESSION_COOKIE,
+  type DashboardAuth,
+  type DashboardClient,
+  type DashboardOptions,
+  type JobPage,
+  type StartDashboardOptions,
+} from './dashboard/index.js';

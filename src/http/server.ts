@@ -13,12 +13,15 @@ import { createCallbackReceiver, type CallbackReceiverOptions } from './callback
 export interface HttpAppParts {
   /** The callback receiver (createCallbackReceiver), mounted at /callbacks. */
   callbacks?: Hono;
+  /** The operator dashboard (createDashboard), which carries its own base path (default /dashboard). */
+  dashboard?: Hono;
 }
 
-/** Builds the root app from its parts: POST /callbacks is the callback receiver. */
+/** Builds the root app from its parts: POST /callbacks is the callback receiver, /dashboard the dashboard. */
 export function createHttpApp(parts: HttpAppParts): Hono {
   const app = new Hono();
   if (parts.callbacks) app.route('/callbacks', parts.callbacks);
+  if (parts.dashboard) app.route('/', parts.dashboard);
   return app;
 }
 

@@ -5,6 +5,7 @@ export type AwaErrorCode =
   | 'AWA_INVALID_ARGS'
   | 'AWA_INVALID_OPTION'
   | 'AWA_INVALID_CONFIG'
+  | 'AWA_INVALID_REQUEST'
   | 'AWA_PAYLOAD_TOO_LARGE'
   | 'AWA_PAYLOAD_NOT_SERIALISABLE'
   | 'AWA_UNKNOWN_KIND'
@@ -135,5 +136,25 @@ export class TransactionRequiredError extends AwaError {
       'AWA_TRANSACTION_REQUIRED',
       `${operation}({ client }) needs an open transaction on that client: run BEGIN on it first, or omit client and Awa runs the load in a transaction of its own.`,
     );
+  }
+}
+
+/** The dashboard's configuration is incomplete or unsafe (no credentials, open on a public address…);
+ * `field` names the option (or environment variable) to fix. Thrown once, when the dashboard is built. */
+export class DashboardConfigError extends AwaError {
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super('AWA_INVALID_CONFIG', `Invalid dashboard configuration "${field}": ${message}`);
+    this.field = field;
+  }
+}
+
+/** An HTTP request to an Awa API carried an input that is out of range or of the wrong shape; `field` names
+ * the parameter. Answered as 400 with this code and field. */
+export class InvalidRequestError extends AwaError {
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super('AWA_INVALID_REQUEST', `Invalid request "${field}": ${message}`);
+    this.field = field;
   }
 }

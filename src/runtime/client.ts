@@ -20,6 +20,7 @@ import {
   enqueueRows,
   ensureLanes,
   findJob,
+  jobProgress,
   listDlq,
   pendingSql,
   listDescriptors,
@@ -52,6 +53,7 @@ import {
   type StorageFamily,
   type EnqueueResult,
   type JobRecord,
+  type JobProgress,
   type MigrateResult,
   type QueueCounts,
   type RingSlot,
@@ -392,6 +394,12 @@ export class AwaClient {
 
   async getJob(id: string): Promise<JobRecord | null> {
     return this.run('getJob', undefined, (db) => findJob(db, this.schema, id));
+  }
+
+  /** The newest progress an attempt of job `id` recorded, while it is held (usually until the attempt
+   * closes), or null. */
+  async jobProgress(id: string): Promise<JobProgress | null> {
+    return this.run('jobProgress', undefined, (db) => jobProgress(db, this.schema, id));
   }
 
   /**

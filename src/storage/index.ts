@@ -21,3 +21,4 @@ export * from './lanes.js';
 export * from './queues.js';
 export * from './callbacks.js';
 export * from './cron.js';
+export * from './job-progress.js';

@@ -8,7 +8,8 @@ import { post } from '../helpers/signed-post.js';
 import { until } from '../helpers/wait.js';
 
 // `awa serve` as its own process (node + tsx on src/cli/main.ts): it refuses to start without a secret, serves
-// the receiver at POST /callbacks with the secret from the environment, and stops on SIGTERM.
+// the receiver at POST /callbacks with the secret from the environment, and stops on SIGTERM; with dashboard
+// credentials it serves the dashboard at /dashboard, and it refuses an open dashboard on a public address.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const MAIN = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
@@ -47,7 +48,13 @@ function collect(child: ChildProcess): { out: () => string; exit: Promise<number
 describe('awa serve', () => {
   it('refuses to start without a callback secret', async () => {
     const run = collect(
-      spawnAwa(['serve', '--port', '0'], { DATABASE_URL: db.url, AWA_CALLBACK_SECRET: undefined }),
+      spawnAwa(['serve', '--port', '0'], {
+        DATABASE_URL: db.url,
+        AWA_CALLBACK_SECRET: undefined,
+        AWA_DASHBOARD_TOKEN: undefined,
+        AWA_DASHBOARD_USER: undefined,
+        AWA_DASHBOARD_PASSWORD: undefined,
+      }),
     );
     expect(await run.exit).toBe(2);
     expect(run.out()).toMatch(/no callback secret: set AWA_CALLBACK_SECRET/);
@@ -73,5 +80,40 @@ describe('awa serve', () => {
     });
     child.kill('SIGTERM');
     expect(await run.exit).toBe(0);
+  });
+
+  it('serves the dashboard at /dashboard with AWA_DASHBOARD_TOKEN (and no callback receiver without a secret)', async () => {
+    const token = 'cli-dashboard-token-0123456789';
+    const child = spawnAwa(['serve', '--port', '0'], {
+      DATABASE_URL: db.url,
+      AWA_CALLBACK_SECRET: undefined,
+      AWA_DASHBOARD_TOKEN: token,
+    });
+    const run = collect(child);
+    const base = await until(
+      'the server to listen',
+      async () => /serving on (http:\/\/\S+):/.exec(run.out())?.[1],
+    );
+    expect(run.out()).toMatch(/dashboard http:\/\/\S+\/dashboard/);
+    const api = `${base}/dashboard/api/queues`;
+    expect((await fetch(api)).status).toBe(401);
+    const ok = await fetch(api, { headers: { authorization: `Bearer ${token}` } });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toMatchObject({ queues: [] });
+    expect((await fetch(`${base}/callbacks`, { method: 'POST', body: '{}' })).status).toBe(404);
+    child.kill('SIGTERM');
+    expect(await run.exit).toBe(0);
+  });
+
+  it('refuses --dashboard-open on a non-loopback address without --insecure, naming the field', async () => {
+    const run = collect(
+      spawnAwa(['serve', '--port', '0', '--host', '0.0.0.0', '--dashboard-open'], {
+        DATABASE_URL: db.url,
+        AWA_CALLBACK_SECRET: undefined,
+      }),
+    );
+    expect(await run.exit).toBe(1);
+    expect(run.out()).toMatch(/AWA_INVALID_CONFIG/);
+    expect(run.out()).toMatch(/"auth".*not a loopback address/);
   });
 });

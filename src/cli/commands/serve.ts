@@ -1,12 +1,15 @@
-import { createCallbackReceiver, createHttpApp, listen } from '../../http/index.js';
+import type { Hono } from 'hono';
+import { createCallbackReceiver, createDashboard, createHttpApp, listen } from '../../http/index.js';
 import { parseSecretList } from '../../model/signature.js';
 import { AwaClient } from '../../runtime/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
-// awa serve: Awa's HTTP server. Today it carries the signed callback receiver at POST /callbacks; the root
-// app is assembled from parts (createHttpApp) so other surfaces can be mounted beside it.
+// awa serve: Awa's HTTP server, assembled from parts (createHttpApp): the signed callback receiver at
+// POST /callbacks when a callback secret is configured, and the operator dashboard at /dashboard when dashboard
+// credentials are (or --dashboard-open on loopback). Secrets come from the environment rather than flags for the
+// dashboard, so they never show in a process list.
 
 export const serveOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
@@ -22,6 +25,28 @@ export const serveOptions: Record<string, OptionSpec> = {
     description: 'accepted clock difference of a signature (default 300)',
   },
   'max-body-bytes': { type: 'number', description: 'largest callback body (default 1 MiB)' },
+  dashboard: {
+    type: 'boolean',
+    description:
+      'serve the dashboard at /dashboard (default: when $AWA_DASHBOARD_TOKEN or $AWA_DASHBOARD_USER/$AWA_DASHBOARD_PASSWORD is set)',
+  },
+  'dashboard-user': {
+    type: 'string',
+    description: 'dashboard basic-auth user (its password from $AWA_DASHBOARD_PASSWORD)',
+  },
+  'dashboard-open': {
+    type: 'boolean',
+    description: 'serve the dashboard without authentication (loopback addresses only, unless --insecure)',
+  },
+  insecure: {
+    type: 'boolean',
+    description: 'allow --dashboard-open on a non-loopback address (something in front must authenticate)',
+  },
+  'allowed-origin': {
+    type: 'string',
+    multiple: true,
+    description: "another origin dashboard actions may come from, e.g. a proxy's https://ops.example.com",
+  },
 };
 
 /** Serves until SIGINT/SIGTERM, then stops accepting, lets requests finish and closes. */
@@ -30,10 +55,25 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const given = (values['callback-secret'] as string[] | undefined) ?? [];
   const secrets = given.length > 0 ? given : parseSecretList(ctx.env.AWA_CALLBACK_SECRET ?? '');
-  if (secrets.length === 0) {
+  const env = ctx.env;
+  const dashboardWanted =
+    values.dashboard === true ||
+    (values.dashboard !== false &&
+      Boolean(
+        values['dashboard-user'] ||
+        values['dashboard-open'] ||
+        env.AWA_DASHBOARD_TOKEN ||
+        env.AWA_DASHBOARD_USER ||
+        env.AWA_DASHBOARD_PASSWORD,
+      ));
+  if (secrets.length === 0 && !dashboardWanted) {
     throw new UsageError(
-      'no callback secret: set AWA_CALLBACK_SECRET (several separated by commas while rotating) or pass --callback-secret',
+      'no callback secret: set AWA_CALLBACK_SECRET (several separated by commas while rotating) or pass --callback-secret; ' +
+        'or serve the dashboard: set AWA_DASHBOARD_TOKEN (or AWA_DASHBOARD_USER and AWA_DASHBOARD_PASSWORD)',
     );
+  }
+  if (values.insecure === true && values['dashboard-open'] !== true) {
+    throw new UsageError('--insecure only applies with --dashboard-open');
   }
   const url = databaseUrl(values, ctx.env);
   const client = new AwaClient({
@@ -42,22 +82,28 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
     poolSize: 4,
   });
   let server;
+  const host = values.host as string | undefined;
+  const parts: { callbacks?: Hono; dashboard?: Hono } = {};
   try {
-    const callbacks = createCallbackReceiver({
-      client,
-      secrets,
-      toleranceSeconds: values['tolerance-seconds'] as number | undefined,
-      maxBodyBytes: values['max-body-bytes'] as number | undefined,
-    });
-    server = await listen(createHttpApp({ callbacks }), {
-      port: values.port as number | undefined,
-      host: values.host as string | undefined,
-    });
+    if (secrets.length > 0) {
+      parts.callbacks = createCallbackReceiver({
+        client,
+        secrets,
+        toleranceSeconds: values['tolerance-seconds'] as number | undefined,
+        maxBodyBytes: values['max-body-bytes'] as number | undefined,
+      });
+    }
+    if (dashboardWanted) parts.dashboard = dashboardPart(client, values, host, env);
+    server = await listen(createHttpApp(parts), { port: values.port as number | undefined, host });
   } catch (err) {
     await client.close();
     throw err;
   }
-  ctx.err(`[awa] serving on ${server.url}: POST ${server.url}/callbacks; Ctrl-C to stop`);
+  const served = [
+    parts.callbacks ? `POST ${server.url}/callbacks` : '',
+    parts.dashboard ? `dashboard ${server.url}/dashboard` : '',
+  ].filter(Boolean);
+  ctx.err(`[awa] serving on ${server.url}: ${served.join(', ')}; Ctrl-C to stop`);
   await new Promise<void>((done) => {
     const stop = () => {
       process.off('SIGINT', stop);
@@ -70,5 +116,30 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
     };
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
+  });
+}
+
+/** The dashboard from the flags, with credentials from the environment unless --dashboard-open. */
+function dashboardPart(
+  client: AwaClient,
+  values: Record<string, unknown>,
+  host: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+): Hono {
+  const user = values['dashboard-user'] as string | undefined;
+  const open = values['dashboard-open'] === true;
+  if (open && user !== undefined)
+    throw new UsageError('--dashboard-open and --dashboard-user exclude each other');
+  const password = env.AWA_DASHBOARD_PASSWORD;
+  if (user !== undefined && !password) {
+    throw new UsageError(`--dashboard-user ${user} needs its password in AWA_DASHBOARD_PASSWORD`);
+  }
+  return createDashboard({
+    client,
+    host,
+    auth: open ? false : user !== undefined ? { username: user, password: password! } : undefined,
+    insecure: values.insecure === true,
+    env,
+    allowedOrigins: values['allowed-origin'] as string[] | undefined,
   });
 }

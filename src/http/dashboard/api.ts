@@ -1,0 +1,141 @@
+import { Hono, type Context } from 'hono';
+import type { JobSummary } from '../../storage/index.js';
+import type { DashboardClient } from './config.js';
+import * as input from './input.js';
+
+// The dashboard's JSON API: reads through the client, each one paged or bounded (no read walks history row
+// by row), and actions as POSTs with JSON bodies. Authentication and CSRF are checked before these routes
+// run (see app.ts); these handlers only validate and delegate.
+
+export interface JobPage {
+  jobs: JobSummary[];
+  /** The query parameters of the next (older) page, or null when this was the last. */
+  next: { beforeId: string } | { before: string } | null;
+}
+
+export function createApi(client: DashboardClient): Hono {
+  const api = new Hono();
+
+  api.get('/queues', async (c) => {
+    const q = c.req.query();
+    input.knownParams(q, ['windowMs']);
+    const windowMs = q.windowMs === undefined ? 60_000 : input.int('windowMs', q.windowMs, 1_000, 86_400_000);
+    return c.json({ at: new Date().toISOString(), windowMs, queues: await client.queueHealth({ windowMs }) });
+  });
+
+  api.post('/queues/:queue/:action{pause|resume}', async (c) => {
+    const queue = input.name('queue', c.req.param('queue'));
+    input.emptyBody(await input.jsonBody(c.req.raw));
+    const pause = c.req.param('action') === 'pause';
+    const changed = pause ? await client.pauseQueue(queue) : await client.resumeQueue(queue);
+    return c.json({ queue, paused: pause, changed });
+  });
+
+  api.get('/jobs', async (c) => c.json(await searchJobs(client, input.jobSearch(c.req.query()))));
+
+  api.get('/jobs/:id', async (c) => {
+    input.knownParams(c.req.query(), []);
+    const id = input.jobId('id', c.req.param('id'));
+    const [job, progress] = await Promise.all([client.getJob(id), client.jobProgress(id)]);
+    if (!job) return c.json({ error: 'not_found', message: `job ${id} is unknown or past retention` }, 404);
+    return c.json({ job, progress });
+  });
+
+  api.post('/jobs/:id/cancel', async (c) => {
+    const id = input.jobId('id', c.req.param('id'));
+    input.emptyBody(await input.jsonBody(c.req.raw));
+    return c.json({ id, cancelledFrom: await client.cancel(id, 'cancelled from the dashboard') });
+  });
+
+  api.post('/jobs/:id/retry', async (c) => {
+    const id = input.jobId('id', c.req.param('id'));
+    input.emptyBody(await input.jsonBody(c.req.raw));
+    return c.json({ id, retriedFrom: await client.retryJob(id) });
+  });
+
+  // The DLQ page lists through the id-keyed index (newest first), like any other state.
+  api.get('/dlq', async (c) => {
+    const q = c.req.query();
+    input.knownParams(q, ['queue', 'kind', 'beforeId', 'limit']);
+    return c.json(await searchJobs(client, input.jobSearch({ ...q, state: 'dlq' })));
+  });
+
+  api.post('/dlq/retry', async (c) => {
+    const ids = input.idList(await input.jsonBody(c.req.raw));
+    return c.json({ retried: await client.retryDlq(ids) });
+  });
+
+  api.post('/dlq/purge', async (c) => {
+    const ids = input.idList(await input.jsonBody(c.req.raw));
+    return c.json({ purged: await client.purgeDlq({ ids }) });
+  });
+
+  api.get('/runtimes', async (c) => {
+    input.knownParams(c.req.query(), []);
+    const runtimes = await client.runtimeList();
+    const leader = runtimes.find((r) => r.live && r.isLeader)?.instanceId ?? null;
+    return c.json({ runtimes, leader });
+  });
+
+  api.get('/cron', async (c) => {
+    input.knownParams(c.req.query(), []);
+    return c.json({ schedules: await client.listCron() });
+  });
+
+  api.get('/storage', async (c) => {
+    input.knownParams(c.req.query(), []);
+    const [ring, tables] = await Promise.all([client.ringStatus(), client.storageStatus()]);
+    return c.json({ ring, tables });
+  });
+
+  api.all('*', (c: Context) => c.json({ error: 'not_found' }, 404));
+  return api;
+}
+
+/** The most rows one page may grow to when a completion flush shares a millisecond (the client's limit). */
+const MAX_WIDENED_PAGE = 1000;
+
+/**
+ * One page of a job search. States listed by id page on `beforeId`; completed jobs are listed by completion
+ * time and page on `before`. Jobs of one completion flush share a time, so the next page starts 1 ms after
+ * the last one shown (the browser drops the repeats) rather than skipping the flush's remaining members; and a
+ * page whose rows all share one millisecond is widened (up to 1000 rows) until it reaches an older one, so the
+ * cursor always moves. Only a flush of more than 1000 jobs in one millisecond can still be cut.
+ */
+export async function searchJobs(client: DashboardClient, s: input.JobSearch): Promise<JobPage> {
+  const byTime = s.state === 'completed';
+  let before = s.before;
+  if (byTime && s.to) {
+    const end = new Date(s.to.getTime() + 1);
+    if (!before || end < before) before = end;
+  }
+  let limit = s.limit;
+  let rows: JobSummary[];
+  for (;;) {
+    rows = await client.listJobs({
+      state: s.state,
+      queue: s.queue,
+      kind: s.kind,
+      limit,
+      ...(byTime ? { beforeAt: before } : { beforeId: s.beforeId }),
+    });
+    if (!byTime || rows.length < limit || limit >= MAX_WIDENED_PAGE || !oneMillisecond(rows)) break;
+    limit = Math.min(limit * 4, MAX_WIDENED_PAGE);
+  }
+  const jobs = rows.filter((j) => (!s.from || j.at >= s.from) && (!s.to || j.at <= s.to));
+  const last = rows.at(-1);
+  // 'available' lists each lane's next jobs only: there is no deeper page to ask for.
+  let next: JobPage['next'] = null;
+  if (last && rows.length === limit && s.state !== 'available') {
+    if (!byTime) next = { beforeId: last.id };
+    else if (!s.from || last.at >= s.from) {
+      const stuck = oneMillisecond(rows);
+      next = { before: new Date(last.at.getTime() + (stuck ? 0 : 1)).toISOString() };
+    }
+  }
+  return { jobs, next };
+}
+
+function oneMillisecond(rows: readonly JobSummary[]): boolean {
+  return rows.length > 0 && rows[0]!.at.getTime() === rows.at(-1)!.at.getTime();
+}

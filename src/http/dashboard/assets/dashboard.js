@@ -1,0 +1,735 @@
+// The Awa dashboard page: a hash-routed single page over the JSON API. Every value from the server reaches
+// the DOM as a text node or a checked attribute (see el()); nothing is parsed as HTML. Actions send the
+// session's CSRF token in a header that a cross-site form cannot set.
+
+const base = meta('awa-base');
+const csrf = meta('awa-csrf');
+const main = document.getElementById('main');
+const notice = document.getElementById('notice');
+const POLL_MS = 2000;
+const HISTORY = 60;
+
+/** Per queue: the last samples of depth (available) and completions per minute, kept across pages. */
+const history = new Map();
+/** Bumped on every navigation, so a poll or fetch of a page left behind drops its result. */
+let generation = 0;
+
+function meta(name) {
+  const node = document.querySelector(`meta[name="${name}"]`);
+  return node ? node.getAttribute('content') || '' : '';
+}
+
+/** Builds an element: attrs are set as attributes (href only to this page's routes), children as nodes or
+ * text. The one way this script creates DOM. */
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'href' && !String(value).startsWith('#/')) throw new Error(`refusing link ${value}`);
+    if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+function replace(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+}
+
+function say(message, isError = false) {
+  notice.textContent = message;
+  notice.className = isError ? 'error' : '';
+}
+
+async function request(path, init = {}) {
+  const response = await fetch(`${base}/api${path}`, { credentials: 'same-origin', ...init });
+  if (response.status === 401) {
+    window.location.assign(`${base}/login`);
+    throw new Error('logged out');
+  }
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.message || body.error || `HTTP ${response.status}`);
+  return body;
+}
+
+const get = (path) => request(path);
+const post = (path, body = {}) =>
+  request(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-awa-csrf': csrf },
+    body: JSON.stringify(body),
+  });
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+function fmtTime(value) {
+  if (!value) return '—';
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? String(value) : d.toLocaleString();
+}
+
+function fmtAge(value) {
+  if (!value) return '—';
+  const s = Math.max(0, (Date.now() - new Date(value).getTime()) / 1000);
+  if (s < 90) return `${s.toFixed(0)} s`;
+  if (s < 5400) return `${(s / 60).toFixed(0)} min`;
+  if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+
+function fmtBytes(n) {
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+function badge(text, kind = text) {
+  return el('span', { class: `badge ${kind}` }, text);
+}
+
+function table(headers, rows, attrs = {}) {
+  return el(
+    'table',
+    attrs,
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        headers.map((h) => el('th', { class: h.num ? 'num' : undefined }, h.label ?? h)),
+      ),
+    ),
+    el('tbody', {}, rows),
+  );
+}
+
+function num(value) {
+  return el('td', { class: 'num' }, Number(value).toLocaleString());
+}
+
+/** An inline SVG sparkline of the samples (built with DOM calls: no markup is parsed). */
+function sparkline(values, kind) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const w = 120;
+  const h = 26;
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('class', `spark ${kind}`);
+  svg.setAttribute('width', String(w));
+  svg.setAttribute('height', String(h));
+  svg.setAttribute('viewBox', `0 0 ${w} ${h}`);
+  const max = Math.max(1, ...values);
+  // Samples are spread over the full width, so the chart reads from the first poll on.
+  const step = values.length > 1 ? w / (values.length - 1) : 0;
+  const points = values.map((v, i) => `${(i * step).toFixed(1)},${(h - 2 - (v / max) * (h - 4)).toFixed(1)}`);
+  const line = document.createElementNS(ns, 'polyline');
+  line.setAttribute('points', points.join(' '));
+  svg.append(line);
+  const title = document.createElementNS(ns, 'title');
+  title.textContent = `last ${values.length} samples, max ${max}`;
+  svg.append(title);
+  return svg;
+}
+
+// ---- pages ----
+
+async function queuesPage(gen) {
+  const data = await get(`/queues${query({ windowMs: 60000 })}`);
+  if (gen !== generation) return;
+  for (const q of data.queues) {
+    const h = history.get(q.queue) ?? { depth: [], rate: [] };
+    h.depth.push(q.available);
+    h.rate.push(q.completedRecent);
+    if (h.depth.length > HISTORY) h.depth.shift();
+    if (h.rate.length > HISTORY) h.rate.shift();
+    history.set(q.queue, h);
+  }
+  const rows = data.queues.map((q) => {
+    const h = history.get(q.queue);
+    const toggle = q.paused
+      ? el('button', { onclick: () => queueAction(q.queue, 'resume'), 'data-action': 'resume' }, 'Resume')
+      : el('button', { onclick: () => queueAction(q.queue, 'pause'), 'data-action': 'pause' }, 'Pause');
+    return el(
+      'tr',
+      { 'data-queue': q.queue },
+      el('td', {}, el('a', { href: `#/jobs${query({ state: 'available', queue: q.queue })}` }, q.queue)),
+      el('td', { class: 'state' }, q.paused ? badge('paused') : badge('active', 'live')),
+      num(q.available),
+      num(q.running),
+      num(q.waiting),
+      num(q.scheduled),
+      num(q.retryable),
+      num(q.completedRecent),
+      num(q.failedRecent),
+      el('td', {}, fmtAge(q.oldestAvailableAt)),
+      el('td', {}, sparkline(h.depth, 'depth')),
+      el('td', {}, sparkline(h.rate, 'rate')),
+      el('td', {}, q.inOldestSlot ? badge('in oldest slot', 'held') : ''),
+      el('td', {}, toggle),
+    );
+  });
+  replace(
+    main,
+    el('h2', {}, 'Queues'),
+    el(
+      'p',
+      { class: 'muted' },
+      `Refreshed every ${POLL_MS / 1000} s; rates are per minute. ${fmtTime(data.at)}`,
+    ),
+    data.queues.length === 0
+      ? el('p', {}, 'No queues yet.')
+      : table(
+          [
+            'queue',
+            'state',
+            { label: 'available', num: true },
+            { label: 'running', num: true },
+            { label: 'waiting', num: true },
+            { label: 'scheduled', num: true },
+            { label: 'retryable', num: true },
+            { label: 'done/min', num: true },
+            { label: 'failed/min', num: true },
+            'oldest',
+            'depth',
+            'throughput',
+            'ring',
+            '',
+          ],
+          rows,
+          { id: 'queues' },
+        ),
+  );
+  setTimeout(() => {
+    if (gen === generation) queuesPage(gen).catch(showError);
+  }, POLL_MS);
+}
+
+async function queueAction(queue, action) {
+  try {
+    const r = await post(`/queues/${encodeURIComponent(queue)}/${action}`);
+    say(
+      r.changed
+        ? `Queue ${queue} ${action === 'pause' ? 'paused' : 'resumed'}.`
+        : `Queue ${queue} was already ${action === 'pause' ? 'paused' : 'running'}.`,
+    );
+    navigate();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+const STATES = [
+  'available',
+  'scheduled',
+  'retryable',
+  'running',
+  'waiting_external',
+  'completed',
+  'failed',
+  'cancelled',
+  'dlq',
+];
+
+function localInput(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return '';
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+async function jobsPage(gen, params) {
+  const state = params.get('state') || 'available';
+  const form = el(
+    'form',
+    { class: 'search', id: 'job-search', onsubmit: submitSearch },
+    el('label', {}, 'Job id', el('input', { name: 'id', inputmode: 'numeric', size: 12 })),
+    el(
+      'label',
+      {},
+      'State',
+      el(
+        'select',
+        { name: 'state' },
+        STATES.map((s) => el('option', { value: s, selected: s === state }, s)),
+      ),
+    ),
+    el('label', {}, 'Queue', el('input', { name: 'queue', value: params.get('queue') ?? '' })),
+    el('label', {}, 'Kind', el('input', { name: 'kind', value: params.get('kind') ?? '' })),
+    el(
+      'label',
+      {},
+      'From',
+      el('input', { name: 'from', type: 'datetime-local', value: localInput(params.get('from')) }),
+    ),
+    el(
+      'label',
+      {},
+      'To',
+      el('input', { name: 'to', type: 'datetime-local', value: localInput(params.get('to')) }),
+    ),
+    el('button', { type: 'submit', class: 'primary' }, 'Search'),
+  );
+  const body = el('tbody', {});
+  const more = el('div', { class: 'more' });
+  replace(
+    main,
+    el('h2', {}, 'Jobs'),
+    form,
+    el(
+      'table',
+      { id: 'jobs' },
+      el(
+        'thead',
+        {},
+        el(
+          'tr',
+          {},
+          ['id', 'state', 'kind', 'queue', 'priority', 'attempt', 'at'].map((h) => el('th', {}, h)),
+        ),
+      ),
+      body,
+    ),
+    more,
+  );
+  const seen = new Set();
+  const search = {
+    state,
+    queue: params.get('queue') || undefined,
+    kind: params.get('kind') || undefined,
+    from: params.get('from') || undefined,
+    to: params.get('to') || undefined,
+  };
+  const load = async (cursor) => {
+    const page = await get(`/jobs${query({ ...search, ...cursor, limit: 50 })}`);
+    if (gen !== generation) return;
+    for (const j of page.jobs) {
+      if (seen.has(j.id)) continue;
+      seen.add(j.id);
+      body.append(
+        el(
+          'tr',
+          { 'data-job': j.id },
+          el('td', {}, el('a', { href: `#/job/${j.id}` }, j.id)),
+          el('td', {}, badge(j.state)),
+          el('td', {}, j.kind ?? '—'),
+          el('td', {}, j.queue),
+          num(j.priority),
+          el('td', {}, j.maxAttempts ? `${j.attempt} / ${j.maxAttempts}` : String(j.attempt)),
+          el('td', {}, fmtTime(j.at)),
+        ),
+      );
+    }
+    replace(
+      more,
+      seen.size === 0 ? el('p', { class: 'muted' }, 'No jobs match.') : null,
+      page.next ? el('button', { onclick: () => load(page.next).catch(showError) }, 'Older') : null,
+    );
+  };
+  await load({});
+}
+
+function submitSearch(event) {
+  event.preventDefault();
+  const data = new FormData(event.target);
+  const id = String(data.get('id') || '').trim();
+  if (id) {
+    window.location.hash = `#/job/${encodeURIComponent(id)}`;
+    return;
+  }
+  const iso = (v) => (v ? new Date(String(v)).toISOString() : undefined);
+  window.location.hash = `#/jobs${query({
+    state: data.get('state'),
+    queue: String(data.get('queue') || '').trim(),
+    kind: String(data.get('kind') || '').trim(),
+    from: iso(data.get('from')),
+    to: iso(data.get('to')),
+  })}`;
+}
+
+const CANCELLABLE = new Set(['available', 'scheduled', 'retryable', 'running', 'waiting_external']);
+const RETRYABLE = new Set(['failed', 'cancelled', 'dlq', 'scheduled', 'retryable']);
+
+async function jobPage(gen, id) {
+  const { job, progress } = await get(`/jobs/${encodeURIComponent(id)}`);
+  if (gen !== generation) return;
+  const errors = job.meta?.errors ?? [];
+  const events = [];
+  for (const e of errors) events.push({ at: e.at, text: `attempt ${e.attempt} failed: ${e.error}` });
+  if (progress)
+    events.push({ at: progress.updatedAt, text: `progress recorded (lease ${progress.runLease})` });
+  if (job.runAt)
+    events.push({ at: job.runAt, text: new Date(job.runAt) > new Date() ? 'runs at' : 'became runnable' });
+  if (job.finishedAt) events.push({ at: job.finishedAt, text: `finished: ${job.state}` });
+  events.sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
+  const actions = el(
+    'div',
+    { class: 'actions' },
+    CANCELLABLE.has(job.state)
+      ? el('button', { class: 'danger', onclick: () => jobAction(job.id, 'cancel') }, 'Cancel')
+      : null,
+    RETRYABLE.has(job.state)
+      ? el('button', { class: 'primary', onclick: () => jobAction(job.id, 'retry') }, 'Retry now')
+      : null,
+  );
+  replace(
+    main,
+    el('h2', {}, `Job ${job.id}`),
+    el(
+      'dl',
+      { class: 'facts', id: 'job-facts' },
+      [
+        ['state', badge(job.state)],
+        ['kind', job.kind ?? '— (compact history)'],
+        ['queue', job.queue],
+        ['priority', job.priority],
+        ['attempts', job.maxAttempts ? `${job.attempt} of ${job.maxAttempts}` : job.attempt],
+        ['run lease', job.runLease],
+        ['run at', fmtTime(job.runAt)],
+        ['finished', fmtTime(job.finishedAt)],
+        ['tags', (job.meta?.tags ?? []).join(', ') || '—'],
+      ].map(([k, v]) => [el('dt', {}, k), el('dd', { 'data-fact': k }, v)]),
+    ),
+    actions,
+    el('h3', {}, 'Args'),
+    el('pre', { id: 'job-args' }, JSON.stringify(job.args, null, 2) ?? 'null'),
+    el('h3', {}, 'Progress'),
+    progress
+      ? el('pre', { id: 'job-progress' }, JSON.stringify(progress.progress, null, 2))
+      : el('p', { class: 'muted' }, 'None recorded (or the attempt is closed).'),
+    el('h3', {}, `Errors (${errors.length})`),
+    errors.length === 0
+      ? el('p', { class: 'muted' }, 'None.')
+      : table(
+          ['attempt', 'at', 'error'],
+          errors.map((e) =>
+            el(
+              'tr',
+              {},
+              el('td', {}, e.attempt),
+              el('td', {}, fmtTime(e.at)),
+              el(
+                'td',
+                {},
+                e.error,
+                e.stack ? el('details', {}, el('summary', {}, 'stack'), el('pre', {}, e.stack)) : null,
+              ),
+            ),
+          ),
+          { id: 'job-errors' },
+        ),
+    el('h3', {}, 'Timeline'),
+    el(
+      'ol',
+      { class: 'timeline' },
+      events.map((e) => el('li', {}, el('time', {}, fmtTime(e.at)), e.text)),
+    ),
+    job.meta?.metadata
+      ? [el('h3', {}, 'Metadata'), el('pre', {}, JSON.stringify(job.meta.metadata, null, 2))]
+      : null,
+  );
+}
+
+async function jobAction(id, action) {
+  try {
+    const r = await post(`/jobs/${encodeURIComponent(id)}/${action}`);
+    const from = action === 'cancel' ? r.cancelledFrom : r.retriedFrom;
+    say(
+      from
+        ? `Job ${id}: ${action === 'cancel' ? 'cancelled' : 'retried'} (was ${from}).`
+        : `Job ${id}: nothing to ${action}.`,
+      !from,
+    );
+    navigate();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function dlqPage(gen, params) {
+  const queue = params.get('queue') || undefined;
+  const body = el('tbody', {});
+  const more = el('div', { class: 'more' });
+  const selected = () => [...body.querySelectorAll('input[type=checkbox]:checked')].map((c) => c.value);
+  replace(
+    main,
+    el('h2', {}, 'Dead-letter queue'),
+    el(
+      'div',
+      { class: 'actions' },
+      el('button', { onclick: () => dlqAction('retry', selected()) }, 'Retry selected'),
+      el('button', { class: 'danger', onclick: () => dlqAction('purge', selected()) }, 'Purge selected'),
+    ),
+    el(
+      'table',
+      { id: 'dlq' },
+      el(
+        'thead',
+        {},
+        el(
+          'tr',
+          {},
+          ['', 'id', 'kind', 'queue', 'attempts', 'dead-lettered', ''].map((h) => el('th', {}, h)),
+        ),
+      ),
+      body,
+    ),
+    more,
+  );
+  const seen = new Set();
+  const load = async (cursor) => {
+    const page = await get(`/dlq${query({ queue, ...cursor, limit: 50 })}`);
+    if (gen !== generation) return;
+    for (const j of page.jobs) {
+      if (seen.has(j.id)) continue;
+      seen.add(j.id);
+      body.append(
+        el(
+          'tr',
+          { 'data-job': j.id },
+          el('td', {}, el('input', { type: 'checkbox', value: j.id, 'aria-label': `select ${j.id}` })),
+          el('td', {}, el('a', { href: `#/job/${j.id}` }, j.id)),
+          el('td', {}, j.kind ?? '—'),
+          el('td', {}, j.queue),
+          el('td', {}, j.maxAttempts ? `${j.attempt} / ${j.maxAttempts}` : String(j.attempt)),
+          el('td', {}, fmtTime(j.at)),
+          el(
+            'td',
+            {},
+            el('button', { 'data-action': 'retry', onclick: () => dlqAction('retry', [j.id]) }, 'Retry'),
+            ' ',
+            el(
+              'button',
+              { class: 'danger', 'data-action': 'purge', onclick: () => dlqAction('purge', [j.id]) },
+              'Purge',
+            ),
+          ),
+        ),
+      );
+    }
+    replace(
+      more,
+      seen.size === 0 ? el('p', { class: 'muted' }, 'The DLQ is empty.') : null,
+      page.next ? el('button', { onclick: () => load(page.next).catch(showError) }, 'Older') : null,
+    );
+  };
+  await load({});
+}
+
+async function dlqAction(action, ids) {
+  if (ids.length === 0) return say('Select entries first.', true);
+  if (
+    action === 'purge' &&
+    !window.confirm(`Delete ${ids.length} DLQ entr${ids.length === 1 ? 'y' : 'ies'} for good?`)
+  )
+    return;
+  try {
+    const r = await post(`/dlq/${action}`, { ids });
+    say(action === 'retry' ? `Retried ${r.retried.length} of ${ids.length}.` : `Purged ${r.purged}.`);
+    navigate();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function runtimesPage(gen) {
+  const { runtimes, leader } = await get('/runtimes');
+  if (gen !== generation) return;
+  const leaderRow = runtimes.find((r) => r.instanceId === leader);
+  replace(
+    main,
+    el('h2', {}, 'Runtimes'),
+    el(
+      'p',
+      { id: 'leader' },
+      leaderRow ? `Leader: ${leaderRow.hostname} pid ${leaderRow.pid} (${leader})` : 'No live leader.',
+    ),
+    table(
+      [
+        'instance',
+        'host',
+        'pid',
+        'version',
+        'queues',
+        { label: 'in flight', num: true },
+        'started',
+        'heartbeat',
+        'state',
+      ],
+      runtimes.map((r) =>
+        el(
+          'tr',
+          {},
+          el('td', {}, r.instanceId.slice(0, 8)),
+          el('td', {}, r.hostname),
+          el('td', {}, r.pid),
+          el('td', {}, r.version ?? '—'),
+          el(
+            'td',
+            {},
+            r.queues
+              .map((q) => (r.concurrency && r.concurrency[q] ? `${q}×${r.concurrency[q]}` : q))
+              .join(', '),
+          ),
+          num(r.inFlight),
+          el('td', {}, fmtTime(r.startedAt)),
+          el('td', {}, `${fmtAge(r.heartbeatAt)} ago`),
+          el(
+            'td',
+            {},
+            r.live ? badge('live') : badge(r.stoppedAt ? 'stopped' : 'silent', 'failed'),
+            r.isLeader && r.live ? [' ', badge('leader')] : null,
+          ),
+        ),
+      ),
+      { id: 'runtimes' },
+    ),
+  );
+}
+
+async function cronPage(gen) {
+  const { schedules } = await get('/cron');
+  if (gen !== generation) return;
+  replace(
+    main,
+    el('h2', {}, 'Cron schedules'),
+    schedules.length === 0
+      ? el('p', {}, 'No schedules.')
+      : table(
+          ['name', 'cron', 'kind', 'queue', 'next fire', 'last fire', 'last job', 'state'],
+          schedules.map((s) =>
+            el(
+              'tr',
+              {},
+              el('td', {}, s.name),
+              el('td', {}, `${s.cron} (${s.timezone})`),
+              el('td', {}, s.kind),
+              el('td', {}, s.queue),
+              el('td', {}, fmtTime(s.nextFireAt)),
+              el('td', {}, fmtTime(s.lastFireAt)),
+              el('td', {}, s.lastJobId ? el('a', { href: `#/job/${s.lastJobId}` }, s.lastJobId) : '—'),
+              el(
+                'td',
+                {},
+                s.paused ? badge('paused') : badge('active', 'live'),
+                s.undeclared ? [' ', badge('undeclared', 'held')] : null,
+              ),
+            ),
+          ),
+          { id: 'cron' },
+        ),
+  );
+}
+
+async function storagePage(gen) {
+  const { ring, tables } = await get('/storage');
+  if (gen !== generation) return;
+  const oldest = ring.find((s) => s.role === 'sealed');
+  const held = oldest?.pinnedBy
+    ? `Oldest sealed slot ${oldest.slot} is held: ${oldest.pinnedBy} (${oldest.unclaimed ?? 0} unclaimed rows, ${oldest.openReceipts ?? 0} open receipts) of queues ${(oldest.queues ?? []).join(', ') || '—'}.`
+    : 'Nothing holds the ring: the oldest slot is pruned as soon as it is spent.';
+  replace(
+    main,
+    el('h2', {}, 'Storage'),
+    el('h3', {}, 'Ring slots (oldest first)'),
+    table(
+      [
+        'slot',
+        'role',
+        { label: 'generation', num: true },
+        { label: 'ready rows ≈', num: true },
+        { label: 'receipts ≈', num: true },
+        'held by',
+      ],
+      ring.map((s) =>
+        el(
+          'tr',
+          {},
+          el('td', {}, s.slot),
+          el('td', {}, badge(s.role, s.role === 'current' ? 'running' : '')),
+          num(s.generation),
+          num(s.readyRows),
+          num(s.receipts),
+          el('td', {}, s.pinnedBy ? badge(s.pinnedBy, 'held') : ''),
+        ),
+      ),
+      { id: 'ring' },
+    ),
+    el('p', { id: 'ring-held' }, held),
+    el('h3', {}, 'Tables'),
+    table(
+      [
+        'table',
+        { label: 'partitions', num: true },
+        { label: 'size', num: true },
+        { label: 'live', num: true },
+        { label: 'dead', num: true },
+      ],
+      tables.map((t) =>
+        el(
+          'tr',
+          {},
+          el('td', {}, t.family),
+          num(t.partitions),
+          el('td', { class: 'num' }, fmtBytes(t.bytes)),
+          num(t.liveTuples),
+          num(t.deadTuples),
+        ),
+      ),
+      { id: 'tables' },
+    ),
+  );
+}
+
+// ---- routing ----
+
+function showError(err) {
+  say(err instanceof Error ? err.message : String(err), true);
+}
+
+function navigate() {
+  const gen = ++generation;
+  const hash = window.location.hash || '#/queues';
+  const [path, search] = hash.slice(1).split('?');
+  const params = new URLSearchParams(search ?? '');
+  const parts = path.split('/').filter(Boolean);
+  const page = parts[0] ?? 'queues';
+  for (const a of document.querySelectorAll('#nav a')) {
+    a.classList.toggle('active', a.dataset.page === (page === 'job' ? 'jobs' : page));
+  }
+  const pages = {
+    queues: () => queuesPage(gen),
+    jobs: () => jobsPage(gen, params),
+    job: () => jobPage(gen, decodeURIComponent(parts[1] ?? '')),
+    dlq: () => dlqPage(gen, params),
+    runtimes: () => runtimesPage(gen),
+    cron: () => cronPage(gen),
+    storage: () => storagePage(gen),
+  };
+  const render = pages[page] ?? pages.queues;
+  render().catch((err) => {
+    if (gen === generation) {
+      replace(main, el('p', { class: 'error' }, err instanceof Error ? err.message : String(err)));
+    }
+  });
+}
+
+window.addEventListener('hashchange', () => {
+  say('');
+  navigate();
+});
+navigate();
