@@ -12,8 +12,11 @@ export interface DispatcherDeps {
   onError(err: unknown): void;
 }
 
-/** How long after a wake-up the dispatcher claims once more (twice the producers' wake-up spacing). */
-const ECHO_MS = 10;
+/** How long after a wake-up, or after a claim that found jobs but not a full batch, the dispatcher claims
+ * once more: the producers' wake-up spacing (see reserve_lane()). While jobs keep arriving, claims follow
+ * each other at this pace, so a job whose producer skipped its wake-up waits at most this long; the first
+ * claim that finds nothing ends the chain, and an idle queue costs no claim. */
+const ECHO_MS = 5;
 /** How soon to claim again when another claimer held a lane (a claim takes a few milliseconds); doubled
  * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
 const CONTENDED_RETRY_MS = 2;
@@ -90,6 +93,10 @@ export class Dispatcher {
    */
   notified(): void {
     this.wake();
+    this.echo();
+  }
+
+  private echo(): void {
     if (this.echoTimer || this.stopped) return;
     this.echoTimer = setTimeout(() => {
       this.echoTimer = null;
@@ -145,7 +152,11 @@ export class Dispatcher {
           this.retrySoon();
           break;
         }
-        if (got < max && !this.again) break;
+        if (got < max && !this.again) {
+          // Jobs are trickling in: look again shortly for those whose producers skipped their wake-up.
+          if (got > 0) this.echo();
+          break;
+        }
       }
     } finally {
       this.claiming = false;

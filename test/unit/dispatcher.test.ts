@@ -133,7 +133,8 @@ describe('Dispatcher', () => {
           asks.push(max);
           // Another host holds the lane: one job of the free lane, and the flag.
           if (contendedClaims-- > 0) return { batches: [batchOf(1, asks.length * 10)], contended: true };
-          return { batches: [batchOf(2, 900)], contended: false };
+          if (contendedClaims === -1) return { batches: [batchOf(2, 900)], contended: false };
+          return { batches: [], contended: false };
         },
         execute: () => {},
         backpressure: () => false,
@@ -154,11 +155,49 @@ describe('Dispatcher', () => {
       await vi.advanceTimersByTimeAsync(1);
       expect(asks).toEqual([10, 9, 8]);
       await vi.advanceTimersByTimeAsync(8);
-      // The fourth claim was short but not contended: the queue is dry, so no more claims on a timer.
+      // The fourth claim was short but not contended; it found jobs, so one more look 5 ms later, which
+      // finds none: the queue is dry, so no more claims on a timer.
       expect(asks).toEqual([10, 9, 8, 7]);
+      await vi.advanceTimersByTimeAsync(4);
+      expect(asks).toHaveLength(4);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(asks).toEqual([10, 9, 8, 7, 5]);
       expect(d.running).toBe(5);
       await vi.advanceTimersByTimeAsync(10_000);
-      expect(asks).toHaveLength(4);
+      expect(asks).toHaveLength(5);
+      d.stopClaiming();
+    });
+  });
+
+  describe('while jobs trickle in', () => {
+    beforeEach(() => {
+      vi.useFakeTimers();
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    it('claims again every 5 ms while claims keep finding jobs, and stops after the first that finds none', async () => {
+      const at: number[] = [];
+      let trickle = 3;
+      const t0 = Date.now();
+      const d = new Dispatcher('q', 100, 50, 3_600_000, {
+        claim: async () => {
+          at.push(Date.now() - t0);
+          return { batches: trickle-- > 0 ? [batchOf(1, at.length)] : [], contended: false };
+        },
+        execute: () => {},
+        backpressure: () => false,
+        onError: (e) => {
+          throw e;
+        },
+      });
+      d.start();
+      await vi.advanceTimersByTimeAsync(100);
+      // Three claims that each found a job, then one that found none; no notification, no poll.
+      expect(at).toEqual([0, 5, 10, 15]);
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(at).toHaveLength(4);
       d.stopClaiming();
     });
   });
@@ -196,13 +235,14 @@ describe('Dispatcher', () => {
     pressure = false;
     d.resume();
     await new Promise((r) => setTimeout(r, 10));
-    expect(asks).toEqual([4, 4]);
+    // The second batch came back short: one more look 5 ms later finds nothing.
+    expect(asks).toEqual([4, 4, 4]);
     expect(running).toHaveLength(6);
     expect(d.running).toBe(6);
-    // The queue ran dry (the last batch came back short): a later flush does not claim for nothing.
+    // The queue ran dry: a later flush does not claim for nothing.
     d.resume();
     await new Promise((r) => setTimeout(r, 10));
-    expect(asks).toEqual([4, 4]);
+    expect(asks).toEqual([4, 4, 4]);
     d.stopClaiming();
   });
 });
