@@ -14,7 +14,6 @@ import {
 import {
   applyMigrations,
   cancelJob,
-  connect,
   copyEnqueueChunk,
   createPool,
   enqueueRows,
@@ -37,6 +36,7 @@ import {
   ringStatus,
   setQueuePaused,
   validateConnectionString,
+  withClient,
   withSavepoint,
   withTransaction,
   wrapDatabaseError,
@@ -140,12 +140,7 @@ export class AwaClient {
 
   /** Applies pending migrations under an advisory lock (safe to run from several processes). */
   async migrate(): Promise<MigrateResult> {
-    const client = await connect(this.pool, this.target);
-    try {
-      return await applyMigrations(client, this.schema);
-    } finally {
-      client.release();
-    }
+    return withClient(this.pool, this.target, (client) => applyMigrations(client, this.schema));
   }
 
   /** The SQL `migrate()` would run on an empty database. */
