@@ -171,6 +171,7 @@ declare
   v_has_tombstones boolean;
   v_last bigint;
   v_seen int;
+  v_all bigint[];
   v_seqs bigint[];
   v_leases bigint[];
   v_jobs json;
@@ -186,11 +187,11 @@ begin
   v_has_tombstones := exists (select 1 from {{schema}}.ready_tombstones t
                                where t.slot = v_head_slot and t.lane_id = p_lane.lane_id and t.lane_seq > p_high);
   -- The subquery's order feeds the aggregates in lane order.
-  select max(r.lane_seq), count(*),
+  select max(r.lane_seq), count(*), array_agg(r.lane_seq),
          array_agg(r.lane_seq) filter (where not r.dead),
          array_agg(r.run_lease + 1) filter (where not r.dead),
          json_agg({{schema}}.claimed_json(r.body)) filter (where not r.dead)
-    into v_last, v_seen, v_seqs, v_leases, v_jobs
+    into v_last, v_seen, v_all, v_seqs, v_leases, v_jobs
     from (select r.lane_seq, r.run_lease, r as body,
                  (v_has_tombstones and exists (
                    select 1 from {{schema}}.ready_tombstones t
@@ -203,10 +204,12 @@ begin
     return;
   end if;
   if v_seen <> v_last - p_high then
-    select int8multirange(int8range(p_high + 1, v_last + 1)) - range_agg(int8range(r.lane_seq, r.lane_seq + 1))
-      into v_gaps
-      from {{schema}}.ready_entries r
-     where r.slot = v_head_slot and r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last;
+    -- The gaps are the positions of the range that the read above did not see, computed from that same read:
+    -- a second read of ready_entries would take a newer snapshot (READ COMMITTED), see a row whose producer
+    -- committed in between, and leave its position neither a member nor a gap, so it would read as claimed
+    -- and its job would never run.
+    v_gaps := int8multirange(int8range(p_high + 1, v_last + 1))
+              - (select range_agg(int8range(s, s + 1)) from unnest(v_all) s);
     v_horizon := pg_sequence_last_value(p_lane.xid_mark_seq) + 1;
   end if;
   select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id, v_head_slot, p_high + 1,
