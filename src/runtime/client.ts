@@ -14,7 +14,6 @@ import {
 import {
   applyMigrations,
   cancelJob,
-  connect,
   copyEnqueueChunk,
   createPool,
   enqueueRows,
@@ -38,6 +37,7 @@ import {
   ringStatus,
   setQueuePaused,
   validateConnectionString,
+  withClient,
   withSavepoint,
   withTransaction,
   wrapDatabaseError,
@@ -144,12 +144,7 @@ export class AwaClient {
 
   /** Applies pending migrations under an advisory lock (safe to run from several processes). */
   async migrate(): Promise<MigrateResult> {
-    const client = await connect(this.pool, this.target);
-    try {
-      return await applyMigrations(client, this.schema);
-    } finally {
-      client.release();
-    }
+    return withClient(this.pool, this.target, (client) => applyMigrations(client, this.schema));
   }
 
   /** The SQL `migrate()` would run on an empty database. */

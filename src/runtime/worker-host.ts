@@ -9,7 +9,7 @@ import {
   assertMigrated,
   callbackResult,
   claimJobs,
-  connect,
+  withClient,
   createPool,
   ensureLanes,
   finishAttempts,
@@ -271,19 +271,17 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.state = 'starting';
     try {
       await this.startThreadPool();
-      const client = await connect(
+      await withClient(
         this.pool,
         this.config.connectionString ? redact(this.config.connectionString) : 'the given pool',
+        async (client) => {
+          await assertMigrated(client, this.config.schema);
+          await ensureLanes(client, this.config.schema, [...this.config.queues.keys()]);
+          await this.liveness.register(client);
+          const c = this.config;
+          await syncCronDefinitions(client, c.schema, c.instanceId, c.cron, c.heartbeatStalenessMs);
+        },
       );
-      try {
-        await assertMigrated(client, this.config.schema);
-        await ensureLanes(client, this.config.schema, [...this.config.queues.keys()]);
-        await this.liveness.register(client);
-        const c = this.config;
-        await syncCronDefinitions(client, c.schema, c.instanceId, c.cron, c.heartbeatStalenessMs);
-      } finally {
-        client.release();
-      }
       await this.wakeup.start();
     } catch (err) {
       this.state = 'stopped';

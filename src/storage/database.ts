@@ -73,24 +73,52 @@ export async function connect(pool: pg.Pool, target: string): Promise<pg.PoolCli
   }
 }
 
+/**
+ * Runs `fn` on a client checked out of `pool`, then gives it back. While a client is checked out, pg-pool
+ * leaves it without an 'error' listener; a connection lost meanwhile (the server terminated the backend, a
+ * reset socket) makes it emit 'error' outside any query, typically an ECONNRESET right after the server's own
+ * error ended the query, and an 'error' event nobody listens to is an uncaught exception that ends the
+ * caller's process. So the checkout listens for the whole of `fn`, and a client that lost its connection is
+ * released as broken (the pool discards it instead of handing it out again).
+ */
+export async function withClient<T>(
+  pool: pg.Pool,
+  target: string,
+  fn: (client: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  const client = await connect(pool, target);
+  let lost: Error | undefined;
+  const onError = (err: Error) => (lost ??= err);
+  client.on('error', onError);
+  let failure: unknown;
+  try {
+    return await fn(client);
+  } catch (err) {
+    failure = err;
+    throw err;
+  } finally {
+    client.release(lost ?? (isConnectionLoss(failure) ? (failure as Error) : undefined));
+    client.removeListener('error', onError);
+  }
+}
+
 /** Runs `fn` in a transaction on a pooled client. */
 export async function withTransaction<T>(
   pool: pg.Pool,
   target: string,
   fn: (client: pg.PoolClient) => Promise<T>,
 ): Promise<T> {
-  const client = await connect(pool, target);
-  try {
+  return withClient(pool, target, async (client) => {
     await client.query('begin');
-    const result = await fn(client);
-    await client.query('commit');
-    return result;
-  } catch (err) {
-    await client.query('rollback').catch(() => {});
-    throw err;
-  } finally {
-    client.release();
-  }
+    try {
+      const result = await fn(client);
+      await client.query('commit');
+      return result;
+    } catch (err) {
+      await client.query('rollback').catch(() => {});
+      throw err;
+    }
+  });
 }
 
 /**
