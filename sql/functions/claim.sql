@@ -229,7 +229,7 @@ begin
          array_agg(r.lane_seq) filter (where not r.dead),
          array_agg(r.run_lease + 1) filter (where not r.dead),
          json_agg({{schema}}.claimed_json(r.body)) filter (where not r.dead)
-    into v_last, v_seen, v_all, v_seqs, v_leases, v_jobs
+    into v_last, v_seen, v_seqs, v_leases, v_jobs
     from (select r.lane_seq, r.run_lease, r as body,
                  (v_has_tombstones and exists (
                    select 1 from {{schema}}.ready_tombstones t
