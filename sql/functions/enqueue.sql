@@ -34,12 +34,15 @@ begin
     return;
   end if;
   select array_agg(nextval('{{schema}}.job_id_seq')) into v_ids from generate_series(1, v_n);
+  -- Every id of this call is passed as "taken": a key row naming one of them can only have been written by
+  -- an earlier row of this call (the ids were drawn just now). Passing the list of earlier kept rows instead
+  -- cost O(n²) on a large batch.
   for u in
     select m.meta, m.ord from unnest(p_metas) with ordinality as m(meta, ord) where m.meta ? 'unique' order by m.ord
   loop
     v_holder := {{schema}}.unique_acquire(u.meta -> 'unique' ->> 'key', v_ids[u.ord],
                   array(select jsonb_array_elements_text(u.meta -> 'unique' -> 'states')),
-                  array(select v_ids[k] from generate_series(1, u.ord - 1) k where v_keep[k]));
+                  v_ids);
     if v_holder is not null then
       v_keep[u.ord] := false;
       v_ids[u.ord] := v_holder;

@@ -14,7 +14,8 @@ end
 $$;
 
 -- Takes the claim on p_key for job p_job_id, or returns the job that holds it. p_taken lists jobs of the same
--- call that took a key already (their rows do not exist yet, so they count as holding it).
+-- call (their rows do not exist yet, so one that took a key counts as holding it); it is read only when the
+-- key is held.
 create function {{schema}}.unique_acquire(p_key text, p_job_id bigint, p_states text[], p_taken bigint[])
   returns bigint
   language plpgsql
