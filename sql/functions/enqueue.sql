@@ -17,6 +17,7 @@ declare
   v_ids bigint[];
   v_keep boolean[] := array_fill(true, array[v_n]);
   v_holder bigint;
+  v_taken bigint[] := '{}';
   v_now timestamptz := now();
   g record;
   u record;
@@ -34,11 +35,32 @@ begin
     return;
   end if;
   select array_agg(nextval('{{schema}}.job_id_seq')) into v_ids from generate_series(1, v_n);
-  -- Every id of this call is passed as "taken": a key row naming one of them can only have been written by
-  -- an earlier row of this call (the ids were drawn just now). Passing the list of earlier kept rows instead
-  -- cost O(n²) on a large batch.
+  if exists (select 1 from unnest(p_metas) m where m ? 'unique') then
+    -- The common case in one statement: the first row of the call naming a key takes it when nobody holds it
+    -- (in key order, so two producers' batches sharing keys never wait on each other in a cycle).
+    with firsts as (
+      select distinct on (m.meta -> 'unique' ->> 'key') m.meta -> 'unique' ->> 'key' as key, m.ord,
+             array(select jsonb_array_elements_text(m.meta -> 'unique' -> 'states')) as states
+        from unnest(p_metas) with ordinality as m(meta, ord)
+       where m.meta ? 'unique'
+       order by m.meta -> 'unique' ->> 'key', m.ord
+    ), taken as (
+      insert into {{schema}}.unique_claims (key, job_id, states)
+      select f.key, v_ids[f.ord], f.states from firsts f order by f.key
+      on conflict (key) do nothing
+      returning unique_claims.job_id
+    )
+    select coalesce(array_agg(f.ord), '{}') into v_taken from firsts f join taken t on t.job_id = v_ids[f.ord];
+  end if;
+  -- The rest one by one, in input order: later rows of a key this call took (duplicates of its first row)
+  -- and keys someone else holds. Every id of this call is passed as "taken": a key row naming one of them can
+  -- only have been written by an earlier row of this call (the ids were drawn just now).
   for u in
-    select m.meta, m.ord from unnest(p_metas) with ordinality as m(meta, ord) where m.meta ? 'unique' order by m.ord
+    select m.meta, m.ord
+      from unnest(p_metas) with ordinality as m(meta, ord)
+      left join unnest(v_taken) as t(ord) on t.ord = m.ord
+     where m.meta ? 'unique' and t.ord is null
+     order by m.ord
   loop
     v_holder := {{schema}}.unique_acquire(u.meta -> 'unique' ->> 'key', v_ids[u.ord],
                   array(select jsonb_array_elements_text(u.meta -> 'unique' -> 'states')),
