@@ -12,10 +12,10 @@ export interface DispatcherDeps {
   onError(err: unknown): void;
 }
 
-/** How long after a wake-up, or after a claim that found jobs but not a full batch, the dispatcher claims
- * once more: the producers' wake-up spacing (see reserve_lane()). While jobs keep arriving, claims follow
- * each other at this pace, so a job whose producer skipped its wake-up waits at most this long; the first
- * claim that finds nothing ends the chain, and an idle queue costs no claim. */
+/** How long after a wake-up (twice), or after a claim that found jobs but not a full batch, the dispatcher
+ * claims once more: the producers' wake-up spacing (see reserve_lane()). While jobs keep arriving, claims
+ * follow each other at this pace, so a job whose producer skipped its wake-up waits about this long; once
+ * the echoes owed find nothing the chain ends, and an idle queue costs no claim. */
 const ECHO_MS = 5;
 /** How soon to claim again when another claimer held a lane (a claim takes a few milliseconds); doubled
  * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
@@ -32,6 +32,8 @@ export class Dispatcher {
   private echoTimer: NodeJS.Timeout | null = null;
   private errorDelayMs = 0;
   private contendedDelayMs = 0;
+  /** Echo claims still owed (see ECHO_MS). */
+  private echoRounds = 0;
   private readonly refillAt: number;
   private idleWaiters: (() => void)[] = [];
   /**
@@ -93,14 +95,18 @@ export class Dispatcher {
    */
   notified(): void {
     this.wake();
+    // Twice: a producer that skipped its wake-up just before the echo may commit just after it.
+    this.echoRounds = Math.max(this.echoRounds, 2);
     this.echo();
   }
 
   private echo(): void {
-    if (this.echoTimer || this.stopped) return;
+    if (this.echoTimer || this.stopped || this.echoRounds <= 0) return;
     this.echoTimer = setTimeout(() => {
       this.echoTimer = null;
+      this.echoRounds--;
       this.wake();
+      this.echo();
     }, ECHO_MS);
   }
 
@@ -154,7 +160,10 @@ export class Dispatcher {
         }
         if (got < max && !this.again) {
           // Jobs are trickling in: look again shortly for those whose producers skipped their wake-up.
-          if (got > 0) this.echo();
+          if (got > 0) {
+            this.echoRounds = Math.max(this.echoRounds, 1);
+            this.echo();
+          }
           break;
         }
       }

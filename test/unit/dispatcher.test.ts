@@ -198,6 +198,14 @@ describe('Dispatcher', () => {
       expect(at).toEqual([0, 5, 10, 15]);
       await vi.advanceTimersByTimeAsync(10_000);
       expect(at).toHaveLength(4);
+      // A wake-up from a producer: a claim now and two echoes 5 ms apart, even when they find nothing
+      // (producers that skipped their own wake-up may commit just after the first echo); then nothing.
+      const woken = Date.now() - t0;
+      d.notified();
+      await vi.advanceTimersByTimeAsync(100);
+      expect(at.slice(4).map((t) => t - woken)).toEqual([0, 5, 10]);
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(at).toHaveLength(7);
       d.stopClaiming();
     });
   });
