@@ -72,6 +72,35 @@ begin
 end
 $$;
 
+-- The 'available' page of list_jobs(): each lane's next jobs above its high-water, in lane order through the
+-- primary key, however many rows wait behind them. Ring partitions are truncated, not vacuumed or analyzed,
+-- so their statistics are stale: on a 10M backlog the planner took a bitmap scan of every waiting row and a
+-- sort (1 s). Bitmap scans are off here and the tombstone check is a per-row filter (an anti-join would
+-- want the rows sorted), so each lane stops after p_limit rows.
+create function {{schema}}.list_available(p_queue text, p_kind text, p_before_at timestamptz,
+    p_after_at timestamptz, p_limit int)
+  returns table (job_id bigint, state text, kind text, queue text, priority smallint, attempt int,
+                 max_attempts int, at timestamptz)
+  language sql stable
+  set jit = off
+  set enable_bitmapscan = off
+  set enable_sort = off
+  as $$
+    select r.job_id, 'available'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, r.ready_at
+      from {{schema}}.lanes l
+      cross join lateral {{schema}}.lane_high(l) lh
+      cross join lateral (
+        select x.* from {{schema}}.ready_entries x
+         where x.lane_id = l.lane_id and x.lane_seq > lh.high
+           and (p_kind is null or x.kind = p_kind)
+           and x.ready_at < p_before_at and x.ready_at >= p_after_at
+           and (select t.lane_seq from {{schema}}.ready_tombstones t
+                 where t.slot = x.slot and t.lane_id = x.lane_id and t.lane_seq = x.lane_seq) is null
+         order by x.lane_seq limit p_limit) r
+     where p_queue is null or l.queue = p_queue
+     order by r.ready_at, r.job_id limit p_limit
+  $$;
+
 -- A page of jobs in one state, optionally of one queue and kind. Every branch reads an index or a bounded set:
 -- most states newest first by id, below p_before_id; 'completed' newest first by completion time, before
 -- p_before_at (terminal history, the ring's success history, and compact history, whose kind and args are
@@ -121,20 +150,7 @@ begin
          and w.waiting_since < v_before_at and w.waiting_since >= v_after_at
        order by w.job_id desc limit p_limit;
   elsif p_state = 'available' then
-    return query
-      select r.job_id, 'available'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, r.ready_at
-        from {{schema}}.lanes l
-        cross join lateral {{schema}}.lane_high(l) lh
-        cross join lateral (
-          select x.* from {{schema}}.ready_entries x
-           where x.lane_id = l.lane_id and x.lane_seq > lh.high
-             and (p_kind is null or x.kind = p_kind)
-             and x.ready_at < v_before_at and x.ready_at >= v_after_at
-             and not exists (select 1 from {{schema}}.ready_tombstones t
-                              where t.slot = x.slot and t.lane_id = x.lane_id and t.lane_seq = x.lane_seq)
-           order by x.lane_seq limit p_limit) r
-       where p_queue is null or l.queue = p_queue
-       order by r.ready_at, r.job_id limit p_limit;
+    return query select * from {{schema}}.list_available(p_queue, p_kind, v_before_at, v_after_at, p_limit);
   elsif p_state = 'running' then
     return query
       select r.job_id, 'running'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, b.claimed_at
