@@ -1,4 +1,4 @@
-import type { ResultRow } from './report.js';
+import type { ResultRow } from './result-row.js';
 
 // The charts of `--report DIR`: a static page whose data is inlined and drawn by Vega-Lite (a maintained
 // declarative charting library) through vega-embed, fetched from jsDelivr when the page is opened.

@@ -1,32 +1,9 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Environment } from './environment.js';
+import type { ResultRow } from './result-row.js';
 
 // Results: one row per system per scenario, printed as a table (with awa/peer ratios) or as JSON lines,
 // and optionally written to a directory with an HTML page of charts.
-
-export interface ResultRow {
-  scenario: string;
-  system: string;
-  jobs: number | null;
-  concurrency: number | null;
-  seconds: number;
-  jobsPerSec: number | null;
-  p50Ms: number | null;
-  p95Ms: number | null;
-  p99Ms: number | null;
-  maxMs: number | null;
-  deadTuples: number | null;
-  liveTuples: number | null;
-  peakRssMb: number | null;
-  runs: number;
-  /** jobsPerSec of every run, the row being the median one. */
-  runJobsPerSec: (number | null)[];
-  settings: Record<string, unknown>;
-  /** Scenario-specific figures (first/last interval, series over time, maintenance counters…). */
-  extra: Record<string, unknown>;
-  environment?: Environment;
-}
 
 /** The run whose key is the median (lower middle for an even count), with every run's jobs/s attached. */
 export function medianRun(runs: ResultRow[], key: (r: ResultRow) => number | null): ResultRow {

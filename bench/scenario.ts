@@ -1,7 +1,7 @@
 import type { ProgressBar } from '../src/terminal/progress.js';
 import type { BenchArgs, SystemAdapter } from './adapter.js';
 import { nowMs } from './pace.js';
-import type { ResultRow } from './report.js';
+import type { ResultRow } from './result-row.js';
 
 // What a scenario gets and gives back. The CLI owns databases, setup/teardown and the final tuple sample;
 // a scenario only drives the adapter and measures.
