@@ -17,9 +17,13 @@ create function {{schema}}.slot_has_rows(p_slot smallint) returns boolean
         or exists (select 1 from {{schema}}.ready_tombstones where slot = p_slot)
   $$;
 
--- Appends a rotation to the ledger when the current slot has rows and the next one is empty. Returns the
--- new current slot, or null when it skipped (idle ring, busy incoming slot, or another rotator).
-create function {{schema}}.rotate() returns smallint
+-- Appends a rotation to the ledger when the current slot has rows and the next one is empty, and (with
+-- p_min_rows > 0) holds at least p_min_rows ready rows or is older than p_max_age_ms. Every rotation is later
+-- a prune, whose truncate makes the claims of that moment wait a few milliseconds: a ring that turns once a
+-- second puts that wait into 1 % of the jobs of a queue taking 100 per second; turning by size or age keeps
+-- it rare at low rates and changes nothing at high ones. Returns the new current slot, or null when it
+-- skipped (idle ring, small young slot, busy incoming slot, or another rotator).
+create function {{schema}}.rotate(p_min_rows int default 0, p_max_age_ms int default 0) returns smallint
   language plpgsql
   set jit = off
   as $$
@@ -27,13 +31,20 @@ declare
   v_gen bigint;
   v_slot smallint;
   v_next smallint;
+  v_rotated_at timestamptz;
 begin
   if not pg_try_advisory_xact_lock({{schema}}.lock_ns('ring'), 0) then
     return null;
   end if;
-  select generation, slot into v_gen, v_slot from {{schema}}.ring_rotations order by generation desc limit 1;
+  select generation, slot, rotated_at into v_gen, v_slot, v_rotated_at
+    from {{schema}}.ring_rotations order by generation desc limit 1;
   if not exists (select 1 from {{schema}}.ready_entries where slot = v_slot)
      and not exists (select 1 from {{schema}}.claim_batches where slot = v_slot) then
+    return null;
+  end if;
+  if p_min_rows > 0 and clock_timestamp() - v_rotated_at < make_interval(secs => p_max_age_ms / 1000.0)
+     and (select count(*) from (select 1 from {{schema}}.ready_entries r where r.slot = v_slot limit p_min_rows) x)
+         < p_min_rows then
     return null;
   end if;
   v_next := (v_slot + 1) % 16;

@@ -58,6 +58,12 @@ export interface WorkerOptions {
   promoteIntervalMs?: number;
   /** Ring rotation and prune. Default every 1 s. */
   ringIntervalMs?: number;
+  /** A ring slot rotates once it holds this many ready rows, or is ringSlotMaxAgeMs old (0: at every
+   * tick). Each rotation is a prune later, which makes the claims of that moment wait a few ms. Default
+   * 10,000. */
+  ringSlotMinRows?: number;
+  /** Default 10 s. */
+  ringSlotMaxAgeMs?: number;
   /** How long getJob still reports a completed job (compact history, outside the ring). Default 1 h. */
   completedRetentionMs?: number;
   /** Prune carries at most this many live rows and receipt members of the oldest slot forward into the
@@ -156,6 +162,8 @@ const INT_OPTIONS = {
   leaderElectionIntervalMs: { dflt: 2_000, min: 10, max: 3_600_000 },
   promoteIntervalMs: { dflt: 250, min: 10, max: 3_600_000 },
   ringIntervalMs: { dflt: 1_000, min: 10, max: 3_600_000 },
+  ringSlotMinRows: { dflt: 10_000, min: 0, max: 100_000_000 },
+  ringSlotMaxAgeMs: { dflt: 10_000, min: 0, max: DAY },
   ringCarryLimit: { dflt: 20_000, min: 0, max: 10_000_000 },
   ringCarryAfterSlots: { dflt: 8, min: 2, max: 16 },
   completedRetentionMs: { dflt: 3_600_000, min: 0, max: 30 * DAY },

@@ -27,6 +27,8 @@ export interface LeaderConfig {
   electionIntervalMs: number;
   promoteIntervalMs: number;
   ringIntervalMs: number;
+  ringSlotMinRows: number;
+  ringSlotMaxAgeMs: number;
   completedRetentionMs: number;
   rescueIntervalMs: number;
   heartbeatStalenessMs: number;
@@ -265,7 +267,10 @@ export class MaintenanceLeader {
     if (!this.conn) return;
     const rotateClock = this.telemetry.start();
     const slot = await this.measured('rotate', rotateClock, () =>
-      rotateRing(this.conn!.client, this.cfg.schema),
+      rotateRing(this.conn!.client, this.cfg.schema, {
+        minRows: this.cfg.ringSlotMinRows,
+        maxAgeMs: this.cfg.ringSlotMaxAgeMs,
+      }),
     );
     this.telemetry.rotated(rotateClock, slot);
     if (!this.conn) return;

@@ -221,6 +221,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
             electionIntervalMs: c.leaderElectionIntervalMs,
             promoteIntervalMs: c.promoteIntervalMs,
             ringIntervalMs: c.ringIntervalMs,
+            ringSlotMinRows: c.ringSlotMinRows,
+            ringSlotMaxAgeMs: c.ringSlotMaxAgeMs,
             completedRetentionMs: c.completedRetentionMs,
             rescueIntervalMs: c.rescueIntervalMs,
             heartbeatStalenessMs: c.heartbeatStalenessMs,

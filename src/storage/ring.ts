@@ -4,9 +4,23 @@ import type { Schema } from './schema.js';
 // Ring maintenance, run by the leader: rotation appends to the ring ledger; prune truncates the oldest
 // sealed slot once nothing in it is live, carrying stragglers forward first (see sql/functions/ring.sql).
 
+/** When a slot is ready to rotate: at least `minRows` ready rows, or older than `maxAgeMs`. Without it (or
+ * with minRows 0) any slot with rows rotates. */
+export interface RotateOptions {
+  minRows: number;
+  maxAgeMs: number;
+}
+
 /** Returns the new current slot, or null when rotation was skipped. */
-export async function rotateRing(db: Queryable, schema: Schema): Promise<number | null> {
-  const { rows } = await db.query<{ slot: number | null }>(`select ${schema.ident}.rotate() as slot`);
+export async function rotateRing(
+  db: Queryable,
+  schema: Schema,
+  options: RotateOptions = { minRows: 0, maxAgeMs: 0 },
+): Promise<number | null> {
+  const { rows } = await db.query<{ slot: number | null }>(`select ${schema.ident}.rotate($1, $2) as slot`, [
+    options.minRows,
+    options.maxAgeMs,
+  ]);
   return rows[0]?.slot ?? null;
 }
 

@@ -31,6 +31,7 @@ describe('maintenance and idle producer transactions', () => {
       promoteIntervalMs: 50,
       rescueIntervalMs: 100,
       ringIntervalMs: 100,
+      ringSlotMinRows: 0,
       leaderElectionIntervalMs: 50,
       shutdownTimeoutMs: SHUTDOWN_MS,
     });

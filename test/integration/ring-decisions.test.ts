@@ -175,4 +175,26 @@ describe('ring and cleanup decisions', () => {
     );
     expect(rows.map((r) => r.instance_id)).toEqual(['recent']);
   });
+  // Last: it leaves a queue's rows unclaimed in the ring.
+  it('rotation by size or age: a small young slot stays current; enough rows, or enough age, turns it', async () => {
+    await f.client.enqueueMany(
+      Array.from({ length: 3 }, (_, i) => ({ kind: 'k', args: { i }, options: { queue: 'turn' } })),
+    );
+    const generation = async () =>
+      Number((await f.pool.query(`select max(generation) as g from awa.ring_rotations`)).rows[0].g);
+    const before = await generation();
+    // Three rows, a minute to go: not yet.
+    expect(await rotateRing(f.pool, f.schema, { minRows: 4, maxAgeMs: 60_000 })).toBeNull();
+    expect(await generation()).toBe(before);
+    // A fourth row fills it.
+    await f.client.enqueue('k', { i: 3 }, { queue: 'turn' });
+    expect(await rotateRing(f.pool, f.schema, { minRows: 4, maxAgeMs: 60_000 })).not.toBeNull();
+    expect(await generation()).toBe(before + 1);
+    // One row in the new slot, far below the size: it turns once it is older than the age limit.
+    await f.client.enqueue('k', { i: 4 }, { queue: 'turn' });
+    expect(await rotateRing(f.pool, f.schema, { minRows: 1_000, maxAgeMs: 60_000 })).toBeNull();
+    await new Promise((r) => setTimeout(r, 60));
+    expect(await rotateRing(f.pool, f.schema, { minRows: 1_000, maxAgeMs: 50 })).not.toBeNull();
+    expect(await generation()).toBe(before + 2);
+  });
 });

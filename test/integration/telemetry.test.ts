@@ -236,7 +236,7 @@ describe('telemetry with an SDK registered', () => {
       );
     const generationBefore = await generation();
 
-    const b = (await start('tel_rescue', { rescueIntervalMs: 50, ringIntervalMs: 20 })).register(
+    const b = (await start('tel_rescue', { rescueIntervalMs: 50, ringIntervalMs: 20, ringSlotMinRows: 0 })).register(
       kind,
       () => {},
     );
