@@ -65,8 +65,12 @@ export interface JobRecord {
 /** Where job `id` stands now, or null if it never existed or its history passed retention. */
 export async function findJob(db: Queryable, schema: Schema, id: string): Promise<JobRecord | null> {
   if (!/^\d{1,19}$/.test(id)) return null;
-  const { rows } = await db.query(`select * from ${schema.ident}.job_state($1::bigint)`, [id]);
-  const r = rows[0];
+  const read = () => db.query(`select * from ${schema.ident}.job_state($1::bigint)`, [id]);
+  let r = (await read()).rows[0];
+  // TRUNCATE is not MVCC-safe: a read whose snapshot began just before a prune committed sees the pruned
+  // slot's partitions empty but not yet the compact history that prune wrote, so a completed job can read as
+  // missing for that one snapshot. A second read (a new snapshot) sees the history.
+  if (!r) r = (await read()).rows[0];
   if (!r) return null;
   return {
     id,
