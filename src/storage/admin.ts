@@ -20,11 +20,11 @@ export interface QueueCounts {
   cancelled: number;
 }
 
-export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueCounts[]> {
-  const { rows } = await db.query<Record<Exclude<keyof QueueCounts, 'paused'>, string> & { paused: boolean }>(
-    `select * from ${schema.ident}.queue_counts()`,
-  );
-  return rows.map((r) => ({
+type CountsRow = Record<Exclude<keyof QueueCounts, 'paused'>, string> & { paused: boolean };
+
+/** The counts columns queue_counts() and queue_health() share (bigints arrive as text). */
+function countsOf(r: CountsRow): QueueCounts {
+  return {
     queue: r.queue,
     paused: r.paused,
     available: Number(r.available),
@@ -35,7 +35,12 @@ export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueC
     completed: Number(r.completed),
     failed: Number(r.failed),
     cancelled: Number(r.cancelled),
-  }));
+  };
+}
+
+export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueCounts[]> {
+  const { rows } = await db.query<CountsRow>(`select * from ${schema.ident}.queue_counts()`);
+  return rows.map(countsOf);
 }
 
 export interface JobRecord {
@@ -107,16 +112,7 @@ export async function queueHealth(
     Math.round(windowSeconds),
   ]);
   return rows.map((r) => ({
-    queue: r.queue,
-    paused: r.paused,
-    available: Number(r.available),
-    running: Number(r.running),
-    waiting: Number(r.waiting),
-    scheduled: Number(r.scheduled),
-    retryable: Number(r.retryable),
-    completed: Number(r.completed),
-    failed: Number(r.failed),
-    cancelled: Number(r.cancelled),
+    ...countsOf(r),
     completedRecent: Number(r.completed_recent),
     failedRecent: Number(r.failed_recent),
     oldestAvailableAt: r.oldest_available_at,
