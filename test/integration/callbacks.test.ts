@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  AwaClient,
+  type AwaClient,
   CallbackTimeout,
   defineJob,
   ExternalFailure,
@@ -10,7 +10,8 @@ import {
   type Job,
   type WorkerOptions,
 } from '../../src/index.js';
-import { createTestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
+import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
 
 // External callbacks end to end against a real database: parked and sequential waits, every outcome a
@@ -24,22 +25,15 @@ const FAST: Partial<WorkerOptions> = {
   shutdownTimeoutMs: 3_000,
 };
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let db: TestDatabase;
 let client: AwaClient;
 const hosts: WorkerHost[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase('callbacks');
-  client = new AwaClient({ connectionString: db.url });
-  await client.migrate();
+  ({ db, client } = await migratedDatabase('callbacks'));
 });
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((h) => h.stop()));
-});
-afterAll(async () => {
-  await client?.close();
-  await db?.drop();
-});
+afterEach(() => stopHosts(hosts));
+afterAll(() => closeDatabase(client, db));
 
 /** A host serving one queue with one handler; returns it started. */
 async function host(

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  AwaClient,
+  type AwaClient,
   CancelJob,
   defineJob,
   FailJob,
@@ -8,7 +8,8 @@ import {
   type Job,
   type WorkerOptions,
 } from '../../src/index.js';
-import { createTestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
+import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
 
 // The operator surface against a real database: queue pause and resume fleet-wide, queue health, job
@@ -24,22 +25,15 @@ const FAST: Partial<WorkerOptions> = {
   shutdownTimeoutMs: 3_000,
 };
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let db: TestDatabase;
 let client: AwaClient;
 const hosts: WorkerHost[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase('operator');
-  client = new AwaClient({ connectionString: db.url });
-  await client.migrate();
+  ({ db, client } = await migratedDatabase('operator'));
 });
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((h) => h.stop()));
-});
-afterAll(async () => {
-  await client?.close();
-  await db?.drop();
-});
+afterEach(() => stopHosts(hosts));
+afterAll(() => closeDatabase(client, db));
 
 async function start(options: WorkerOptions): Promise<WorkerHost> {
   const h = new WorkerHost({ connectionString: db.url, ...FAST, ...options });

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  AwaClient,
+  type AwaClient,
   CancelJob,
   defineJob,
   FailJob,
@@ -15,7 +15,8 @@ import {
   type JobContext,
   type WorkerOptions,
 } from '../../src/index.js';
-import { createTestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
+import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
 
 // Unique jobs against a real database: keys given or derived from args (stable under key order), per-period
@@ -32,22 +33,15 @@ const FAST: Partial<WorkerOptions> = {
   shutdownTimeoutMs: 3_000,
 };
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let db: TestDatabase;
 let client: AwaClient;
 const hosts: WorkerHost[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase('unique');
-  client = new AwaClient({ connectionString: db.url });
-  await client.migrate();
+  ({ db, client } = await migratedDatabase('unique'));
 });
-afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((h) => h.stop()));
-});
-afterAll(async () => {
-  await client?.close();
-  await db?.drop();
-});
+afterEach(() => stopHosts(hosts));
+afterAll(() => closeDatabase(client, db));
 
 const state = async (id: string) => (await client.getJob(id))?.state;
 

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  AwaClient,
+  type AwaClient,
   CancelJob,
   ConnectionError,
   defineHandler,
@@ -21,7 +21,8 @@ import {
   type WorkerOptions,
 } from '../../src/index.js';
 import { attemptProgress } from '../helpers/attempt-state.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 
 // The worker host against a real database: outcomes, scheduling, ordering, unknown kinds, shutdown,
@@ -36,26 +37,23 @@ const FAST: Partial<WorkerOptions> = {
   shutdownTimeoutMs: 5_000,
 };
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let db: TestDatabase;
 let client: AwaClient;
 const running: WorkerHost[] = [];
 const hostErrors: unknown[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase('worker_host');
-  client = new AwaClient({ connectionString: db.url });
-  await client.migrate();
+  ({ db, client } = await migratedDatabase('worker_host'));
 });
 
 afterEach(async () => {
-  await Promise.all(running.splice(0).map((h) => h.stop()));
+  await stopHosts(running);
   hostErrors.length = 0;
 });
 
 afterAll(async () => {
-  await Promise.all(running.splice(0).map((h) => h.stop()));
-  await client?.close();
-  await db?.drop();
+  await stopHosts(running);
+  await closeDatabase(client, db);
 });
 
 /** A host on the test database with short intervals; stopped after each test. */

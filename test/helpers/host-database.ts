@@ -1,0 +1,26 @@
+import { AwaClient, type WorkerHost } from '../../src/index.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
+
+// The setup most host tests share: a database of the file's own with the schema migrated and a client on it,
+// the hosts a test started stopped after it, and both closed and dropped at the end.
+
+export async function migratedDatabase(label: string): Promise<{ db: TestDatabase; client: AwaClient }> {
+  const db = await createTestDatabase(label);
+  const client = new AwaClient({ connectionString: db.url });
+  await client.migrate();
+  return { db, client };
+}
+
+/** Stops every host in `hosts` and empties it. */
+export async function stopHosts(hosts: WorkerHost[]): Promise<void> {
+  await Promise.all(hosts.splice(0).map((h) => h.stop()));
+}
+
+/** Closes the client and drops the database (either may be missing when setup failed). */
+export async function closeDatabase(
+  client: AwaClient | undefined,
+  db: TestDatabase | undefined,
+): Promise<void> {
+  await client?.close();
+  await db?.drop();
+}
