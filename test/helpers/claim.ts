@@ -1,5 +1,34 @@
-import { claimJobs, type ClaimBatch } from '../../src/storage/index.js';
+import {
+  claimJobs,
+  type ClaimBatch,
+  type ClaimedJob,
+  type Outcome,
+  type Settlement,
+} from '../../src/storage/index.js';
 
 /** The batches of one storage-level claim, for tests that do not care whether a lane was contended. */
 export const claimBatches = (...args: Parameters<typeof claimJobs>): Promise<ClaimBatch[]> =>
   claimJobs(...args).then((r) => r.batches);
+
+/** The settlement of one claimed job, as the completion batcher would hand it to finishAttempts(). */
+export const settle = (
+  b: ClaimBatch,
+  j: ClaimedJob,
+  outcome: Outcome,
+  extra: Partial<Settlement> = {},
+): Settlement => ({
+  claimSlot: b.claimSlot,
+  batchId: b.batchId,
+  idx: j.idx,
+  jobId: j.id,
+  runLease: j.runLease,
+  outcome,
+  ...extra,
+});
+
+/** One settlement per job of the batches, all with the same outcome. */
+export const settleAll = (
+  batches: readonly ClaimBatch[],
+  outcome: Outcome,
+  extra: Partial<Settlement> = {},
+): Settlement[] => batches.flatMap((b) => b.jobs.map((j) => settle(b, j, outcome, extra)));

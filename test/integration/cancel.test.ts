@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settleAll } from '../helpers/claim.js';
 
 // Operator cancel against the storage engine: a cancelled waiting job is never claimed (its position is
 // consumed by the next claim), a cancel racing a claim has exactly one winner, and a retryable job's cancel
@@ -24,17 +24,7 @@ describe('cancel', () => {
     finishAttempts(
       f.pool,
       f.schema,
-      batches.flatMap((b) =>
-        b.jobs.map((j) => ({
-          claimSlot: b.claimSlot,
-          batchId: b.batchId,
-          idx: j.idx,
-          jobId: j.id,
-          runLease: j.runLease,
-          outcome,
-          ...(outcome === 'retry' ? { runAt: new Date(Date.now() + 3_600_000) } : {}),
-        })),
-      ),
+      settleAll(batches, outcome, outcome === 'retry' ? { runAt: new Date(Date.now() + 3_600_000) } : {}),
     );
 
   beforeAll(async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settleAll } from '../helpers/claim.js';
 
 // Producers of one lane in their own transactions do not wait for each other; claim skips positions whose
 // producer is still in flight, comes back for them once they commit, and passes the positions of producers
@@ -81,16 +81,7 @@ describe('concurrent producers', () => {
       expect(l.floor).toBe(6);
       expect(await claim('hold')).toEqual([]);
       // Every member settles through the fence like any other.
-      const items = [...first, ...late].flatMap((b) =>
-        b.jobs.map((j) => ({
-          claimSlot: b.claimSlot,
-          batchId: b.batchId,
-          idx: j.idx,
-          jobId: j.id,
-          runLease: j.runLease,
-          outcome: 'completed' as const,
-        })),
-      );
+      const items = settleAll([...first, ...late], 'completed');
       const accepted = await finishAttempts(f.pool, f.schema, items);
       expect(accepted.size).toBe(6);
     } finally {

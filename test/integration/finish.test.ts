@@ -1,13 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  finishAttempts,
-  type ClaimBatch,
-  type ClaimedJob,
-  type Outcome,
-  type Settlement,
-} from '../../src/storage/index.js';
+import { finishAttempts, type ClaimBatch, type ClaimedJob } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settle } from '../helpers/claim.js';
 
 describe('finish (the fenced settle path)', () => {
   let f: StorageFixture;
@@ -28,20 +22,6 @@ describe('finish (the fenced settle path)', () => {
     });
     return { batch: batch!, job: batch!.jobs[0]! };
   };
-  const settle = (
-    b: ClaimBatch,
-    j: ClaimedJob,
-    outcome: Outcome,
-    extra: Partial<Settlement> = {},
-  ): Settlement => ({
-    claimSlot: b.claimSlot,
-    batchId: b.batchId,
-    idx: j.idx,
-    jobId: j.id,
-    runLease: j.runLease,
-    outcome,
-    ...extra,
-  });
 
   it('completes once; a second completion of the same attempt is a no-op', async () => {
     const id = (await f.client.enqueue('k', {}, { queue: 'once' })).id;

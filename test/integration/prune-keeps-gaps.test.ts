@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishAttempts, pruneRing, rotateRing, type ClaimBatch } from '../../src/storage/index.js';
 import { until } from '../helpers/wait.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settleAll } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // A receipt that skipped a producer's position records it as a gap; that record is the only thing that
@@ -23,20 +23,7 @@ describe('ring prune and open gaps', () => {
       deadlineSeconds: 0,
     });
   const complete = (db: pg.ClientBase | pg.Pool, batches: ClaimBatch[]) =>
-    finishAttempts(
-      db,
-      f.schema,
-      batches.flatMap((b) =>
-        b.jobs.map((j) => ({
-          claimSlot: b.claimSlot,
-          batchId: b.batchId,
-          idx: j.idx,
-          jobId: j.id,
-          runLease: j.runLease,
-          outcome: 'completed' as const,
-        })),
-      ),
-    );
+    finishAttempts(db, f.schema, settleAll(batches, 'completed'));
   const PRUNE = { lockTimeoutMs: 100, carryLimit: 0, carryAfterSlots: 16 };
   const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => j.id));
   const currentSlot = async () => (await f.pool.query(`select awa.current_slot() as s`)).rows[0].s as number;

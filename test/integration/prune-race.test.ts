@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishAttempts, pruneRing, rotateRing, type Settlement } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settle } from '../helpers/claim.js';
 
 // Rotation and prune race producers, claimers and completers on separate connections. Prune may only
 // ever truncate a slot that is spent, so every job must be claimed and completed exactly once.
@@ -83,14 +83,7 @@ describe('ring prune racing claims and completions', () => {
           for (const j of b.jobs) {
             expect(claimed.has(`${j.id}:${j.runLease}`)).toBe(false);
             claimed.add(`${j.id}:${j.runLease}`);
-            items.push({
-              claimSlot: b.claimSlot,
-              batchId: b.batchId,
-              idx: j.idx,
-              jobId: j.id,
-              runLease: j.runLease,
-              outcome: 'completed',
-            });
+            items.push(settle(b, j, 'completed'));
           }
         }
         idle = items.length === 0 ? idle + 1 : 0;

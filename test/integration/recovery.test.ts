@@ -10,7 +10,7 @@ import {
 } from '../../src/storage/index.js';
 import { attemptProgress } from '../helpers/attempt-state.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settle } from '../helpers/claim.js';
 
 describe('recovery', () => {
   let f: StorageFixture;
@@ -31,14 +31,7 @@ describe('recovery', () => {
     });
     return batch!;
   };
-  const settlement = (b: ClaimBatch, i: number): Settlement => ({
-    claimSlot: b.claimSlot,
-    batchId: b.batchId,
-    idx: b.jobs[i]!.idx,
-    jobId: b.jobs[i]!.id,
-    runLease: b.jobs[i]!.runLease,
-    outcome: 'completed',
-  });
+  const settlement = (b: ClaimBatch, i: number): Settlement => settle(b, b.jobs[i]!, 'completed');
 
   it('rescues the open receipts of a silent worker: attempt counted, late completion rejected', async () => {
     await registerInstance(f.pool, f.schema, 'silent', [{ queue: 'rq', dlq: false, concurrency: 1 }], 'test');

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finishAttempts, pruneRing, rotateRing, type PruneOptions } from '../../src/storage/index.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settle } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Storage stays bounded when a few jobs linger (issue 8, item 7). One job sits in a queue nobody serves while
@@ -57,14 +57,7 @@ describe('a straggler and a long drain', () => {
       const accepted = await finishAttempts(
         f.pool,
         f.schema,
-        claimed.map(({ b, j }) => ({
-          claimSlot: b.claimSlot,
-          batchId: b.batchId,
-          idx: j.idx,
-          jobId: j.id,
-          runLease: j.runLease,
-          outcome: 'completed' as const,
-        })),
+        claimed.map(({ b, j }) => settle(b, j, 'completed')),
       );
       expect(accepted.size).toBe(PER_SLOT);
       // The leader's ring step: rotate, then prune the oldest sealed slot.
