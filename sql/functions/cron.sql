@@ -87,6 +87,19 @@ create function {{schema}}.cron_pending()
      order by c.name
   $$;
 
+-- Enqueues one job of schedule c: its kind, queue, priority, args and attempts, with the schedule's meta (its
+-- own unique key dropped), meta.cron = p_cron, and meta.unique = p_unique when given.
+create function {{schema}}.cron_enqueue(c {{schema}}.cron_jobs, p_cron jsonb, p_unique jsonb)
+  returns table (job_id bigint, inserted boolean)
+  language sql
+  as $$
+    select e.job_id, e.inserted
+      from {{schema}}.enqueue(array[c.kind], array[c.queue], array[c.priority], array[c.args], array[c.max_attempts],
+             array[null::timestamptz],
+             array[(coalesce(c.meta, '{}'::jsonb) - 'unique') || jsonb_build_object('cron', p_cron)
+                   || case when p_unique is null then '{}'::jsonb else jsonb_build_object('unique', p_unique) end]) e
+  $$;
+
 -- Fires one occurrence of a schedule, in one transaction: takes the schedule's row lock without waiting (a
 -- row another session holds, a pause or a sync in flight, answers 'busy' and is evaluated again next tick),
 -- then re-checks, under that lock, everything the caller's evaluation assumed:
@@ -106,7 +119,6 @@ create function {{schema}}.cron_fire(p_name text, p_fire_at timestamptz, p_hash 
   as $$
 declare
   c {{schema}}.cron_jobs;
-  v_meta jsonb;
   v_job bigint;
   v_inserted boolean;
 begin
@@ -129,12 +141,9 @@ begin
   elsif not {{schema}}.ensure_lanes(c.queue, false) then
     outcome := 'lanes_busy';
   else
-    v_meta := (coalesce(c.meta, '{}'::jsonb) - 'unique')
-              || jsonb_build_object('cron', jsonb_build_object('name', c.name, 'fireAt', {{schema}}.cron_iso(p_fire_at)))
-              || case when p_unique is null then '{}'::jsonb else jsonb_build_object('unique', p_unique) end;
     select e.job_id, e.inserted into v_job, v_inserted
-      from {{schema}}.enqueue(array[c.kind], array[c.queue], array[c.priority], array[c.args],
-                              array[c.max_attempts], array[null::timestamptz], array[v_meta]) e;
+      from {{schema}}.cron_enqueue(c, jsonb_build_object('name', c.name, 'fireAt', {{schema}}.cron_iso(p_fire_at)),
+                                   p_unique) e;
     update {{schema}}.cron_jobs x set last_fire_at = p_fire_at, last_job_id = v_job where x.name = p_name;
     outcome := case when v_inserted then 'fired' else 'duplicate' end;
     job_id := v_job;
@@ -153,7 +162,6 @@ create function {{schema}}.cron_trigger(p_name text, p_hash text, p_unique jsonb
   as $$
 declare
   c {{schema}}.cron_jobs;
-  v_meta jsonb;
   v_inserted boolean;
 begin
   select * into c from {{schema}}.cron_jobs x where x.name = p_name;
@@ -163,13 +171,10 @@ begin
     outcome := 'changed';
   else
     perform {{schema}}.ensure_lanes(c.queue, true);
-    v_meta := (coalesce(c.meta, '{}'::jsonb) - 'unique')
-              || jsonb_build_object('cron', jsonb_build_object('name', c.name, 'manual', true,
-                                                               'triggeredAt', {{schema}}.cron_iso(now())))
-              || case when p_unique is null then '{}'::jsonb else jsonb_build_object('unique', p_unique) end;
     select e.job_id, e.inserted into job_id, v_inserted
-      from {{schema}}.enqueue(array[c.kind], array[c.queue], array[c.priority], array[c.args],
-                              array[c.max_attempts], array[null::timestamptz], array[v_meta]) e;
+      from {{schema}}.cron_enqueue(c, jsonb_build_object('name', c.name, 'manual', true,
+                                                         'triggeredAt', {{schema}}.cron_iso(now())),
+                                   p_unique) e;
     outcome := case when v_inserted then 'triggered' else 'duplicate' end;
   end if;
   return next;
