@@ -4,7 +4,6 @@ import {
   AwaClient,
   createCallbackReceiver,
   defineJob,
-  InvalidOptionError,
   serveCallbacks,
   signatureHeader,
   WaitForCallback,
@@ -16,6 +15,7 @@ import {
 import { createTestDatabase } from '../helpers/database.js';
 import { post, streamPost } from '../helpers/signed-post.js';
 import { until } from '../helpers/wait.js';
+import { fieldOf } from '../helpers/option-error.js';
 
 // The signed HTTP callback receiver over real HTTP against a real database: every refused request (unsigned,
 // badly signed, stale, replayed, oversized, malformed) leaves the job exactly as it was, and every accepted
@@ -287,15 +287,7 @@ describe('accepted callbacks', () => {
 
 describe('configuration', () => {
   it('is checked once, naming the field', () => {
-    const field = (fn: () => unknown) => {
-      try {
-        fn();
-      } catch (err) {
-        expect(err).toBeInstanceOf(InvalidOptionError);
-        return (err as InvalidOptionError).field;
-      }
-      throw new Error('expected an InvalidOptionError');
-    };
+    const field = fieldOf;
     expect(field(() => createCallbackReceiver({ client }))).toBe('secret');
     expect(field(() => createCallbackReceiver({ client, secret: SECRET, secrets: [SECRET] }))).toBe('secret');
     expect(field(() => createCallbackReceiver({ client, secret: 'short' }))).toBe('secret');

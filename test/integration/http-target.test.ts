@@ -5,7 +5,6 @@ import {
   AwaClient,
   defineJob,
   httpTarget,
-  InvalidOptionError,
   serveCallbacks,
   signatureHeader,
   verifySignature,
@@ -17,6 +16,7 @@ import {
 import { createTestDatabase } from '../helpers/database.js';
 import { post } from '../helpers/signed-post.js';
 import { until } from '../helpers/wait.js';
+import { fieldOf } from '../helpers/option-error.js';
 
 // HTTP worker targets end to end: a worker host POSTs each attempt to a local test service, which answers
 // done / failed / retry / 202-then-callback (through the real callback receiver) / 500, or hangs; outcomes are
@@ -283,15 +283,7 @@ describe('HTTP worker targets', () => {
 
 describe('httpTarget options', () => {
   it('are checked when the target is defined, naming the field', () => {
-    const field = (fn: () => unknown) => {
-      try {
-        fn();
-      } catch (err) {
-        expect(err).toBeInstanceOf(InvalidOptionError);
-        return (err as InvalidOptionError).field;
-      }
-      throw new Error('expected an InvalidOptionError');
-    };
+    const field = fieldOf;
     const url = 'https://payments.example/run';
     expect(field(() => httpTarget({ url: 'ftp://x/y', secret: SECRET }))).toBe('httpTarget.url');
     expect(field(() => httpTarget({ url: 'not a url', secret: SECRET }))).toBe('httpTarget.url');

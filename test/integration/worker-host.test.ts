@@ -24,6 +24,7 @@ import { attemptProgress } from '../helpers/attempt-state.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
+import { optionError } from '../helpers/option-error.js';
 
 // The worker host against a real database: outcomes, scheduling, ordering, unknown kinds, shutdown,
 // leadership and typed errors. Every test uses its own queue, so tests do not see each other's jobs.
@@ -645,14 +646,9 @@ describe('WorkerHost', () => {
 
     it('rejects bad worker options with InvalidOptionError naming the field', () => {
       const field = (options: WorkerOptions): string => {
-        try {
-          new WorkerHost(options);
-        } catch (err) {
-          expect(err).toBeInstanceOf(InvalidOptionError);
-          expect((err as InvalidOptionError).code).toBe('AWA_INVALID_OPTION');
-          return (err as InvalidOptionError).field;
-        }
-        throw new Error('expected InvalidOptionError');
+        const err = optionError(() => new WorkerHost(options));
+        expect(err.code).toBe('AWA_INVALID_OPTION');
+        return err.field;
       };
       const url = db.url;
       expect(field({ connectionString: url, queues: { default: { concurrency: 0 } } })).toBe(

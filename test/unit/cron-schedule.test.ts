@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineCron, defineJob, InvalidArgsError, InvalidOptionError } from '../../src/index.js';
+import { defineCron, defineJob, InvalidArgsError } from '../../src/index.js';
 import { cronRow, cronUnique, validateCronList } from '../../src/model/cron.js';
 import {
   dueFires,
@@ -12,6 +12,7 @@ import {
   type MissedFire,
 } from '../../src/model/cron-schedule.js';
 import { resolveHostConfig } from '../../src/runtime/config.js';
+import { fieldOf } from '../helpers/option-error.js';
 
 // The cron rule with fixed clocks: occurrences across both of Europe/Berlin's DST transitions of 2025 (spring
 // forward on 30 March, 02:00 CET → 03:00 CEST; fall back on 26 October, 03:00 CEST → 02:00 CET), the due-time
@@ -220,16 +221,6 @@ describe('defineCron', () => {
     timezone: 'Europe/Berlin',
     kind: report,
     args: { day: 'x' },
-  };
-
-  const fieldOf = (fn: () => unknown): string | undefined => {
-    try {
-      fn();
-    } catch (err) {
-      expect(err).toBeInstanceOf(InvalidOptionError);
-      return (err as InvalidOptionError).field;
-    }
-    throw new Error('expected an InvalidOptionError');
   };
 
   it('stores the definition with the kind defaults, and hashes it', async () => {

@@ -1,21 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineJob, InvalidArgsError, InvalidOptionError, PayloadTooLargeError } from '../../src/index.js';
+import { defineJob, InvalidArgsError, PayloadTooLargeError } from '../../src/index.js';
 import { buildJobRow, toJobRow, type JobOptions } from '../../src/model/enqueue-options.js';
+import { optionError } from '../helpers/option-error.js';
 
 const NOW = Date.parse('2030-06-01T12:00:00.000Z');
 const kind = defineJob({ kind: 'mail', queue: 'email', priority: 3, maxAttempts: 7 });
 const row = (options: JobOptions | undefined) => buildJobRow(kind, '{"a":1}', options, NOW);
-
-const optionError = (fn: () => unknown): InvalidOptionError => {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidOptionError);
-    return err as InvalidOptionError;
-  }
-  throw new Error('expected an InvalidOptionError');
-};
 
 describe('buildJobRow', () => {
   it('takes its defaults from the kind, runnable now, no meta', () => {
