@@ -284,28 +284,10 @@ async function jobsPage(gen, params) {
     ),
     el('button', { type: 'submit', class: 'primary' }, 'Search'),
   );
-  const body = el('tbody', {});
+  const list = table(['id', 'state', 'kind', 'queue', 'priority', 'attempt', 'at'], [], { id: 'jobs' });
+  const body = list.tBodies[0];
   const more = el('div', { class: 'more' });
-  replace(
-    main,
-    el('h2', {}, 'Jobs'),
-    form,
-    el(
-      'table',
-      { id: 'jobs' },
-      el(
-        'thead',
-        {},
-        el(
-          'tr',
-          {},
-          ['id', 'state', 'kind', 'queue', 'priority', 'attempt', 'at'].map((h) => el('th', {}, h)),
-        ),
-      ),
-      body,
-    ),
-    more,
-  );
+  replace(main, el('h2', {}, 'Jobs'), form, list, more);
   const seen = new Set();
   const search = {
     state,
@@ -462,7 +444,8 @@ async function jobAction(id, action) {
 
 async function dlqPage(gen, params) {
   const queue = params.get('queue') || undefined;
-  const body = el('tbody', {});
+  const list = table(['', 'id', 'kind', 'queue', 'attempts', 'dead-lettered', ''], [], { id: 'dlq' });
+  const body = list.tBodies[0];
   const more = el('div', { class: 'more' });
   const selected = () => [...body.querySelectorAll('input[type=checkbox]:checked')].map((c) => c.value);
   replace(
@@ -474,20 +457,7 @@ async function dlqPage(gen, params) {
       el('button', { onclick: () => dlqAction('retry', selected()) }, 'Retry selected'),
       el('button', { class: 'danger', onclick: () => dlqAction('purge', selected()) }, 'Purge selected'),
     ),
-    el(
-      'table',
-      { id: 'dlq' },
-      el(
-        'thead',
-        {},
-        el(
-          'tr',
-          {},
-          ['', 'id', 'kind', 'queue', 'attempts', 'dead-lettered', ''].map((h) => el('th', {}, h)),
-        ),
-      ),
-      body,
-    ),
+    list,
     more,
   );
   const seen = new Set();
