@@ -27,6 +27,14 @@ begin
       from unnest(p_slots, p_batches, p_idxs, p_job_ids, p_leases, p_outcomes, p_run_ats, p_errors)
         as u(given_slot, batch_id, idx, job_id, run_lease, outcome, run_at, error)
       left join {{schema}}.receipt_forwards f on f.batch_id = u.batch_id
+  ), closed as (
+    -- The members already settled, per batch of this call, read once per batch (a flush names a handful of
+    -- batches): a per-row probe of the closures runs once per job over every ring partition.
+    select c.slot, c.batch_id, range_agg(m) as idxs
+      from (select distinct slot, batch_id from input) k
+      join {{schema}}.closure_batches c on c.slot = k.slot and c.batch_id = k.batch_id
+      cross join lateral unnest(c.idxs) m
+     group by c.slot, c.batch_id
   ), valid as (
     -- Member idx of a batch: arithmetic on the lane range in the common case; the stored arrays only
     -- when the claim recorded them.
@@ -40,10 +48,10 @@ begin
            case when b.lane_seqs is null then b.first_seq + i.idx - 1 else b.lane_seqs[i.idx] end as lane_seq
       from input i
       join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
+      left join closed x on x.slot = i.slot and x.batch_id = i.batch_id
      where i.idx between 1 and b.size
        and coalesce(b.lease, b.run_leases[i.idx]) = i.run_lease
-       and not exists (select 1 from {{schema}}.closure_batches c
-                        where c.slot = i.slot and c.batch_id = i.batch_id and c.idxs @> i.idx)
+       and not coalesce(x.idxs @> i.idx, false)
   ), closure as (
     insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
     select v.slot, v.batch_id, range_agg(int4range(v.idx, v.idx + 1)), count(*),

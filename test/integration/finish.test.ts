@@ -32,6 +32,29 @@ describe('finish (the fenced settle path)', () => {
     expect((await f.client.getJob(id))?.state).toBe('completed');
   });
 
+  it('a batch settled over several flushes: a later flush repeating closed members settles only the open ones', async () => {
+    const jobs = Array.from({ length: 6 }, () => ({ kind: 'k', args: {}, options: { queue: 'pieces' } }));
+    const ids = (await f.client.enqueueMany(jobs)).map((j) => j.id);
+    const [batch] = await claimBatches(f.pool, f.schema, {
+      queue: 'pieces',
+      max: 6,
+      instanceId: 't',
+      agingSeconds: 60,
+      deadlineSeconds: 0,
+    });
+    expect(batch!.jobs.map((j) => j.id)).toEqual(ids);
+    const member = (i: number) => settle(batch!, batch!.jobs[i]!, 'completed');
+    // Three closures of one batch (two completed, one settled), then one flush naming all six members.
+    expect(await finishAttempts(f.pool, f.schema, [member(0), member(1)])).toEqual(new Set([ids[0], ids[1]]));
+    expect(await finishAttempts(f.pool, f.schema, [member(3)])).toEqual(new Set([ids[3]]));
+    expect(await finishAttempts(f.pool, f.schema, [settle(batch!, batch!.jobs[5]!, 'cancelled')])).toEqual(
+      new Set([ids[5]]),
+    );
+    const again = await finishAttempts(f.pool, f.schema, [0, 1, 2, 3, 4, 5].map(member));
+    expect(again).toEqual(new Set([ids[2], ids[4]]));
+    const states = await Promise.all(ids.map(async (id) => (await f.client.getJob(id))?.state));
+    expect(states).toEqual(['completed', 'completed', 'completed', 'completed', 'completed', 'cancelled']);
+  });
   it('rejects a completion carrying a stale run lease (the fence)', async () => {
     const id = (await f.client.enqueue('k', {}, { queue: 'fence' })).id;
     const first = await claimOne('fence');
