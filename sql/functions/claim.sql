@@ -91,15 +91,21 @@ begin
     v_producers := {{schema}}.lane_producers(p_lane.lane_id);
   end if;
   select pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
+         -- Each gap range read through the index (OFFSET 0 keeps the lateral read from being flattened
+         -- into a scan of the whole lane).
          coalesce((select range_agg(int8range(r.lane_seq, r.lane_seq + 1))
                      from unnest(open_gaps) g
-                     join {{schema}}.ready_entries r
-                       on r.lane_id = p_lane.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)),
+                     cross join lateral (
+                       select r.lane_seq from {{schema}}.ready_entries r
+                        where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)
+                       offset 0) r),
                   '{}'::int8multirange),
          coalesce((select range_agg(int8range(t.lane_seq, t.lane_seq + 1))
                      from unnest(open_gaps) g
-                     join {{schema}}.ready_tombstones t
-                       on t.lane_id = p_lane.lane_id and t.lane_seq >= lower(g) and t.lane_seq < upper(g)),
+                     cross join lateral (
+                       select t.lane_seq from {{schema}}.ready_tombstones t
+                        where t.lane_id = p_lane.lane_id and t.lane_seq >= lower(g) and t.lane_seq < upper(g)
+                       offset 0) t),
                   '{}'::int8multirange)
     into v_xmin, v_visible, v_cancelled;
   -- Not yet resolved: invisible positions whose owners may still commit, and visible rows not yet claimed.
@@ -134,13 +140,19 @@ begin
            array_agg(x.lane_seq order by x.lane_seq) as seqs,
            array_agg(x.run_lease + 1 order by x.lane_seq) as leases,
            json_agg({{schema}}.claimed_json(x.r) order by x.lane_seq) as jobs
-      from (select run, r.slot, r.lane_seq, r.run_lease, r,
+      from (select run, r.slot, r.lane_seq, r.run_lease, r.r,
                    row_number() over (order by r.lane_seq) as k
               from unnest(p_open) run
-              join {{schema}}.ready_entries r
-                on r.lane_id = p_lane.lane_id and r.lane_seq >= lower(run) and r.lane_seq < upper(run)
-             where not exists (select 1 from {{schema}}.ready_tombstones t
-                                where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) x
+              -- Per gap run, through the index (the LIMIT keeps the planner from flattening this into a
+              -- scan of every row of the lane, filtered afterwards: slow as the ready slot fills).
+              cross join lateral (
+                select r.slot, r.lane_seq, r.run_lease, r
+                  from {{schema}}.ready_entries r
+                 where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(run) and r.lane_seq < upper(run)
+                   and not exists (select 1 from {{schema}}.ready_tombstones t
+                                    where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
+                 order by r.lane_seq
+                 limit p_max) r) x
      where x.k <= p_max
      group by x.run, x.slot
      order by min(x.lane_seq)

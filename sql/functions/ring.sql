@@ -98,15 +98,42 @@ create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int)
      limit p_limit
   $$;
 
+-- Receipts that live in slot p_slot or read its rows, with how many of their members no closure names yet.
+-- Per slot holding such receipts (a receipt never lives in an older slot than the rows it reads, so there
+-- are few), that slot's closures are summed in one pass: prune asks this under the ring lock, where a
+-- per-receipt probe of the closures cost tens of ms on a slot of a few thousand receipts. The join must be a
+-- hash join: ring partitions are truncated, not vacuumed, so their statistics (if any) say "a few rows", and
+-- a nested loop re-reading the aggregate per receipt took seconds.
+create function {{schema}}.slot_receipts(p_slot smallint)
+  returns table (slot smallint, batch_id bigint, ready_slot smallint, lane_id int, first_seq bigint,
+                 listed boolean, open_members bigint)
+  language plpgsql stable
+  set enable_nestloop = off
+  as $$
+declare
+  v_slot smallint;
+begin
+  for v_slot in select distinct b.slot from {{schema}}.claim_batches b
+                 where b.ready_slot = p_slot or b.slot = p_slot loop
+    return query
+      select b.slot, b.batch_id, b.ready_slot, b.lane_id, b.first_seq, b.lane_seqs is not null,
+             b.size - coalesce(c.n, 0)
+        from {{schema}}.claim_batches b
+        left join (select c.batch_id, sum(c.n) as n from {{schema}}.closure_batches c
+                    where c.slot = v_slot group by c.batch_id) c on c.batch_id = b.batch_id
+       where b.slot = v_slot and (b.ready_slot = p_slot or b.slot = p_slot);
+  end loop;
+end
+$$;
+
 -- Receipts that are still open and either live in the slot or read its rows.
 create function {{schema}}.slot_open_receipts(p_slot smallint)
   returns table (slot smallint, batch_id bigint, ready_slot smallint, open_members bigint)
   language sql stable
   as $$
-    select b.slot, b.batch_id, b.ready_slot, {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size)
-      from {{schema}}.claim_batches b
-     where (b.ready_slot = p_slot or b.slot = p_slot)
-       and {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size) > 0
+    select o.slot, o.batch_id, o.ready_slot, o.open_members
+      from {{schema}}.slot_receipts(p_slot) o
+     where o.open_members > 0
   $$;
 
 -- What keeps a sealed slot from being truncated: counts of unclaimed rows (up to p_limit + 1) and open
@@ -198,15 +225,23 @@ create function {{schema}}.carry_lane_evidence(p_from smallint, p_to smallint) r
   language plpgsql
   as $$
 begin
+  -- Each lane's open positions are read once (not once per receipt: this runs under the ring lock, and a
+  -- slot of a busy lane with out-of-order producers holds hundreds of receipts with gaps).
+  with lane_open as materialized (
+    select l.lane_id, {{schema}}.lane_open(l.lane_id, coalesce(pg_sequence_last_value(l.floor_seq), 0),
+                                           h.high) as open
+      from {{schema}}.lanes l
+      cross join lateral {{schema}}.lane_high(l) h
+     where exists (select 1 from {{schema}}.claim_batches b
+                    where b.slot = p_from and b.lane_id = l.lane_id and b.gaps is not null)
+  )
   insert into {{schema}}.claim_batches
     (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, instance_id, gaps, gap_horizon)
   select p_to, nextval('{{schema}}.claim_batch_seq'), b.lane_id, p_to, lower(o.open), upper(o.open) - 1, 0,
          'prune', o.open, b.gap_horizon
     from {{schema}}.claim_batches b
-    join {{schema}}.lanes l on l.lane_id = b.lane_id
-    cross join lateral {{schema}}.lane_high(l) h
-    cross join lateral (select b.gaps * {{schema}}.lane_open(l.lane_id,
-                                 coalesce(pg_sequence_last_value(l.floor_seq), 0), h.high) as open) o
+    join lane_open lo on lo.lane_id = b.lane_id
+    cross join lateral (select b.gaps * lo.open as open) o
    where b.slot = p_from and b.gaps is not null and not isempty(o.open);
   insert into {{schema}}.claim_batches
     (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, instance_id)
@@ -228,20 +263,35 @@ create function {{schema}}.keep_completed_history(p_slot smallint, p_skip bigint
   language plpgsql
   as $$
 begin
-  with done as (
-    select b.slot, b.batch_id, b.lane_id from {{schema}}.claim_batches b
-     where b.ready_slot = p_slot and b.batch_id <> all(p_skip)
-       and {{schema}}.receipt_open_count(b.slot, b.batch_id, b.size) = 0
-  ), kept as (
-    insert into {{schema}}.completed_history (lane_id, attempt, run_lease, ids, n, closed_at)
-    select m.lane_id, r.attempt + 1, r.run_lease + 1, range_agg(int8range(r.job_id, r.job_id + 1)), count(*),
-           c.closed_at
+  with done as materialized (
+    select o.slot, o.batch_id, o.lane_id, o.first_seq, o.listed
+      from {{schema}}.slot_receipts(p_slot) o
+     where o.ready_slot = p_slot and o.open_members = 0
+       -- A hashed set: prune's second pass skips thousands of receipts, and "<> all(array)" compares each
+       -- receipt with every one of them (tens of ms under the ring lock).
+       and o.batch_id not in (select unnest(p_skip))
+  ), completed as (
+    -- The completed members' lane positions: arithmetic on the receipt's range when it stored no member
+    -- list (each closure's ranges expanded), the stored list otherwise.
+    select d.lane_id, c.slot, c.batch_id, c.closed_at, c.idxs, d.first_seq + i - 1 as lane_seq
+      from done d
+      join {{schema}}.closure_batches c on c.slot = d.slot and c.batch_id = d.batch_id and c.outcome = 'completed'
+      cross join lateral unnest(c.idxs) run
+      cross join lateral generate_series(lower(run), upper(run) - 1) i
+     where not d.listed
+    union all
+    select m.lane_id, c.slot, c.batch_id, c.closed_at, c.idxs, m.lane_seq
       from done d
       join {{schema}}.closure_batches c on c.slot = d.slot and c.batch_id = d.batch_id and c.outcome = 'completed'
       cross join lateral {{schema}}.receipt_members(d.slot, d.batch_id) m
+     where d.listed and c.idxs @> m.idx
+  ), kept as (
+    insert into {{schema}}.completed_history (lane_id, attempt, run_lease, ids, n, closed_at)
+    select m.lane_id, r.attempt + 1, r.run_lease + 1, range_agg(int8range(r.job_id, r.job_id + 1)), count(*),
+           m.closed_at
+      from completed m
       join {{schema}}.ready_entries r on r.slot = p_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
-     where c.idxs @> m.idx
-     group by m.lane_id, r.attempt, r.run_lease, c.slot, c.batch_id, c.closed_at, c.idxs
+     group by m.lane_id, r.attempt, r.run_lease, m.slot, m.batch_id, m.closed_at, m.idxs
   )
   select coalesce(array_agg(d.batch_id), '{}') into receipts from done d;
 end
