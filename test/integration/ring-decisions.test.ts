@@ -62,6 +62,27 @@ describe('ring and cleanup decisions', () => {
     await f.close();
   });
 
+  it('a receipt that lists its members (a cancelled row inside its range) keeps each completion in history, flush by flush', async () => {
+    const jobs = await enqueue('rd_listed', 5);
+    expect(await f.client.cancel(jobs[2]!)).not.toBeNull();
+    const [batch] = await claim('rd_listed');
+    expect(batch!.jobs.map((j) => j.id)).toEqual([jobs[0], jobs[1], jobs[3], jobs[4]]);
+    const listed = await f.pool.query(`select lane_seqs from awa.claim_batches where batch_id = $1`, [
+      batch!.batchId,
+    ]);
+    expect(listed.rows[0].lane_seqs).not.toBeNull();
+    // Two flushes: two closures of one receipt, each its own history row.
+    await complete([{ ...batch!, jobs: batch!.jobs.slice(0, 2) }]);
+    await complete([{ ...batch!, jobs: batch!.jobs.slice(2) }]);
+    await seal();
+    expect(await pruneRing(f.pool, f.schema, NO_CARRY)).toMatchObject({ outcome: 'pruned' });
+    for (const id of [jobs[0], jobs[1], jobs[3], jobs[4]]) {
+      expect(await readyRows(id!)).toEqual([]);
+      expect(await f.client.getJob(id!)).toMatchObject({ state: 'completed', attempt: 1 });
+    }
+    expect(await f.client.getJob(jobs[2]!)).toMatchObject({ state: 'cancelled' });
+  });
+
   it('completed history does not hold a slot: it is pruned at once and the jobs stay readable as completed', async () => {
     const jobs = await enqueue('rd_done', 3);
     await complete(await claim('rd_done'));
