@@ -27,9 +27,13 @@ begin
       from unnest(p_slots, p_batches, p_idxs, p_job_ids, p_leases, p_outcomes, p_run_ats, p_errors)
         as u(given_slot, batch_id, idx, job_id, run_lease, outcome, run_at, error)
       left join {{schema}}.receipt_forwards f on f.batch_id = u.batch_id
-  ), closed as (
-    -- The members already settled, per batch of this call, read once per batch (a flush names a handful of
-    -- batches): a per-row probe of the closures runs once per job over every ring partition.
+  ), batches as materialized (
+    -- The receipts of this call and their settled members, each read once per receipt (a flush names a
+    -- handful): a probe per result would visit every ring partition once per job (the slot is known only
+    -- at run time), which made this call the drain's bottleneck.
+    select b.* from (select distinct slot, batch_id from input) k
+      join {{schema}}.claim_batches b on b.slot = k.slot and b.batch_id = k.batch_id
+  ), closed as materialized (
     select c.slot, c.batch_id, range_agg(m) as idxs
       from (select distinct slot, batch_id from input) k
       join {{schema}}.closure_batches c on c.slot = k.slot and c.batch_id = k.batch_id
@@ -47,7 +51,7 @@ begin
            i.run_at, i.error, b.ready_slot, b.lane_id,
            case when b.lane_seqs is null then b.first_seq + i.idx - 1 else b.lane_seqs[i.idx] end as lane_seq
       from input i
-      join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
+      join batches b on b.slot = i.slot and b.batch_id = i.batch_id
       left join closed x on x.slot = i.slot and x.batch_id = i.batch_id
      where i.idx between 1 and b.size
        and coalesce(b.lease, b.run_leases[i.idx]) = i.run_lease
