@@ -69,7 +69,10 @@ export async function benchCommand(argv: string[]): Promise<void> {
     holdMs: int(values['hold-ms'], 20, 'hold-ms', 0),
     processes: int(values.processes, 0, 'processes'),
     unique: values.unique === true,
+    otelSample: (values['otel-sample'] as number | undefined) ?? 1,
   };
+  if (!(opts.otelSample > 0 && opts.otelSample <= 1))
+    throw new BenchUsageError(`--otel-sample must be a fraction in (0, 1], got ${opts.otelSample}`);
   const runs = int(values.runs, 1, 'runs');
   const system = (values.system as string | undefined) ?? 'all';
   if (system !== 'all' && !SYSTEMS.includes(system)) {
@@ -88,6 +91,8 @@ export async function benchCommand(argv: string[]): Promise<void> {
     if (system !== 'all' && system !== 'awa') throw new BenchUsageError(`--otel applies to the awa system`);
     // Worker processes do not load the SDK: their rows would not be what the label says.
     if (opts.processes > 0) throw new BenchUsageError('--otel cannot be combined with --processes');
+  } else if (opts.otelSample !== 1) {
+    throw new BenchUsageError('--otel-sample applies with --otel sdk or both');
   }
   const json = Boolean(values.json);
   const emit = (row: ResultRow) => {
@@ -177,7 +182,7 @@ async function runOnce(
   // The machine's 1-minute load when the run began: on shared cores it says what else was running.
   const loadAvg1m = Math.round(loadavg()[0]! * 100) / 100;
   const db = await createDatabase(system);
-  const adapter = makeAdapter(system);
+  const adapter = makeAdapter(system, opts.otelSample);
   interrupt.current = adapter;
   const rss = new RssSampler();
   try {

@@ -33,6 +33,11 @@ export const benchOptions: Record<string, BenchOption> = {
     description:
       'awa: none (API only, default) | sdk (OpenTelemetry SDK registered, row "awa+otel") | both (the two rows side by side)',
   },
+  'otel-sample': {
+    type: 'number',
+    description:
+      'with --otel sdk|both: fraction of root traces the SDK records (a ParentBased(TraceIdRatioBased) sampler; default 1, every span)',
+  },
   unique: {
     type: 'boolean',
     description:

@@ -7,7 +7,13 @@ import {
   PeriodicExportingMetricReader,
   type PushMetricExporter,
 } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
 
 // `--otel sdk`: the OpenTelemetry SDK registered as an application would (metrics collected on a timer,
 // every span batched and exported, AsyncLocalStorage context, W3C propagation), with exporters that drop
@@ -35,8 +41,10 @@ class DiscardingSpanExporter implements SpanExporter {
   async shutdown(): Promise<void> {}
 }
 
-/** Registers the SDK globally; the returned function unregisters it and shuts it down. */
-export function installOtelSdk(): () => Promise<void> {
+/** Registers the SDK globally; the returned function unregisters it and shuts it down. sample: the fraction
+ * of root traces recorded (`--otel-sample`); below 1 the sampler is ParentBased(TraceIdRatioBased), as
+ * tracing at volume is usually run, and unsampled spans cost the SDK almost nothing. */
+export function installOtelSdk(sample = 1): () => Promise<void> {
   const meterProvider = new MeterProvider({
     readers: [
       new PeriodicExportingMetricReader({
@@ -46,6 +54,9 @@ export function installOtelSdk(): () => Promise<void> {
     ],
   });
   const tracerProvider = new BasicTracerProvider({
+    ...(sample < 1
+      ? { sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(sample) }) }
+      : {}),
     spanProcessors: [new BatchSpanProcessor(new DiscardingSpanExporter())],
   });
   metrics.setGlobalMeterProvider(meterProvider);

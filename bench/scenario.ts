@@ -25,6 +25,8 @@ export interface ScenarioOptions {
   processes: number;
   /** Every job carries a distinct deduplication key (enqueue): what unique jobs cost each system. */
   unique: boolean;
+  /** With --otel: fraction of root traces the SDK records (1: every span). */
+  otelSample: number;
 }
 
 export interface ScenarioContext {

@@ -19,12 +19,13 @@ export function withOtel(systems: readonly string[], mode: (typeof OTEL_MODES)[n
   return systems.flatMap((s) => (s !== 'awa' ? [s] : mode === 'sdk' ? ['awa+otel'] : ['awa', 'awa+otel']));
 }
 
-export function makeAdapter(system: string): SystemAdapter {
+/** otelSample: the fraction of root traces the SDK records in awa+otel (1: all). */
+export function makeAdapter(system: string, otelSample = 1): SystemAdapter {
   switch (system) {
     case 'awa':
       return new AwaAdapter();
     case 'awa+otel':
-      return new AwaAdapter(true);
+      return new AwaAdapter(true, otelSample);
     case 'pgboss':
       return new PgBossAdapter('per-job');
     case 'pgboss-batch':

@@ -24,13 +24,16 @@ export class AwaAdapter implements SystemAdapter {
   private prunes = 0;
   private uninstallOtel: (() => Promise<void>) | null = null;
 
-  constructor(private readonly otel = false) {
-    this.label = otel ? 'awa+otel' : 'awa';
+  constructor(
+    private readonly otel = false,
+    private readonly otelSample = 1,
+  ) {
+    this.label = !otel ? 'awa' : otelSample === 1 ? 'awa+otel' : `awa+otel@${otelSample}`;
   }
 
   async setup(url: string): Promise<void> {
     this.url = url;
-    if (this.otel) this.uninstallOtel = installOtelSdk();
+    if (this.otel) this.uninstallOtel = installOtelSdk(this.otelSample);
     this.client = new AwaClient({ connectionString: url, schema: this.schema, poolSize: 8 });
     await this.client.migrate();
   }
@@ -43,7 +46,9 @@ export class AwaAdapter implements SystemAdapter {
   ) {
     const jobs = (function* () {
       for (let i = 0; i < n; i++)
-        yield unique ? { kind, args: make(i), options: { unique: { key: `k${i}` } } } : { kind, args: make(i) };
+        yield unique
+          ? { kind, args: make(i), options: { unique: { key: `k${i}` } } }
+          : { kind, args: make(i) };
     })();
     this.enqueued += (await this.db().copyEnqueue(jobs, { onProgress })).inserted;
   }
@@ -140,7 +145,10 @@ export class AwaAdapter implements SystemAdapter {
       pollIntervalMs: c?.pollIntervalMs ?? 200,
       handler: 'one call per job',
       otel: this.otel
-        ? 'SDK registered: periodic metric reader (5 s), batch span processor, exporters that discard'
+        ? 'SDK registered: periodic metric reader (5 s), batch span processor, exporters that discard, ' +
+          (this.otelSample === 1
+            ? 'every span recorded'
+            : `root traces sampled at ${this.otelSample} (ParentBased(TraceIdRatioBased))`)
         : 'API only (no SDK)',
       ...(this.processes.length
         ? { processes: this.processes.length, concurrencyPerProcess: this.processes[0]!.cfg.concurrency }
