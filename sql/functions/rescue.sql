@@ -90,7 +90,7 @@ begin
       from {{schema}}.claim_batches cb
       join {{schema}}.lanes l on l.lane_id = cb.lane_id
      where cb.instance_id = p_instance and l.queue = p_queue
-       and cb.batch_id <> all(p_known)
+       and cb.batch_id not in (select unnest(p_known))  -- hashed: "<> all" compares with every known one
        and cb.claimed_at < now() - make_interval(secs => p_older_than_secs)
        and {{schema}}.receipt_open_count(cb.slot, cb.batch_id, cb.size) > 0
   loop
