@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AwaClient,
@@ -388,6 +389,45 @@ describe('WorkerHost', () => {
     expect(events).toEqual(['handler started', 'handler finished', 'stop resolved']);
     expect((await job(id)).state).toBe('completed');
     expect((await job(late)).state).toBe('available');
+  });
+
+  it('a claim in flight when stop() begins hands its jobs back unstarted: snoozed to now, no attempt spent', async () => {
+    const kind = defineJob({ kind: 'wh_inflight', queue: 'q_inflight' });
+    const ran: string[] = [];
+    const first = (await client.enqueue(kind, {})).id; // makes the queue's lane
+    // The claim is held inside the database on the lane's claim lock (it waits up to 50 ms for it), stop()
+    // begins, the lock is released, and the claim returns the job to a stopping host. A try where the claim
+    // gave up waiting first leaves the job available (the next try's host may run it); try again.
+    let late = '';
+    for (let tries = 0; tries < 10; tries++) {
+      const h = await start(host('q_inflight').register(kind, async (j) => void ran.push(j.id)));
+      await waitFor('the first job', async () => (await job(first)).state === 'completed');
+      const blocker = new pg.Client({ connectionString: db.url });
+      await blocker.connect();
+      try {
+        await blocker.query('begin');
+        await blocker.query(
+          `select pg_advisory_xact_lock(awa.lock_ns('claim'), l.lane_id) from awa.lanes l where l.queue = 'q_inflight'`,
+        );
+        late = (await client.enqueue(kind, {})).id; // wakes the host; its claim waits on the lock
+        await waitFor(
+          "the host's claim to wait for the lane",
+          async () =>
+            (await blocker.query(`select 1 from pg_locks where locktype = 'advisory' and not granted`))
+              .rowCount! > 0,
+          2_000,
+        ).catch(() => {});
+        const stopping = h.stop();
+        await blocker.query('commit');
+        await stopping;
+      } finally {
+        await blocker.end();
+      }
+      if ((await job(late)).state !== 'available') break;
+    }
+    expect(await job(late)).toMatchObject({ state: 'scheduled', attempt: 0 });
+    expect(ran).toContain(first);
+    expect(ran).not.toContain(late);
   });
 
   it('stop() aborts the signal of a handler still running after shutdownTimeoutMs', async () => {
