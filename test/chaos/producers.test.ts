@@ -290,9 +290,10 @@ describe('chaos: concurrent producers in their own transactions', () => {
     });
     expect(report.violations).toEqual([]);
     expect(report).toMatchObject({ jobs: N + 1, completed: N + 1, failed: 0, lost: 0, maxAttempt: 1 });
-    // A generous bound for a loaded 2-core box (p99 114-1,324 ms here while another full suite ran); held
-    // back by the open transaction, the jobs committed early would wait up to ~10 s, so p99 would be ~9 s.
-    expect(p99, `pickup p99 (p50 ${p50} ms)`).toBeLessThan(3_000);
+    // Held back by the open transaction, the jobs committed early would wait up to ~10 s (p99 ~9 s), and
+    // lateEnds above would not be empty. Alone this runs at p99 ~300 ms; inside the full suite on a 2-core box
+    // it has reached 1.3-3.9 s (the suite's other files compete for the cores), so the bound is half the hold.
+    expect(p99, `pickup p99 (p50 ${p50} ms)`).toBeLessThan(HOLD_MS / 2);
     expect(await client.getJob(longId)).toMatchObject({ state: 'completed', attempt: 1 });
   }, 90_000);
 
