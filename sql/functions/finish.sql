@@ -8,11 +8,16 @@
 --   failed / cancelled -> closure + done_entries, or dlq_entries for failures of DLQ-enabled queues
 --   wait       -> closure + waiting_jobs: parked until the callback the attempt registered (callbacks.sql),
 --                 or settled at once by a callback that reached the attempt before it parked
+-- A generic plan: for the one- or two-result flushes of a quiet queue PostgreSQL kept choosing a custom plan,
+-- planned again on every call over all the partitioned tables this statement touches (3.2 ms a call against
+-- 0.9 ms with the generic plan, one result per flush, one connection; from 16 results on they cost the same).
+-- The statement is written to plan well without the parameters' values.
 create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
     p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[])
   returns table (job_id bigint)
   language plpgsql
   set jit = off
+  set plan_cache_mode = force_generic_plan
   as $$
 declare
   v_early record;
