@@ -12,10 +12,11 @@ describe('finish (the fenced settle path)', () => {
     await f.close();
   });
 
-  const claimOne = async (queue: string): Promise<{ batch: ClaimBatch; job: ClaimedJob }> => {
+  /** One claim batch of `queue` (up to `max` jobs) and its first job. */
+  const claimOne = async (queue: string, max = 1): Promise<{ batch: ClaimBatch; job: ClaimedJob }> => {
     const [batch] = await claimBatches(f.pool, f.schema, {
       queue,
-      max: 1,
+      max,
       instanceId: 't',
       agingSeconds: 60,
       deadlineSeconds: 0,
@@ -35,19 +36,13 @@ describe('finish (the fenced settle path)', () => {
   it('a batch settled over several flushes: a later flush repeating closed members settles only the open ones', async () => {
     const jobs = Array.from({ length: 6 }, () => ({ kind: 'k', args: {}, options: { queue: 'pieces' } }));
     const ids = (await f.client.enqueueMany(jobs)).map((j) => j.id);
-    const [batch] = await claimBatches(f.pool, f.schema, {
-      queue: 'pieces',
-      max: 6,
-      instanceId: 't',
-      agingSeconds: 60,
-      deadlineSeconds: 0,
-    });
-    expect(batch!.jobs.map((j) => j.id)).toEqual(ids);
-    const member = (i: number) => settle(batch!, batch!.jobs[i]!, 'completed');
+    const { batch } = await claimOne('pieces', 6);
+    expect(batch.jobs.map((j) => j.id)).toEqual(ids);
+    const member = (i: number) => settle(batch, batch.jobs[i]!, 'completed');
     // Three closures of one batch (two completed, one settled), then one flush naming all six members.
     expect(await finishAttempts(f.pool, f.schema, [member(0), member(1)])).toEqual(new Set([ids[0], ids[1]]));
     expect(await finishAttempts(f.pool, f.schema, [member(3)])).toEqual(new Set([ids[3]]));
-    expect(await finishAttempts(f.pool, f.schema, [settle(batch!, batch!.jobs[5]!, 'cancelled')])).toEqual(
+    expect(await finishAttempts(f.pool, f.schema, [settle(batch, batch.jobs[5]!, 'cancelled')])).toEqual(
       new Set([ids[5]]),
     );
     const again = await finishAttempts(f.pool, f.schema, [0, 1, 2, 3, 4, 5].map(member));
