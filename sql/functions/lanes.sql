@@ -1,4 +1,4 @@
--- Lanes: one ordered stream of positions per (queue, priority), and the rules producers and claimers follow
+-- Lanes: one ordered stream of positions per (queue, priority, enqueue shard), and the rules producers and claimers follow
 -- on them. Cursors are sequences (non-transactional, no dead tuples):
 --   enqueue_seq   last position handed to a producer;
 --   claim_seq     claimed high-water: no receipt covers a position above it (a cache of committed evidence,
@@ -9,22 +9,26 @@
 --   notify_seq    when a producer of the lane last sent a wake-up (epoch ms).
 -- docs/architecture.md, "Lanes, gaps and the floor", gives the proof.
 
-create function {{schema}}.lane_of(p_queue text, p_priority smallint) returns {{schema}}.lanes
+-- How many enqueue shards a queue has (1 unless set_enqueue_shards() said otherwise).
+create function {{schema}}.queue_shards(p_queue text) returns smallint
   language sql stable
-  as $$ select * from {{schema}}.lanes where queue = p_queue and priority = p_priority $$;
+  as $$ select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint) $$;
 
--- Creates the four priority lanes of a queue (DDL: four sequences each). Hosts and clients call it in a
--- transaction of their own before they enqueue, so a producer's open transaction never holds this lock; a
--- producer that reaches a lane nobody created yet creates it inside its own transaction (and another
--- producer of the same new queue then waits for it). With p_wait false it returns false instead of waiting.
+-- Creates the lanes of a queue: four priorities per enqueue shard (DDL: five sequences each). Hosts and
+-- clients call it in a transaction of their own before they enqueue, so a producer's open transaction never
+-- holds this lock; a producer that reaches a lane nobody created yet creates it inside its own transaction (and
+-- another producer of the same new queue then waits for it). With p_wait false it returns false instead of
+-- waiting. Shard 0's sequences keep the names lanes always had.
 create function {{schema}}.ensure_lanes(p_queue text, p_wait boolean) returns boolean
   language plpgsql
   as $$
 declare
+  v_shards smallint := {{schema}}.queue_shards(p_queue);
   p smallint;
+  s smallint;
   v_name text;
 begin
-  if (select count(*) from {{schema}}.lanes where queue = p_queue) = 4 then
+  if (select count(*) from {{schema}}.lanes where queue = p_queue and shard < v_shards) = 4 * v_shards then
     return true;
   end if;
   if p_wait then
@@ -32,25 +36,44 @@ begin
   elsif not pg_try_advisory_xact_lock({{schema}}.lock_ns('lanes'), hashtext(p_queue)) then
     return false;
   end if;
-  for p in 1..4 loop
-    continue when exists (select 1 from {{schema}}.lanes where queue = p_queue and priority = p);
-    v_name := md5(p_queue || ':' || p);
-    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_enq_' || v_name);
-    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_claim_' || v_name);
-    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_floor_' || v_name);
-    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_mark_' || v_name);
-    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_notify_' || v_name);
-    -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
-    perform setval(format('{{schema}}.%I', s || v_name)::regclass, 0, true)
-       from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_']) s;
-    insert into {{schema}}.lanes (queue, priority, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq)
-      values (p_queue, p, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
-              format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
-              format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
-              format('{{schema}}.%I', 'lane_mark_' || v_name)::regclass,
-              format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass);
+  for s in 0..v_shards - 1 loop
+    for p in 1..4 loop
+      continue when exists (select 1 from {{schema}}.lanes where queue = p_queue and priority = p and shard = s);
+      v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end);
+      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_enq_' || v_name);
+      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_claim_' || v_name);
+      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_floor_' || v_name);
+      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_mark_' || v_name);
+      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_notify_' || v_name);
+      -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
+      perform setval(format('{{schema}}.%I', x || v_name)::regclass, 0, true)
+         from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_']) x;
+      insert into {{schema}}.lanes (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq)
+        values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_mark_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass);
+    end loop;
   end loop;
   return true;
+end
+$$;
+
+-- Sets how many enqueue shards a queue has, and creates their lanes now (in this, the caller's short
+-- transaction, not in a producer's). Fewer shards than before: producers stop using the higher ones, and
+-- claimers drain them like any lane with work. Returns the previous count.
+create function {{schema}}.set_enqueue_shards(p_queue text, p_shards smallint) returns smallint
+  language plpgsql
+  as $$
+declare
+  v_before smallint := {{schema}}.queue_shards(p_queue);
+begin
+  insert into {{schema}}.queue_settings (queue, enqueue_shards) values (p_queue, p_shards)
+  on conflict (queue) do update set enqueue_shards = excluded.enqueue_shards, updated_at = now()
+   where queue_settings.enqueue_shards <> excluded.enqueue_shards;
+  perform {{schema}}.ensure_lanes(p_queue, true);
+  return v_before;
 end
 $$;
 
@@ -68,15 +91,20 @@ create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_cou
   as $$
 declare
   v_lane {{schema}}.lanes;
+  v_shard smallint;
   v_xid bigint := pg_current_xact_id()::text::bigint;
   v_now_ms bigint;
   v_notify boolean := false;
 begin
-  -- (Queries inline rather than through lane_of()/current_slot(): PL/pgSQL caches their plans.)
-  select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority;
+  -- The shard: 0 unless the queue has several, then the next in turn. (Queries inline rather than through
+  -- queue_shards()/current_slot(): PL/pgSQL caches their plans.)
+  select coalesce((select case when q.enqueue_shards > 1 then nextval('{{schema}}.shard_rotor_seq') % q.enqueue_shards end
+                     from {{schema}}.queue_settings q where q.queue = p_queue), 0)
+    into v_shard;
+  select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
   if not found then
     perform {{schema}}.ensure_lanes(p_queue, true);
-    select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority;
+    select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
   end if;
   lane_id := v_lane.lane_id;
   -- Held until this transaction ends and shared by every producer of the lane (no producer waits for

@@ -4,11 +4,13 @@
 
 -- Per queue: the counts of queue_counts(), completions and failures in the last p_window_secs (from closure
 -- batches and compact history, not from job rows), the age of the oldest available job (each lane's head),
--- and whether the queue has live rows or open receipts in the ring's oldest slot (what may hold prune).
+-- whether the queue has live rows or open receipts in the ring's oldest slot (what may hold prune), and its
+-- enqueue shards.
 create function {{schema}}.queue_health(p_window_secs int)
   returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
                  retryable bigint, completed bigint, failed bigint, cancelled bigint, completed_recent bigint,
-                 failed_recent bigint, oldest_available_at timestamptz, in_oldest_slot boolean)
+                 failed_recent bigint, oldest_available_at timestamptz, in_oldest_slot boolean,
+                 enqueue_shards smallint)
   language plpgsql stable
   set jit = off
   as $$
@@ -67,7 +69,8 @@ begin
              + coalesce((select h.n from recent_history h where h.queue = c.queue), 0),
            coalesce((select f.n from recent_failed f where f.queue = c.queue), 0),
            (select h.oldest from heads h where h.queue = c.queue),
-           exists (select 1 from blocking k where k.queue = c.queue)
+           exists (select 1 from blocking k where k.queue = c.queue),
+           {{schema}}.queue_shards(c.queue)
       from counts c order by c.queue;
 end
 $$;

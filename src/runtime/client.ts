@@ -35,6 +35,7 @@ import {
   resolveSchema,
   retryDlq,
   ringStatus,
+  setEnqueueShards,
   setQueuePaused,
   validateConnectionString,
   withClient,
@@ -253,6 +254,19 @@ export class AwaClient {
   async resumeQueue(queue: string): Promise<boolean> {
     validateName('queue', queue);
     return this.run('resumeQueue', undefined, (db) => setQueuePaused(db, this.schema, queue, false));
+  }
+
+  /**
+   * Splits a queue into `shards` lanes per priority (1..64; 1, the default, is strict FIFO per priority).
+   * Producers spread their jobs over the shards in turn and claimers skip a shard another claimer holds, so up
+   * to `shards` worker hosts claim the queue side by side; FIFO then holds per shard. Lowering it stops
+   * producers using the higher shards; their jobs still run. Returns the previous count. See
+   * docs/configuration.md, "Enqueue shards".
+   */
+  async setEnqueueShards(queue: string, shards: number): Promise<number> {
+    validateName('queue', queue);
+    const n = validateInt('shards', shards, 1, 64);
+    return this.run('setEnqueueShards', undefined, (db) => setEnqueueShards(db, this.schema, queue, n));
   }
 
   /** Delivers an external callback that completes the job (parked) or resumes its waiting handler with

@@ -101,6 +101,8 @@ export interface QueueHealth extends QueueCounts {
   oldestAvailableAt: Date | null;
   /** The queue has unclaimed rows or open receipts in the ring's oldest slot (it may be what holds prune). */
   inOldestSlot: boolean;
+  /** Lanes per priority that producers spread over (1 = strict FIFO per priority; see setEnqueueShards). */
+  enqueueShards: number;
 }
 
 export async function queueHealth(
@@ -117,6 +119,7 @@ export async function queueHealth(
     failedRecent: Number(r.failed_recent),
     oldestAvailableAt: r.oldest_available_at,
     inOldestSlot: r.in_oldest_slot,
+    enqueueShards: Number(r.enqueue_shards),
   }));
 }
 

@@ -131,18 +131,18 @@ describe('awa migrate', () => {
 
   it('applies the migrations, then finds nothing to do', async () => {
     const first = await awa(['migrate'], { DATABASE_URL: fresh.url });
-    expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 8\n', stderr: '' });
+    expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 9\n', stderr: '' });
     const again = await awa(['migrate', '--database-url', fresh.url]);
-    expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 8)\n', stderr: '' });
-    // The database is fully migrated: the schema_version table says 1..8, the library has nothing left to
+    expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 9)\n', stderr: '' });
+    // The database is fully migrated: the schema_version table says 1..9, the library has nothing left to
     // apply, and the schema works.
     const client = new AwaClient({ connectionString: fresh.url, poolSize: 1 });
     try {
       const { rows } = await client.pool.query<{ version: number }>(
         'select version from awa.schema_version order by version',
       );
-      expect(rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
-      expect(await client.migrate()).toEqual({ from: 8, to: 8, applied: [], functions: false });
+      expect(rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(await client.migrate()).toEqual({ from: 9, to: 9, applied: [], functions: false });
       const id = (await client.enqueue('k', {}, { queue: 'q' })).id;
       expect((await client.getJob(id))?.state).toBe('available');
     } finally {
@@ -375,12 +375,35 @@ describe('operator commands', () => {
       expect(await awa(['queue', 'pause'], env)).toEqual({
         code: 2,
         stdout: '',
-        stderr: 'awa queue: usage: awa queue list | show NAME | pause NAME | resume NAME\n',
+        stderr:
+          'awa queue: usage: awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT\n',
       });
       const { rows } = await client.pool.query(
         'select queue from awa.queue_settings where paused_at is not null',
       );
       expect(rows).toEqual([]);
+    });
+
+    it('queue shards splits a queue into enqueue shards and says what it was; a bad count exits 2', async () => {
+      expect(await awa(['queue', 'shards', 'cq_s', '3'], env)).toEqual({
+        code: 0,
+        stdout: 'cq_s: 1 -> 3 enqueue shards\n',
+        stderr: '',
+      });
+      expect(json(await awa(['queue', 'shards', 'cq_s', '2', '--json'], env))).toEqual({
+        queue: 'cq_s',
+        enqueueShards: 2,
+        before: 3,
+      });
+      await client.enqueue('k', {}, { queue: 'cq_s' });
+      expect(json(await awa(['queue', 'show', 'cq_s', '--json'], env))).toMatchObject({ enqueueShards: 2 });
+      const bad = await awa(['queue', 'shards', 'cq_s', '0'], env);
+      expect(bad).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa queue: shards: COUNT must be a whole number from 1 to 64, got "0"\n',
+      });
+      expect((await client.queueHealth()).find((q) => q.queue === 'cq_s')?.enqueueShards).toBe(2);
     });
   });
 

@@ -1,11 +1,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, migrate, SchemaNotMigratedError, WorkerHost } from '../../src/index.js';
+import { claimJobs, migrations, renderMigration, resolveSchema } from '../../src/storage/index.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 // The migrations in sql/ on this branch, written out rather than read from the code under test: a new
 // migration adds its version (and name) here.
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9];
 const NAMES = [
   'engine',
   'recovery',
@@ -15,8 +16,9 @@ const NAMES = [
   'operator',
   'cron',
   'job_id_index',
+  'enqueue_shards',
 ];
-const LATEST = 8;
+const LATEST = 9;
 
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -46,6 +48,63 @@ describe('migrations', () => {
     expect(rows).toEqual(VERSIONS.map((version, i) => ({ version, name: NAMES[i] })));
     const again = await migrate({ connectionString: db.url });
     expect(again).toEqual({ from: LATEST, to: LATEST, applied: [], functions: false });
+  });
+
+  it("upgrading from version 8 keeps a queue's lane and its waiting jobs: they become shard 0, claimed in order", async () => {
+    const old = await createTestDatabase('migrate_v8');
+    const c = new pg.Client(old.url);
+    await c.connect();
+    try {
+      // A version-8 database as its own functions left it: one lane (five sequences, no shard column) and
+      // two waiting jobs at positions 1 and 2.
+      const schema = resolveSchema();
+      for (const m of migrations().filter((m) => m.version <= 8)) {
+        await c.query(renderMigration(m, schema));
+        await c.query('insert into awa.schema_version (version, name) values ($1, $2)', [m.version, m.name]);
+      }
+      for (const seq of ['enq', 'claim', 'floor', 'mark', 'notify'])
+        await c.query(
+          `create sequence awa.v8_${seq} as bigint minvalue 0 start 0; select setval('awa.v8_${seq}', 0, true)`,
+        );
+      await c.query(`select setval('awa.v8_enq', 2, true)`);
+      const { rows: lane } = await c.query<{ lane_id: number }>(
+        `insert into awa.lanes (queue, priority, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq)
+         values ('old_q', 2, 'awa.v8_enq', 'awa.v8_claim', 'awa.v8_floor', 'awa.v8_mark', 'awa.v8_notify')
+         returning lane_id`,
+      );
+      const { rows: jobs } = await c.query<{ job_id: string }>(
+        `insert into awa.ready_entries (slot, lane_id, lane_seq, kind, queue, priority, args)
+         values (0, $1, 1, 'k', 'old_q', 2, '{"n":1}'), (0, $1, 2, 'k', 'old_q', 2, '{"n":2}')
+         returning job_id::text`,
+        [lane[0]!.lane_id],
+      );
+
+      expect(await migrate({ connectionString: old.url })).toEqual({
+        from: 8,
+        to: LATEST,
+        applied: [9],
+        functions: true,
+      });
+      const { rows: lanes } = await c.query('select lane_id, shard from awa.lanes order by lane_id');
+      expect(lanes).toEqual([{ lane_id: lane[0]!.lane_id, shard: 0 }]);
+      const client = new AwaClient({ connectionString: old.url, poolSize: 2 });
+      try {
+        // A new job goes to the same lane, after the two that were waiting.
+        const later = (await client.enqueue('k', { n: 3 }, { queue: 'old_q' })).id;
+        const req = { queue: 'old_q', max: 10, instanceId: 't', agingSeconds: 3600, deadlineSeconds: 0 };
+        const { batches } = await claimJobs(client.pool, schema, req);
+        expect(batches.flatMap((b) => b.jobs.map((j) => j.id))).toEqual([
+          ...jobs.map((j) => j.job_id),
+          later,
+        ]);
+        expect(await client.setEnqueueShards('old_q', 2)).toBe(1);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await c.end();
+      await old.drop();
+    }
   });
 
   it('installs into another schema when asked, independent of the default one', async () => {

@@ -2,7 +2,7 @@ import { UsageError } from '../args.js';
 import type { CliContext } from '../io.js';
 import { ago, parse, print, withClient } from './common.js';
 
-// awa queue list | show NAME | pause NAME | resume NAME
+// awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT
 
 export const queueOptions = {
   'window-ms': {
@@ -11,12 +11,12 @@ export const queueOptions = {
   },
 };
 
-const USAGE = 'awa queue list | show NAME | pause NAME | resume NAME';
+const USAGE = 'awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT';
 
 export async function queueCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parse(argv, queueOptions);
   const [verb, name, ...rest] = positionals;
-  if (rest.length > 0) throw new UsageError(`usage: ${USAGE}`);
+  if (rest.length > (verb === 'shards' ? 1 : 0)) throw new UsageError(`usage: ${USAGE}`);
   await withClient(ctx, values, async (client) => {
     if (verb === 'list' || verb === undefined || verb === 'show') {
       if (verb === 'show' && !name) throw new UsageError(`usage: ${USAGE}`);
@@ -43,6 +43,7 @@ export async function queueCommand(argv: string[], ctx: CliContext): Promise<voi
           'failed/window': q.failedRecent,
           'oldest age': ago(q.oldestAvailableAt),
           'in oldest slot': q.inOldestSlot ? 'yes' : 'no',
+          shards: q.enqueueShards,
         })),
       );
     }
@@ -54,6 +55,18 @@ export async function queueCommand(argv: string[], ctx: CliContext): Promise<voi
         values,
         { queue: name, [word]: changed },
         changed ? `${word} ${name}` : `${name} was already ${verb === 'pause' ? 'paused' : 'running'}`,
+      );
+    }
+    if (verb === 'shards' && name && rest.length === 1) {
+      const count = Number(rest[0]);
+      if (!Number.isInteger(count) || count < 1 || count > 64)
+        throw new UsageError(`shards: COUNT must be a whole number from 1 to 64, got "${rest[0]}"`);
+      const before = await client.setEnqueueShards(name, count);
+      return print(
+        ctx,
+        values,
+        { queue: name, enqueueShards: count, before },
+        `${name}: ${before} -> ${count} enqueue shards`,
       );
     }
     throw new UsageError(`usage: ${USAGE}`);
