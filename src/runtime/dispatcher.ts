@@ -21,6 +21,11 @@ const ECHO_MS = 5;
  * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
 const CONTENDED_RETRY_MS = 2;
 const CONTENDED_RETRY_MAX_MS = 250;
+/** With a backlog, how long freed permits wait for more before a claim that is not a full batch: fast handlers
+ * give a full batch back within a millisecond or two, and every claim carries a fixed cost (and, on a queue
+ * several hosts share, a turn on its lane); a slow handler holds back a quarter of the permits this long at
+ * most. */
+const COALESCE_MS = 2;
 
 export class Dispatcher {
   private inFlight = 0;
@@ -30,11 +35,14 @@ export class Dispatcher {
   private pollTimer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private echoTimer: NodeJS.Timeout | null = null;
+  private coalesceTimer: NodeJS.Timeout | null = null;
   private errorDelayMs = 0;
   private contendedDelayMs = 0;
   /** Echo claims still owed (see ECHO_MS). */
   private echoRounds = 0;
   private readonly refillAt: number;
+  /** A full claim: what the dispatcher asks for when every permit it may use at once is free. */
+  private readonly fullClaim: number;
   private idleWaiters: (() => void)[] = [];
   /**
    * True when the last claim loop stopped for lack of permits (or under backpressure) rather than
@@ -50,9 +58,10 @@ export class Dispatcher {
     private readonly pollIntervalMs: number,
     private readonly deps: DispatcherDeps,
   ) {
-    // Waiting for a quarter of a batch of free permits keeps claims large under load without leaving
-    // capacity idle for long.
-    this.refillAt = Math.max(1, Math.ceil(Math.min(batchSize, concurrency) / 4));
+    // Under load a claim waits for a full batch of free permits, or for a quarter of one and COALESCE_MS:
+    // claims stay large without leaving capacity idle for long.
+    this.fullClaim = Math.min(batchSize, concurrency);
+    this.refillAt = Math.max(1, Math.ceil(this.fullClaim / 4));
   }
 
   get running(): number {
@@ -71,6 +80,7 @@ export class Dispatcher {
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.echoTimer) clearTimeout(this.echoTimer);
+    this.clearCoalesce();
     this.pollTimer = this.retryTimer = this.echoTimer = null;
   }
 
@@ -119,8 +129,25 @@ export class Dispatcher {
   release(): void {
     this.inFlight--;
     const free = this.concurrency - this.inFlight;
-    if (this.mayHaveMore && (free >= this.refillAt || this.inFlight === 0)) this.wake();
+    if (this.mayHaveMore) {
+      if (free >= this.fullClaim || this.inFlight === 0) this.wake();
+      else if (free >= this.refillAt) this.coalesce();
+    }
     if (this.inFlight === 0 && !this.claiming) this.notifyIdle();
+  }
+
+  /** Claim once COALESCE_MS have passed, unless a full batch of permits comes back first. */
+  private coalesce(): void {
+    if (this.coalesceTimer || this.stopped) return;
+    this.coalesceTimer = setTimeout(() => {
+      this.coalesceTimer = null;
+      this.wake();
+    }, COALESCE_MS);
+  }
+
+  private clearCoalesce(): void {
+    if (this.coalesceTimer) clearTimeout(this.coalesceTimer);
+    this.coalesceTimer = null;
   }
 
   private async claimLoop(): Promise<void> {
@@ -133,6 +160,7 @@ export class Dispatcher {
           break;
         }
         const max = Math.min(free, this.batchSize);
+        this.clearCoalesce();
         this.again = false;
         this.inFlight += max;
         let result: ClaimResult;
