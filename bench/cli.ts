@@ -70,7 +70,9 @@ export async function benchCommand(argv: string[]): Promise<void> {
     processes: int(values.processes, 0, 'processes'),
     unique: values.unique === true,
     otelSample: (values['otel-sample'] as number | undefined) ?? 1,
+    shards: int(values.shards, 1, 'shards'),
   };
+  if (opts.shards > 64) throw new BenchUsageError(`--shards must be from 1 to 64, got ${opts.shards}`);
   if (!(opts.otelSample > 0 && opts.otelSample <= 1))
     throw new BenchUsageError(`--otel-sample must be a fraction in (0, 1], got ${opts.otelSample}`);
   const runs = int(values.runs, 1, 'runs');
@@ -182,7 +184,7 @@ async function runOnce(
   // The machine's 1-minute load when the run began: on shared cores it says what else was running.
   const loadAvg1m = Math.round(loadavg()[0]! * 100) / 100;
   const db = await createDatabase(system);
-  const adapter = makeAdapter(system, opts.otelSample);
+  const adapter = makeAdapter(system, opts);
   interrupt.current = adapter;
   const rss = new RssSampler();
   try {

@@ -28,6 +28,11 @@ export const benchOptions: Record<string, BenchOption> = {
     type: 'number',
     description: 'drain (awa): worker processes sharing --concurrency (default: in the harness process)',
   },
+  shards: {
+    type: 'number',
+    description:
+      'awa: enqueue shards of the bench queue (lanes per priority that hosts claim side by side; default 1)',
+  },
   otel: {
     type: 'string',
     description:

@@ -27,6 +27,8 @@ export interface ScenarioOptions {
   unique: boolean;
   /** With --otel: fraction of root traces the SDK records (1: every span). */
   otelSample: number;
+  /** Awa: the bench queue's enqueue shards (1: one lane per priority, strict FIFO). */
+  shards: number;
 }
 
 export interface ScenarioContext {

@@ -19,13 +19,16 @@ export function withOtel(systems: readonly string[], mode: (typeof OTEL_MODES)[n
   return systems.flatMap((s) => (s !== 'awa' ? [s] : mode === 'sdk' ? ['awa+otel'] : ['awa', 'awa+otel']));
 }
 
-/** otelSample: the fraction of root traces the SDK records in awa+otel (1: all). */
-export function makeAdapter(system: string, otelSample = 1): SystemAdapter {
+/** otelSample: the fraction of root traces the SDK records in awa+otel (1: all); shards: awa's enqueue shards. */
+export function makeAdapter(
+  system: string,
+  { otelSample = 1, shards = 1 }: { otelSample?: number; shards?: number } = {},
+): SystemAdapter {
   switch (system) {
     case 'awa':
-      return new AwaAdapter();
+      return new AwaAdapter(false, 1, shards);
     case 'awa+otel':
-      return new AwaAdapter(true, otelSample);
+      return new AwaAdapter(true, otelSample, shards);
     case 'pgboss':
       return new PgBossAdapter('per-job');
     case 'pgboss-batch':

@@ -27,6 +27,7 @@ export class AwaAdapter implements SystemAdapter {
   constructor(
     private readonly otel = false,
     private readonly otelSample = 1,
+    private readonly shards = 1,
   ) {
     this.label = !otel ? 'awa' : otelSample === 1 ? 'awa+otel' : `awa+otel@${otelSample}`;
   }
@@ -36,6 +37,7 @@ export class AwaAdapter implements SystemAdapter {
     if (this.otel) this.uninstallOtel = installOtelSdk(this.otelSample);
     this.client = new AwaClient({ connectionString: url, schema: this.schema, poolSize: 8 });
     await this.client.migrate();
+    if (this.shards > 1) await this.client.setEnqueueShards(QUEUE, this.shards);
   }
 
   async enqueueBulk(
@@ -144,6 +146,7 @@ export class AwaAdapter implements SystemAdapter {
       completionFlushMs: c?.completionFlushMs ?? 1,
       pollIntervalMs: c?.pollIntervalMs ?? 200,
       handler: 'one call per job',
+      enqueueShards: this.shards,
       otel: this.otel
         ? 'SDK registered: periodic metric reader (5 s), batch span processor, exporters that discard, ' +
           (this.otelSample === 1
