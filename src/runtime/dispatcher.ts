@@ -21,10 +21,11 @@ const ECHO_MS = 5;
  * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
 const CONTENDED_RETRY_MS = 2;
 const CONTENDED_RETRY_MAX_MS = 250;
-/** With a backlog, how long freed permits wait for more before a claim that is not a full batch: fast handlers
- * give a full batch back within a millisecond or two, and every claim carries a fixed cost (and, on a queue
- * several hosts share, a turn on its lane); a slow handler holds back a quarter of the permits this long at
- * most. */
+/** With a backlog, on a host whose permits for the queue fit in one claim batch (several hosts sharing a queue
+ * each have a few hundred), how long freed permits wait for more before a claim that is not a full batch:
+ * fast handlers give a full batch back within a millisecond or two, and every claim carries a fixed cost and
+ * a turn on a lane; a slow handler holds back a quarter of the permits this long at most. A host with more
+ * permits than a batch claims at a quarter at once, as its claims are large anyway. */
 const COALESCE_MS = 2;
 
 export class Dispatcher {
@@ -43,6 +44,8 @@ export class Dispatcher {
   private readonly refillAt: number;
   /** A full claim: what the dispatcher asks for when every permit it may use at once is free. */
   private readonly fullClaim: number;
+  /** Whether partial claims under a backlog wait for more permits (see COALESCE_MS). */
+  private readonly coalesces: boolean;
   private idleWaiters: (() => void)[] = [];
   /**
    * True when the last claim loop stopped for lack of permits (or under backpressure) rather than
@@ -58,10 +61,11 @@ export class Dispatcher {
     private readonly pollIntervalMs: number,
     private readonly deps: DispatcherDeps,
   ) {
-    // Under load a claim waits for a full batch of free permits, or for a quarter of one and COALESCE_MS:
-    // claims stay large without leaving capacity idle for long.
+    // Under load a claim waits for a quarter of a batch of free permits (and, on a host whose permits fit in
+    // one batch, for a full batch or COALESCE_MS): claims stay large without leaving capacity idle for long.
     this.fullClaim = Math.min(batchSize, concurrency);
     this.refillAt = Math.max(1, Math.ceil(this.fullClaim / 4));
+    this.coalesces = concurrency <= batchSize;
   }
 
   get running(): number {
@@ -131,7 +135,10 @@ export class Dispatcher {
     const free = this.concurrency - this.inFlight;
     if (this.mayHaveMore) {
       if (free >= this.fullClaim || this.inFlight === 0) this.wake();
-      else if (free >= this.refillAt) this.coalesce();
+      else if (free >= this.refillAt) {
+        if (this.coalesces) this.coalesce();
+        else this.wake();
+      }
     }
     if (this.inFlight === 0 && !this.claiming) this.notifyIdle();
   }

@@ -218,10 +218,10 @@ describe('Dispatcher', () => {
       vi.useRealTimers();
     });
 
-    it('claims a full batch as soon as its permits are free, and a partial one only after 2 ms', async () => {
+    it('with no more permits than a batch: claims a full batch as soon as its permits are free, a partial one only after 2 ms', async () => {
       const asks: { max: number; at: number }[] = [];
       const t0 = Date.now();
-      const d = new Dispatcher('q', 100, 40, 3_600_000, {
+      const d = new Dispatcher('q', 40, 40, 3_600_000, {
         // A backlog: every claim comes back full.
         claim: async (_q, max) => {
           asks.push({ max, at: Date.now() - t0 });
@@ -235,24 +235,47 @@ describe('Dispatcher', () => {
       });
       d.start();
       await vi.advanceTimersByTimeAsync(0);
-      // 100 permits in batches of 40: 40 + 40 + 20, then none free.
-      expect(asks.map((a) => a.max)).toEqual([40, 40, 20]);
+      // 40 permits, batches of 40: one claim, then none free.
+      expect(asks.map((a) => a.max)).toEqual([40]);
       // A quarter of a batch (10) comes back: no claim yet, it waits for more.
       for (let i = 0; i < 12; i++) d.release();
       await vi.advanceTimersByTimeAsync(1);
-      expect(asks).toHaveLength(3);
+      expect(asks).toHaveLength(1);
       // More comes back within the window: still one claim, for everything free, when the window ends.
       for (let i = 0; i < 8; i++) d.release();
       await vi.advanceTimersByTimeAsync(1);
-      expect(asks.slice(3)).toEqual([{ max: 20, at: 2 }]);
+      expect(asks.slice(1)).toEqual([{ max: 20, at: 2 }]);
       // A full batch coming back claims at once, without waiting out the window.
       for (let i = 0; i < 40; i++) d.release();
       await vi.advanceTimersByTimeAsync(0);
-      expect(asks.slice(4)).toEqual([{ max: 40, at: 2 }]);
+      expect(asks.slice(2)).toEqual([{ max: 40, at: 2 }]);
       // Fewer than a quarter free: no claim at all, however long it waits.
       for (let i = 0; i < 9; i++) d.release();
       await vi.advanceTimersByTimeAsync(1_000);
-      expect(asks).toHaveLength(5);
+      expect(asks).toHaveLength(3);
+      d.stopClaiming();
+    });
+
+    it('with more permits than a batch: claims as soon as a quarter of a batch is free', async () => {
+      const asks: { max: number; at: number }[] = [];
+      const t0 = Date.now();
+      const d = new Dispatcher('q', 100, 40, 3_600_000, {
+        claim: async (_q, max) => {
+          asks.push({ max, at: Date.now() - t0 });
+          return { batches: [batchOf(max, asks.length * 1000)], contended: false };
+        },
+        execute: () => {},
+        backpressure: () => false,
+        onError: (e) => {
+          throw e;
+        },
+      });
+      d.start();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(asks.map((a) => a.max)).toEqual([40, 40, 20]);
+      for (let i = 0; i < 10; i++) d.release();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(asks.slice(3)).toEqual([{ max: 10, at: 0 }]);
       d.stopClaiming();
     });
   });
