@@ -1,5 +1,5 @@
--- Lanes: one ordered stream of positions per (queue, priority, enqueue shard), and the rules producers and claimers follow
--- on them. Cursors are sequences (non-transactional, no dead tuples):
+-- Lanes: one ordered stream of positions per (queue, priority, enqueue shard), and the rules producers and
+-- claimers follow on them. Cursors are sequences (non-transactional, no dead tuples):
 --   enqueue_seq   last position handed to a producer;
 --   claim_seq     claimed high-water: no receipt covers a position above it (a cache of committed evidence,
 --                 healed from receipts, stored only under the lane's claim lock);
@@ -12,7 +12,9 @@
 -- How many enqueue shards a queue has (1 unless set_enqueue_shards() said otherwise).
 create function {{schema}}.queue_shards(p_queue text) returns smallint
   language sql stable
-  as $$ select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint) $$;
+  as $$
+    select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint)
+  $$;
 
 -- Creates the lanes of a queue: four priorities per enqueue shard (DDL: five sequences each). Hosts and
 -- clients call it in a transaction of their own before they enqueue, so a producer's open transaction never
@@ -48,7 +50,8 @@ begin
       -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
       perform setval(format('{{schema}}.%I', x || v_name)::regclass, 0, true)
          from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_']) x;
-      insert into {{schema}}.lanes (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq)
+      insert into {{schema}}.lanes
+        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq)
         values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
@@ -98,13 +101,16 @@ declare
 begin
   -- The shard: 0 unless the queue has several, then the next in turn. (Queries inline rather than through
   -- queue_shards()/current_slot(): PL/pgSQL caches their plans.)
-  select coalesce((select case when q.enqueue_shards > 1 then nextval('{{schema}}.shard_rotor_seq') % q.enqueue_shards end
+  select coalesce((select case when q.enqueue_shards > 1
+                               then nextval('{{schema}}.shard_rotor_seq') % q.enqueue_shards end
                      from {{schema}}.queue_settings q where q.queue = p_queue), 0)
     into v_shard;
-  select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
+  select * into v_lane from {{schema}}.lanes l
+   where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
   if not found then
     perform {{schema}}.ensure_lanes(p_queue, true);
-    select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
+    select * into v_lane from {{schema}}.lanes l
+     where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
   end if;
   lane_id := v_lane.lane_id;
   -- Held until this transaction ends and shared by every producer of the lane (no producer waits for
