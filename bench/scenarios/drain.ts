@@ -6,6 +6,8 @@ import { sleep } from '../pace.js';
 // database says every job is settled, so a system that runs handlers fast but acknowledges slowly is
 // not flattered. With --processes P (awa) the workers are P child processes of concurrency C/P each,
 // spawned and loaded before the clock starts; as in-process, the clock includes the worker hosts' start.
+// `extra.steadyJobsPerSec` is the rate between 10 % and 90 % done: without the hosts' start and the tail,
+// which weigh more in a short run and for several processes starting at once.
 
 export const drainScenario: Scenario = {
   kind: 'system',
@@ -35,20 +37,27 @@ export const drainScenario: Scenario = {
     // Progress is counted in memory (handler calls here, or the processes' reports of committed
     // completions); the database is asked only once they are all in, so the polling itself does not
     // compete with the drain.
+    let t10 = 0;
+    let t90 = 0;
     while (done() < opts.jobs) {
-      bar.update(done());
+      const n = done();
+      bar.update(n);
+      if (!t10 && n >= opts.jobs * 0.1) t10 = performance.now();
+      if (!t90 && n >= opts.jobs * 0.9) t90 = performance.now();
       await sleep(20);
     }
     while ((await adapter.pending()) > 0) await sleep(10);
     const seconds = (performance.now() - t0) / 1000;
     bar.finish(done());
+    const steady =
+      t10 && t90 > t10 ? { steadyJobsPerSec: Math.round((opts.jobs * 0.8) / ((t90 - t10) / 1000)) } : {};
     return {
       jobs: opts.jobs,
       seconds: round(seconds, 3),
       jobsPerSec: Math.round(opts.jobs / seconds),
       extra: fleet
-        ? { processes: opts.processes, concurrencyPerProcess: perProcess }
-        : { handlerCalls: handled },
+        ? { processes: opts.processes, concurrencyPerProcess: perProcess, ...steady }
+        : { handlerCalls: handled, ...steady },
     };
   },
 };
