@@ -12,9 +12,17 @@
 -- planned again on every call over all the partitioned tables this statement touches (3.2 ms a call against
 -- 0.9 ms with the generic plan, one result per flush, one connection; from 16 results on they cost the same).
 -- The statement is written to plan well without the parameters' values.
+--
+-- Plain completions (no error, no run time) may instead come as groups: one row per (receipt, run lease) with
+-- the member indexes as a multirange (p_g*), the common case of a drain. A group is checked and closed as a
+-- whole (its members minus those already closed, where the receipt's lease matches), so its cost does not
+-- grow with its size. Rows come back per accepted result (job_id) or per accepted group (group_batch and the
+-- accepted group_idxs).
 create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
-    p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[])
-  returns table (job_id bigint)
+    p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[],
+    p_gslots smallint[] default null, p_gbatches bigint[] default null, p_gleases bigint[] default null,
+    p_gidxs int4multirange[] default null)
+  returns table (job_id bigint, group_batch bigint, group_idxs int4multirange)
   language plpgsql
   set jit = off
   set plan_cache_mode = force_generic_plan
@@ -25,7 +33,35 @@ begin
   -- Serialises closers of the same receipt batch (completion vs rescue vs cancel); sorted, so two
   -- flushes that share batches cannot deadlock.
   perform pg_advisory_xact_lock({{schema}}.lock_ns('receipt'), (x.b % 2147483647)::int)
-    from (select distinct b from unnest(p_batches) as b order by 1) x;
+    from (select distinct b from unnest(p_batches || coalesce(p_gbatches, '{}')) as b order by 1) x;
+  if coalesce(cardinality(p_gbatches), 0) > 0 then
+    return query
+    with input as (
+      select u.given_slot, u.batch_id, u.run_lease, u.idxs, coalesce(f.slot, u.given_slot) as slot
+        from unnest(p_gslots, p_gbatches, p_gleases, p_gidxs) as u(given_slot, batch_id, run_lease, idxs)
+        left join {{schema}}.receipt_forwards f on f.batch_id = u.batch_id
+    ), open as materialized (
+      -- The members asked for, within the receipt, claimed at that run lease, and not closed yet.
+      select i.slot, i.batch_id,
+             i.idxs * int4multirange(int4range(1, b.size + 1))
+               * case when b.lease = i.run_lease then '{(,)}'::int4multirange
+                      when b.lease is not null then '{}'::int4multirange
+                      else coalesce((select range_agg(int4range(k, k + 1)) from generate_subscripts(b.run_leases, 1) k
+                                      where b.run_leases[k] = i.run_lease), '{}') end
+               - coalesce((select range_agg(m) from {{schema}}.closure_batches c cross join lateral unnest(c.idxs) m
+                            where c.slot = i.slot and c.batch_id = i.batch_id), '{}') as idxs
+        from input i
+        join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
+    ), closure as (
+      insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
+      select o.slot, o.batch_id, o.idxs, (select sum(upper(r) - lower(r)) from unnest(o.idxs) r), 'completed'
+        from open o where not isempty(o.idxs)
+    )
+    select null::bigint, o.batch_id, o.idxs from open o where not isempty(o.idxs);
+  end if;
+  if coalesce(cardinality(p_batches), 0) = 0 then
+    return;
+  end if;
   return query
   with input as (
     select u.*, coalesce(f.slot, u.given_slot) as slot
@@ -108,7 +144,7 @@ begin
       from body b where b.to_dlq
     on conflict on constraint dlq_entries_pkey do nothing
   )
-  select v.job_id from valid v;
+  select v.job_id, null::bigint, null::int4multirange from valid v;
   -- A callback can reach an attempt before its 'wait' is flushed (the outside service answered at once): it was
   -- recorded on the open attempt, so the job is settled now as it says instead of parking with a used token.
   -- resolve_callback() takes this receipt lock, so it either committed before this flush (seen here) or runs

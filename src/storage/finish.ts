@@ -4,7 +4,8 @@ import type { Schema } from './schema.js';
 
 // Settling attempts: one call of the finish() SQL function per completion flush, whatever the mix of
 // outcomes. Every row carries its receipt and fencing token; the database accepts only rows whose
-// receipt is still open, so a stale writer (rescued, cancelled, or already settled) is a no-op.
+// receipt is still open, so a stale writer (rescued, cancelled, or already settled) is a no-op. Plain
+// completions travel as one member range per receipt (what a drain flushes), the rest row by row.
 
 /** 'wait': park the job for the callback its attempt registered (see sql/functions/callbacks.sql). */
 export type Outcome = 'completed' | 'retry' | 'snooze' | 'failed' | 'cancelled' | 'wait';
@@ -30,19 +31,95 @@ export async function finishAttempts(
   items: readonly Settlement[],
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const { rows } = await db.query<{ job_id: string }>({
+  const { rows: single, groups } = splitPlainCompletions(items);
+  const { rows } = await db.query<{
+    job_id: string | null;
+    group_batch: string | null;
+    group_idxs: string | null;
+  }>({
     name: `awa-finish-${schema.name}`,
-    text: `select job_id::text from ${schema.ident}.finish($1::smallint[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::timestamptz[], $8::jsonb[])`,
+    text: `select job_id::text, group_batch::text, group_idxs::text from ${schema.ident}.finish($1::smallint[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::smallint[], $10::bigint[], $11::bigint[], $12::int4multirange[])`,
     values: [
-      items.map((s) => s.claimSlot),
-      items.map((s) => s.batchId),
-      items.map((s) => s.idx),
-      items.map((s) => s.jobId),
-      items.map((s) => s.runLease),
-      items.map((s) => s.outcome),
-      items.map((s) => s.runAt ?? null),
-      items.map((s) => (s.error ? toStorableJson(JSON.stringify(s.error)) : null)),
+      single.map((s) => s.claimSlot),
+      single.map((s) => s.batchId),
+      single.map((s) => s.idx),
+      single.map((s) => s.jobId),
+      single.map((s) => s.runLease),
+      single.map((s) => s.outcome),
+      single.map((s) => s.runAt ?? null),
+      single.map((s) => (s.error ? toStorableJson(JSON.stringify(s.error)) : null)),
+      groups.map((g) => g.claimSlot),
+      groups.map((g) => g.batchId),
+      groups.map((g) => g.runLease),
+      groups.map((g) => multirange(g.members.map((m) => m.idx))),
     ],
   });
-  return new Set(rows.map((r) => r.job_id));
+  const accepted = new Set<string>();
+  const byBatch = new Map<string, Map<number, string>>();
+  for (const g of groups) {
+    let members = byBatch.get(g.batchId);
+    if (!members) byBatch.set(g.batchId, (members = new Map()));
+    for (const m of g.members) members.set(m.idx, m.jobId);
+  }
+  for (const r of rows) {
+    if (r.job_id !== null) accepted.add(r.job_id);
+    else if (r.group_batch !== null && r.group_idxs !== null) {
+      const members = byBatch.get(r.group_batch);
+      for (const [lo, hi] of ranges(r.group_idxs))
+        for (let idx = lo; idx < hi; idx++) {
+          const id = members?.get(idx);
+          if (id !== undefined) accepted.add(id);
+        }
+    }
+  }
+  return accepted;
+}
+
+interface CompletionGroup {
+  claimSlot: number;
+  batchId: string;
+  runLease: number;
+  members: { idx: number; jobId: string }[];
+}
+
+/** Plain completions (no error, no run time) grouped per receipt and run lease; everything else row by row. */
+function splitPlainCompletions(items: readonly Settlement[]): {
+  rows: Settlement[];
+  groups: CompletionGroup[];
+} {
+  const rows: Settlement[] = [];
+  const groups = new Map<string, CompletionGroup>();
+  for (const s of items) {
+    if (s.outcome !== 'completed' || s.error || s.runAt) {
+      rows.push(s);
+      continue;
+    }
+    const key = `${s.batchId}:${s.runLease}:${s.claimSlot}`;
+    let g = groups.get(key);
+    if (!g)
+      groups.set(
+        key,
+        (g = { claimSlot: s.claimSlot, batchId: s.batchId, runLease: s.runLease, members: [] }),
+      );
+    g.members.push({ idx: s.idx, jobId: s.jobId });
+  }
+  return { rows, groups: [...groups.values()] };
+}
+
+/** An int4multirange literal of member indexes: `{[1,4),[6,7)}`. */
+function multirange(idxs: number[]): string {
+  const sorted = [...idxs].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < sorted.length;) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1]! <= sorted[j]! + 1) j++;
+    parts.push(`[${sorted[i]},${sorted[j]! + 1})`);
+    i = j + 1;
+  }
+  return `{${parts.join(',')}}`;
+}
+
+/** The [lower, upper) pairs of an int4multirange's text form (PostgreSQL prints it canonical: `[a,b)`). */
+function* ranges(text: string): Generator<[number, number]> {
+  for (const m of text.matchAll(/\[(\d+),(\d+)\)/g)) yield [Number(m[1]), Number(m[2])];
 }

@@ -50,6 +50,66 @@ describe('finish (the fenced settle path)', () => {
     const states = await Promise.all(ids.map(async (id) => (await f.client.getJob(id))?.state));
     expect(states).toEqual(['completed', 'completed', 'completed', 'completed', 'completed', 'cancelled']);
   });
+  it('plain completions of a receipt whose members carry different run leases are each checked against their own', async () => {
+    const first = (await f.client.enqueue('k', {}, { queue: 'mixed_lease' })).id;
+    const a = await claimOne('mixed_lease');
+    await finishAttempts(f.pool, f.schema, [
+      settle(a.batch, a.job, 'retry', { runAt: new Date(Date.now() - 1000), error: { error: 'again' } }),
+    ]);
+    await f.pool.query('select awa.promote_due(100)');
+    const second = (await f.client.enqueue('k', {}, { queue: 'mixed_lease' })).id;
+    const { batch } = await claimOne('mixed_lease', 10);
+    // One receipt, two leases: the retried job's second attempt and the fresh job's first.
+    expect(batch.jobs.map((j) => [j.id, j.runLease])).toEqual([
+      [first, 2],
+      [second, 1],
+    ]);
+    // The first job's stale writer (lease 1) travels in the same group as the second job's completion.
+    const stale = settle(batch, batch.jobs[0]!, 'completed', { runLease: 1 });
+    expect(
+      await finishAttempts(f.pool, f.schema, [stale, settle(batch, batch.jobs[1]!, 'completed')]),
+    ).toEqual(new Set([second]));
+    expect((await f.client.getJob(first))?.state).toBe('running');
+    expect(await finishAttempts(f.pool, f.schema, [settle(batch, batch.jobs[0]!, 'completed')])).toEqual(
+      new Set([first]),
+    );
+    expect((await f.client.getJob(first))?.state).toBe('completed');
+    expect((await f.client.getJob(second))?.state).toBe('completed');
+  });
+
+  it('one flush of plain completions and other outcomes of the same receipt settles each exactly once', async () => {
+    const ids = (
+      await f.client.enqueueMany(
+        Array.from({ length: 5 }, () => ({ kind: 'k', args: {}, options: { queue: 'mixflush' } })),
+      )
+    ).map((j) => j.id);
+    const { batch } = await claimOne('mixflush', 5);
+    const [j0, j1, j2, j3, j4] = batch.jobs as [ClaimedJob, ClaimedJob, ClaimedJob, ClaimedJob, ClaimedJob];
+    const accepted = await finishAttempts(f.pool, f.schema, [
+      settle(batch, j0, 'completed'),
+      settle(batch, j1, 'failed', { error: { error: 'no' } }),
+      settle(batch, j2, 'completed'),
+      // A completion that carries an error record goes row by row; the duplicate of j0 changes nothing.
+      settle(batch, j3, 'completed', { error: { note: 'x' } }),
+      settle(batch, j0, 'completed'),
+    ]);
+    expect(accepted).toEqual(new Set([ids[0], ids[1], ids[2], ids[3]]));
+    const { rows } = await f.pool.query<{ n: number; outcome: string }>(
+      `select n, outcome from awa.closure_batches where batch_id = $1 order by outcome, n`,
+      [batch.batchId],
+    );
+    // Closed once each: the plain completions as one range, the row-by-row ones by their outcome.
+    expect(rows.reduce((t, r) => t + r.n, 0)).toBe(4);
+    expect(
+      await finishAttempts(f.pool, f.schema, [
+        settle(batch, j4, 'completed'),
+        settle(batch, j2, 'completed'),
+      ]),
+    ).toEqual(new Set([ids[4]]));
+    const states = await Promise.all(ids.map(async (id) => (await f.client.getJob(id))?.state));
+    expect(states).toEqual(['completed', 'failed', 'completed', 'completed', 'completed']);
+  });
+
   it('rejects a completion carrying a stale run lease (the fence)', async () => {
     const id = (await f.client.enqueue('k', {}, { queue: 'fence' })).id;
     const first = await claimOne('fence');
