@@ -84,6 +84,8 @@ export interface ClientOptions {
 }
 
 const CLIENT_OPTION_KEYS = ['connectionString', 'pool', 'schema', 'poolSize', 'maxPayloadBytes'] as const;
+/** copyEnqueue: how many rows of the next chunk are built between turns of the event loop. */
+const YIELD_EVERY_ROWS = 512;
 
 export interface EnqueueOptions extends JobOptions {
   /** Run on this client, inside whatever transaction it has open. */
@@ -214,24 +216,45 @@ export class AwaClient {
     const chunkSize =
       options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
     const send = this.telemetry.begin('copyEnqueue', null);
+    // The next chunk's rows are built while the previous chunk's COPY runs (one COPY at a time on the
+    // connection): the database parses and indexes one chunk while this process encodes the next.
     const load = async (client: pg.ClientBase): Promise<CopyEnqueueResult> => {
       let chunk: JobRow[] = [];
       const result = { inserted: 0, duplicates: 0 };
-      const flush = async () => {
-        await this.prepareLanes(chunk);
-        send.inject(chunk);
-        const duplicates = await copyEnqueueChunk(client, this.schema, chunk);
-        send.sent(chunk, duplicates);
-        result.inserted += chunk.length - duplicates;
+      let copying: Promise<void> | null = null;
+      const copy = async (rows: JobRow[]) => {
+        await this.prepareLanes(rows);
+        send.inject(rows);
+        const duplicates = await copyEnqueueChunk(client, this.schema, rows);
+        send.sent(rows, duplicates);
+        result.inserted += rows.length - duplicates;
         result.duplicates += duplicates;
-        chunk = [];
         options.onProgress?.(result.inserted + result.duplicates);
       };
-      for await (const job of jobs) {
-        chunk.push(await this.toRow(job));
-        if (chunk.length >= chunkSize) await flush();
+      const startCopy = async (rows: JobRow[]) => {
+        if (copying) await copying;
+        copying = copy(rows);
+        // Observed when awaited (next chunk or the end); until then a failure must not go unhandled.
+        copying.catch(() => {});
+      };
+      try {
+        for await (const job of jobs) {
+          chunk.push(await this.toRow(job));
+          // Building rows runs in microtasks: yield now and then so the COPY in flight keeps streaming.
+          if (copying && chunk.length % YIELD_EVERY_ROWS === 0) await new Promise((r) => setImmediate(r));
+          if (chunk.length >= chunkSize) {
+            await startCopy(chunk);
+            chunk = [];
+          }
+        }
+        if (chunk.length > 0) await startCopy(chunk);
+      } catch (err) {
+        // The rollback that follows must reach the connection after the COPY in flight, not between its
+        // reservation and its rows.
+        await (copying as Promise<void> | null)?.catch(() => {});
+        throw err;
       }
-      if (chunk.length > 0) await flush();
+      if (copying) await copying;
       return result;
     };
     return send.run(() =>
