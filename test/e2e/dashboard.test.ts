@@ -111,6 +111,11 @@ describe.skipIf(!executablePath)('dashboard in Chromium', () => {
     const rows = page.locator('#queues tbody tr');
     await seeCount(rows, 4);
     await seeText(page.locator('tr[data-queue=reports] td').nth(2), '6');
+    // Enqueue shards: the seed left every queue at one; a change shows at the next poll.
+    await seeText(page.locator('tr[data-queue=reports] td.shards'), '1');
+    await client.setEnqueueShards('reports', 3);
+    await seeText(page.locator('tr[data-queue=reports] td.shards'), '3');
+    await client.setEnqueueShards('reports', 1);
     await seeCount(page.locator('tr[data-queue=mail] svg.spark'), 2);
     // A poll later, each sparkline has a second point.
     await until('a second sample', async () => {

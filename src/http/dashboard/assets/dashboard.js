@@ -179,6 +179,7 @@ async function queuesPage(gen) {
       el('td', {}, sparkline(h.depth, 'depth')),
       el('td', {}, sparkline(h.rate, 'rate')),
       el('td', {}, q.inOldestSlot ? badge('in oldest slot', 'held') : ''),
+      el('td', { class: 'num shards' }, String(q.enqueueShards)),
       el('td', {}, toggle),
     );
   });
@@ -207,6 +208,7 @@ async function queuesPage(gen) {
             'depth',
             'throughput',
             'ring',
+            { label: 'shards', num: true },
             '',
           ],
           rows,
