@@ -218,11 +218,11 @@ describe('Dispatcher', () => {
       vi.useRealTimers();
     });
 
-    it('with no more permits than a batch: claims a full batch as soon as its permits are free, a partial one only after 2 ms', async () => {
+    /** A started dispatcher on a queue whose every claim comes back full, and its claims (size, when). */
+    const onBacklog = (concurrency: number, batchSize: number) => {
       const asks: { max: number; at: number }[] = [];
       const t0 = Date.now();
-      const d = new Dispatcher('q', 40, 40, 3_600_000, {
-        // A backlog: every claim comes back full.
+      const d = new Dispatcher('q', concurrency, batchSize, 3_600_000, {
         claim: async (_q, max) => {
           asks.push({ max, at: Date.now() - t0 });
           return { batches: [batchOf(max, asks.length * 1000)], contended: false };
@@ -234,6 +234,11 @@ describe('Dispatcher', () => {
         },
       });
       d.start();
+      return { d, asks };
+    };
+
+    it('with no more permits than a batch: claims a full batch as soon as its permits are free, a partial one only after 2 ms', async () => {
+      const { d, asks } = onBacklog(40, 40);
       await vi.advanceTimersByTimeAsync(0);
       // 40 permits, batches of 40: one claim, then none free.
       expect(asks.map((a) => a.max)).toEqual([40]);
@@ -257,20 +262,7 @@ describe('Dispatcher', () => {
     });
 
     it('with more permits than a batch: claims as soon as a quarter of a batch is free', async () => {
-      const asks: { max: number; at: number }[] = [];
-      const t0 = Date.now();
-      const d = new Dispatcher('q', 100, 40, 3_600_000, {
-        claim: async (_q, max) => {
-          asks.push({ max, at: Date.now() - t0 });
-          return { batches: [batchOf(max, asks.length * 1000)], contended: false };
-        },
-        execute: () => {},
-        backpressure: () => false,
-        onError: (e) => {
-          throw e;
-        },
-      });
-      d.start();
+      const { d, asks } = onBacklog(100, 40);
       await vi.advanceTimersByTimeAsync(0);
       expect(asks.map((a) => a.max)).toEqual([40, 40, 20]);
       for (let i = 0; i < 10; i++) d.release();
