@@ -1,5 +1,6 @@
 import { loadavg } from 'node:os';
 import pg from 'pg';
+import { MAX_ENQUEUE_SHARDS } from '../src/index.js';
 import { ProgressBar } from '../src/terminal/progress.js';
 import { BenchUsageError, parseBenchArgs } from './args.js';
 import type { SystemAdapter } from './adapter.js';
@@ -72,7 +73,8 @@ export async function benchCommand(argv: string[]): Promise<void> {
     otelSample: (values['otel-sample'] as number | undefined) ?? 1,
     shards: int(values.shards, 1, 'shards'),
   };
-  if (opts.shards > 64) throw new BenchUsageError(`--shards must be from 1 to 64, got ${opts.shards}`);
+  if (opts.shards > MAX_ENQUEUE_SHARDS)
+    throw new BenchUsageError(`--shards must be from 1 to ${MAX_ENQUEUE_SHARDS}, got ${opts.shards}`);
   if (!(opts.otelSample > 0 && opts.otelSample <= 1))
     throw new BenchUsageError(`--otel-sample must be a fraction in (0, 1], got ${opts.otelSample}`);
   const runs = int(values.runs, 1, 'runs');

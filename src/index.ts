@@ -26,6 +26,7 @@ export {
 } from './model/outcomes.js';
 export {
   defineJob,
+  MAX_ENQUEUE_SHARDS,
   type JobKind,
   type JobKindOptions,
   type ArgsOf,

@@ -53,6 +53,8 @@ export interface JobKind<Args = unknown> {
 export const DEFAULT_QUEUE = 'default';
 export const DEFAULT_PRIORITY: Priority = 2;
 export const DEFAULT_MAX_ATTEMPTS = 25;
+/** Most enqueue shards (lanes per priority) a queue may be split into; sql/migrations/009 checks the same. */
+export const MAX_ENQUEUE_SHARDS = 64;
 
 export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKind<Args> {
   const kind = validateName('kind', options.kind);

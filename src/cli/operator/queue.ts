@@ -1,3 +1,4 @@
+import { MAX_ENQUEUE_SHARDS } from '../../model/job-kind.js';
 import { UsageError } from '../args.js';
 import type { CliContext } from '../io.js';
 import { ago, parse, print, withClient } from './common.js';
@@ -59,8 +60,10 @@ export async function queueCommand(argv: string[], ctx: CliContext): Promise<voi
     }
     if (verb === 'shards' && name && rest.length === 1) {
       const count = Number(rest[0]);
-      if (!Number.isInteger(count) || count < 1 || count > 64)
-        throw new UsageError(`shards: COUNT must be a whole number from 1 to 64, got "${rest[0]}"`);
+      if (!Number.isInteger(count) || count < 1 || count > MAX_ENQUEUE_SHARDS)
+        throw new UsageError(
+          `shards: COUNT must be a whole number from 1 to ${MAX_ENQUEUE_SHARDS}, got "${rest[0]}"`,
+        );
       const before = await client.setEnqueueShards(name, count);
       return print(
         ctx,
