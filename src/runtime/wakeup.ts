@@ -45,18 +45,18 @@ export class Wakeup {
     this.onConnected();
   }
 
+  /** Only the established connection's loss counts. One lost while connecting also fails connect(), which
+   * schedules the reconnect: answering both would leave the host with two LISTEN connections once the
+   * server is back. (The leader's connection follows the same rule.) */
   private lost(err: Error): void {
+    if (!this.conn) return;
     this.conn = null;
     if (this.stopped) return;
     this.onError(err);
     this.scheduleReconnect();
   }
 
-  /** At most one reconnect is pending: a connection that ends while its LISTEN is in flight reports the
-   * loss twice (its end event and the failed LISTEN), and two pending reconnects would leave the host with
-   * two LISTEN connections once the server is back. */
   private scheduleReconnect(): void {
-    if (this.timer || this.stopped) return;
     this.delayMs = Math.min(Math.max(this.delayMs * 2, 100), 5_000);
     this.timer = setTimeout(() => {
       this.timer = null;
