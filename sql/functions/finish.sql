@@ -37,9 +37,8 @@ begin
   if coalesce(cardinality(p_gbatches), 0) > 0 then
     return query
     with input as (
-      select u.given_slot, u.batch_id, u.run_lease, u.idxs, coalesce(f.slot, u.given_slot) as slot
+      select u.batch_id, u.run_lease, u.idxs, {{schema}}.receipt_slot(u.given_slot, u.batch_id) as slot
         from unnest(p_gslots, p_gbatches, p_gleases, p_gidxs) as u(given_slot, batch_id, run_lease, idxs)
-        left join {{schema}}.receipt_forwards f on f.batch_id = u.batch_id
     ), open as materialized (
       -- The members asked for, within the receipt, claimed at that run lease, and not closed yet.
       select i.slot, i.batch_id,
