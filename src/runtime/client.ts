@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
-import { defineJob, type JobKind } from '../model/job-kind.js';
+import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
 import { JOB_STATES, type JobState } from '../model/job.js';
 import {
@@ -221,7 +221,8 @@ export class AwaClient {
     const load = async (client: pg.ClientBase): Promise<CopyEnqueueResult> => {
       let chunk: JobRow[] = [];
       const result = { inserted: 0, duplicates: 0 };
-      let copying: Promise<void> | null = null;
+      // The COPY in flight (resolved when none is).
+      let copying: Promise<void> = Promise.resolve();
       const copy = async (rows: JobRow[]) => {
         await this.prepareLanes(rows);
         send.inject(rows);
@@ -232,7 +233,7 @@ export class AwaClient {
         options.onProgress?.(result.inserted + result.duplicates);
       };
       const startCopy = async (rows: JobRow[]) => {
-        if (copying) await copying;
+        await copying;
         copying = copy(rows);
         // Observed when awaited (next chunk or the end); until then a failure must not go unhandled.
         copying.catch(() => {});
@@ -241,7 +242,7 @@ export class AwaClient {
         for await (const job of jobs) {
           chunk.push(await this.toRow(job));
           // Building rows runs in microtasks: yield now and then so the COPY in flight keeps streaming.
-          if (copying && chunk.length % YIELD_EVERY_ROWS === 0) await new Promise((r) => setImmediate(r));
+          if (chunk.length % YIELD_EVERY_ROWS === 0) await new Promise((r) => setImmediate(r));
           if (chunk.length >= chunkSize) {
             await startCopy(chunk);
             chunk = [];
@@ -251,10 +252,10 @@ export class AwaClient {
       } catch (err) {
         // The rollback that follows must reach the connection after the COPY in flight, not between its
         // reservation and its rows.
-        await (copying as Promise<void> | null)?.catch(() => {});
+        await copying.catch(() => {});
         throw err;
       }
-      if (copying) await copying;
+      await copying;
       return result;
     };
     return send.run(() =>
@@ -288,7 +289,7 @@ export class AwaClient {
    */
   async setEnqueueShards(queue: string, shards: number): Promise<number> {
     validateName('queue', queue);
-    const n = validateInt('shards', shards, 1, 64);
+    const n = validateInt('shards', shards, 1, MAX_ENQUEUE_SHARDS);
     return this.run('setEnqueueShards', undefined, (db) => setEnqueueShards(db, this.schema, queue, n));
   }
 
