@@ -278,6 +278,7 @@ create function {{schema}}.claim_lane(p_lane {{schema}}.lanes, p_max int, p_inst
 declare
   v_left int := p_max;
   v_heal record;
+  v_last bigint := pg_sequence_last_value(p_lane.enqueue_seq);
   b record;
 begin
   select * into v_heal from {{schema}}.heal_lane(p_lane);
@@ -295,6 +296,7 @@ begin
     return;
   end if;
   for b in select * from {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_left, p_instance, p_deadline_secs) loop
+    v_left := v_left - b.n;
     continue when b.n = 0;
     batch_id := b.batch_id;
     claim_slot := b.claim_slot;
@@ -302,6 +304,12 @@ begin
     jobs := b.jobs;
     return next;
   end loop;
+  -- Fewer than asked: the lane was drained up to its last position when this claim began, so a producer
+  -- after it wakes the hosts at once (reserve_lane()). A hint, not evidence: a claim that rolls back leaves
+  -- it early, which costs one wake-up.
+  if v_left > 0 and v_last > pg_sequence_last_value(p_lane.drained_seq) then
+    perform setval(p_lane.drained_seq, v_last, true);
+  end if;
 end
 $$;
 

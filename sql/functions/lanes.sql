@@ -6,7 +6,8 @@
 --   floor_seq     every position at or below it is claimed, cancelled, or dead (its producer ended without
 --                 committing); positions in (floor, high] that no receipt covers are open gaps;
 --   xid_mark_seq  highest transaction id of a producer that has taken a position;
---   notify_seq    when a producer of the lane last sent a wake-up (epoch ms).
+--   notify_seq    when a producer of the lane last sent a wake-up (epoch ms);
+--   drained_seq   the lane's last position when a claimer last found it drained (a hint for wake-ups only).
 -- docs/architecture.md, "Lanes, gaps and the floor", gives the proof.
 
 -- How many enqueue shards a queue has (1 unless set_enqueue_shards() said otherwise).
@@ -16,7 +17,7 @@ create function {{schema}}.queue_shards(p_queue text) returns smallint
     select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint)
   $$;
 
--- Creates the lanes of a queue: four priorities per enqueue shard (DDL: five sequences each). Hosts and
+-- Creates the lanes of a queue: four priorities per enqueue shard (DDL: six sequences each). Hosts and
 -- clients call it in a transaction of their own before they enqueue, so a producer's open transaction never
 -- holds this lock; a producer that reaches a lane nobody created yet creates it inside its own transaction (and
 -- another producer of the same new queue then waits for it). With p_wait false it returns false instead of
@@ -47,16 +48,18 @@ begin
       execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_floor_' || v_name);
       execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_mark_' || v_name);
       execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_notify_' || v_name);
+      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_drained_' || v_name);
       -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
       perform setval(format('{{schema}}.%I', x || v_name)::regclass, 0, true)
-         from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_']) x;
+         from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_', 'lane_drained_']) x;
       insert into {{schema}}.lanes
-        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq)
+        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq, drained_seq)
         values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_mark_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass);
+                format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass);
     end loop;
   end loop;
   return true;
@@ -128,8 +131,11 @@ begin
     -- PostgreSQL serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns:
     -- one wake-up per lane per 5 ms. A host that is woken also claims again a little later (see the
     -- dispatcher), which picks up the jobs of producers that skipped theirs; polling remains the truth.
+    -- The first position after the drained mark always wakes: a claimer found the lane empty up to it, so
+    -- it is likely idle, and this job would otherwise wait for its next look.
     v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
-    if v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
+    if first_seq - 1 <= pg_sequence_last_value(v_lane.drained_seq)
+       or v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
       perform setval(v_lane.notify_seq, v_now_ms, true);
       v_notify := true;
     end if;

@@ -6,7 +6,7 @@ import { createTestDatabase } from '../helpers/database.js';
 
 // The migrations in sql/ on this branch, written out rather than read from the code under test: a new
 // migration adds its version (and name) here.
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 const NAMES = [
   'engine',
   'recovery',
@@ -17,8 +17,9 @@ const NAMES = [
   'cron',
   'job_id_index',
   'enqueue_shards',
+  'drained_mark',
 ];
-const LATEST = 9;
+const LATEST = 10;
 
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -50,7 +51,7 @@ describe('migrations', () => {
     expect(again).toEqual({ from: LATEST, to: LATEST, applied: [], functions: false });
   });
 
-  it("upgrading from version 8 keeps a queue's lane and its waiting jobs: they become shard 0, claimed in order", async () => {
+  it("upgrading from version 8 keeps a queue's lane and its waiting jobs: they become shard 0, claimed in order, and the lane gets its drained mark", async () => {
     const old = await createTestDatabase('migrate_v8');
     const c = new pg.Client(old.url);
     await c.connect();
@@ -82,7 +83,7 @@ describe('migrations', () => {
       expect(await migrate({ connectionString: old.url })).toEqual({
         from: 8,
         to: LATEST,
-        applied: [9],
+        applied: [9, 10],
         functions: true,
       });
       const { rows: lanes } = await c.query('select lane_id, shard from awa.lanes order by lane_id');
@@ -97,6 +98,12 @@ describe('migrations', () => {
           ...jobs.map((j) => j.job_id),
           later,
         ]);
+        // Version 10 gave the old lane its drained mark, and that claim (three of ten asked) moved it.
+        const { rows: marks } = await c.query(
+          'select pg_sequence_last_value(drained_seq)::int as drained from awa.lanes where lane_id = $1',
+          [lane[0]!.lane_id],
+        );
+        expect(marks).toEqual([{ drained: 3 }]);
         expect(await client.setEnqueueShards('old_q', 2)).toBe(1);
       } finally {
         await client.close();

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
+import { claimJobs, resolveSchema } from '../../src/storage/index.js';
 import { createTestDatabase } from '../helpers/database.js';
 
 // The LISTEN/NOTIFY wake-up. The host polls only every 30 s here, so a job picked up within two seconds
@@ -108,5 +109,78 @@ describe('LISTEN/NOTIFY wake-up', () => {
     await host.stop();
     expect(await client.getJob(a)).toMatchObject({ state: 'completed', attempt: 1 });
     expect(await client.getJob(b)).toMatchObject({ state: 'completed', attempt: 1 });
+  });
+
+  // Which enqueues send a wake-up (reserve_lane()): at most one per lane every 5 ms, except the first
+  // position after the lane's drained mark, which a claimer that took fewer jobs than it asked for leaves
+  // behind. The lane's last wake-up is set in the future before each enqueue, so the 5 ms rule alone would
+  // stay silent every time: what is heard comes from the drained mark.
+  it('wakes the hosts for the first job after a drained lane however close to the last wake-up, and keeps the spacing behind a backlog', async () => {
+    const queue = 'q_drained';
+    const schema = resolveSchema();
+    const listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    try {
+      const heard: string[] = [];
+      listener.on('notification', (n) => heard.push(n.payload ?? ''));
+      await listener.query(`listen ${listener.escapeIdentifier(schema.jobsChannel)}`);
+      // The lanes exist before the first enqueue, so its 5 ms rule can be silenced too.
+      await client.setEnqueueShards(queue, 1);
+      const silence = () =>
+        admin.query(
+          `select setval(notify_seq, (extract(epoch from clock_timestamp()) * 1000)::bigint + 600000, true)
+             from awa.lanes where queue = $1`,
+          [queue],
+        );
+      const enqueue = async () => {
+        await silence();
+        return (await client.enqueue('k', {}, { queue })).id;
+      };
+      const claim = () =>
+        claimJobs(client.pool, schema, {
+          queue,
+          max: 10,
+          instanceId: 'wakeup-test',
+          agingSeconds: 3600,
+          deadlineSeconds: 60,
+        });
+      const heardAfter = async (n: number) => {
+        // A notification reaches the listener after the enqueue's commit; a round trip on the listener's
+        // own connection lets every one sent before it arrive first.
+        await listener.query('select 1');
+        return heard.length - n;
+      };
+
+      // A new lane: drained mark 0, the first position wakes.
+      await enqueue();
+      expect(await heardAfter(0)).toBe(1);
+      // Behind it, nobody has claimed: the 5 ms rule holds (silent), twice.
+      await enqueue();
+      await enqueue();
+      expect(await heardAfter(1)).toBe(0);
+      // A claim takes the three, fewer than the ten it asked for: the lane is drained up to 3.
+      const first = await claim();
+      expect(first.batches.flatMap((b) => b.jobs)).toHaveLength(3);
+      // The next position, 4, wakes; position 5 (4 not yet claimed) does not.
+      await enqueue();
+      expect(await heardAfter(1)).toBe(1);
+      await enqueue();
+      expect(await heardAfter(2)).toBe(0);
+      expect(heard).toEqual([queue, queue]);
+      // A claim that takes as many as it asked for does not mark the lane drained.
+      await enqueue();
+      const full = await claimJobs(client.pool, schema, {
+        queue,
+        max: 2,
+        instanceId: 'wakeup-test',
+        agingSeconds: 3600,
+        deadlineSeconds: 60,
+      });
+      expect(full.batches.flatMap((b) => b.jobs)).toHaveLength(2);
+      await enqueue();
+      expect(await heardAfter(2)).toBe(0);
+    } finally {
+      await listener.end();
+    }
   });
 });
