@@ -351,32 +351,35 @@ declare
   v_left int := p_max;
   v_busy int := 0;
   v_locked boolean := false;
-  v_mixed boolean;
   b record;
 begin
   if exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null) then
     return;
   end if;
-  -- Aging can only reorder lanes of different priorities. When every lane with work has the same one (one
-  -- lane, or the shards of one priority) their heads are not read: each is a probe of every ring partition.
-  -- Lanes that tie are taken in random order, so claimers of a sharded queue start on different shards.
-  select count(distinct l.priority) > 1 into v_mixed
-    from {{schema}}.lanes l
-   where l.queue = p_queue
-     and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > coalesce(pg_sequence_last_value(l.claim_seq), 0)
-          or coalesce(pg_sequence_last_value(l.floor_seq), 0) < coalesce(pg_sequence_last_value(l.claim_seq), 0));
+  -- Lanes with work, each lane's cursors read once. Aging can only reorder lanes of different priorities: when
+  -- every lane with work has the same one (one lane, or the shards of one priority) their heads are not read,
+  -- as each is a probe of every ring partition. Lanes that tie are taken in random order, so claimers of a
+  -- sharded queue start on different shards.
   for v_lane in
-    select l.*
-      from {{schema}}.lanes l
-      cross join lateral (select coalesce(pg_sequence_last_value(l.claim_seq), 0) as high,
-                                 coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor) c
+    with work as materialized (
+      select l.*
+        from {{schema}}.lanes l
+        cross join lateral (select coalesce(pg_sequence_last_value(l.claim_seq), 0) as high,
+                                   coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor) c
+       where l.queue = p_queue
+         and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
+    ), mixed as (
+      select min(w.priority) <> max(w.priority) as mixed from work w
+    )
+    select w.*
+      from work w
+      cross join mixed m
       left join lateral (
         select r.ready_at from {{schema}}.ready_entries r
-         where v_mixed and r.lane_id = l.lane_id and r.lane_seq > c.high
+         where m.mixed and r.lane_id = w.lane_id
+           and r.lane_seq > coalesce(pg_sequence_last_value(w.claim_seq), 0)
          order by r.lane_seq limit 1) h on true
-     where l.queue = p_queue
-       and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
-     order by greatest(1, l.priority - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
+     order by greatest(1, w.priority - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
               h.ready_at nulls last, random()
   loop
     exit when v_left <= 0;
