@@ -270,18 +270,15 @@ end
 $$;
 
 -- Claims up to p_max jobs of one lane whose claim lock the caller holds: heal its high-water and floor, take
--- rows that committed late into open gaps (the oldest), then fresh rows above the high-water. When it takes
--- fewer than asked, it ends with a row with no batch if positions up to the lane's end are still open (see
--- below).
+-- rows that committed late into open gaps (the oldest), then fresh rows above the high-water.
 create function {{schema}}.claim_lane(p_lane {{schema}}.lanes, p_max int, p_instance text, p_deadline_secs int)
   returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
   language plpgsql
   as $$
 declare
   v_left int := p_max;
-  v_fresh int := 0;
   v_heal record;
-  v_end bigint;
+  v_last bigint := pg_sequence_last_value(p_lane.enqueue_seq);
   b record;
 begin
   select * into v_heal from {{schema}}.heal_lane(p_lane);
@@ -300,7 +297,6 @@ begin
   end if;
   for b in select * from {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_left, p_instance, p_deadline_secs) loop
     v_left := v_left - b.n;
-    v_fresh := v_fresh + b.n;
     continue when b.n = 0;
     batch_id := b.batch_id;
     claim_slot := b.claim_slot;
@@ -308,25 +304,11 @@ begin
     jobs := b.jobs;
     return next;
   end loop;
-  if v_left <= 0 then
-    return;
-  end if;
-  -- Fewer than asked: the lane is drained. Its drained mark goes to its last position, so the producer of the
-  -- next one wakes the hosts at once (reserve_lane()); a hint, not evidence (a claim that rolls back leaves it
-  -- too high, which costs one wake-up). Then, read after the mark is set: unless every position up to the
-  -- lane's end was taken here, some are open (producers still in flight, or ones that took them meanwhile,
-  -- before the mark), and their producers may have kept their wake-up to themselves: the row with no batch
-  -- tells the host to look again soon.
-  v_end := pg_sequence_last_value(p_lane.enqueue_seq);
-  if v_end > pg_sequence_last_value(p_lane.drained_seq) then
-    perform setval(p_lane.drained_seq, v_end, true);
-  end if;
-  if pg_sequence_last_value(p_lane.enqueue_seq) <> v_heal.high + v_fresh then
-    batch_id := null;
-    claim_slot := null;
-    n := 0;
-    jobs := null;
-    return next;
+  -- Fewer than asked: the lane was drained up to its last position when this claim began, so a producer
+  -- after it wakes the hosts at once (reserve_lane()). A hint, not evidence: a claim that rolls back leaves
+  -- it early, which costs one wake-up.
+  if v_left > 0 and v_last > pg_sequence_last_value(p_lane.drained_seq) then
+    perform setval(p_lane.drained_seq, v_last, true);
   end if;
 end
 $$;
@@ -359,7 +341,7 @@ $$;
 -- after a sleep. Waiting only while holding no lane lock means a waiter can never close a cycle.
 create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int,
     p_wait_ms int)
-  returns table (batch_id bigint, claim_slot smallint, jobs json, open_positions boolean)
+  returns table (batch_id bigint, claim_slot smallint, jobs json)
   language plpgsql
   set jit = off
   as $$
@@ -369,10 +351,8 @@ declare
   v_left int := p_max;
   v_busy int := 0;
   v_locked boolean := false;
-  v_open_positions boolean := false;
   b record;
 begin
-  open_positions := false;
   if exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null) then
     return;
   end if;
@@ -412,10 +392,6 @@ begin
     end if;
     v_locked := true;
     for b in select * from {{schema}}.claim_lane(v_lane, v_left, p_instance, p_deadline_secs) loop
-      if b.batch_id is null then
-        v_open_positions := true;
-        continue;
-      end if;
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
@@ -426,10 +402,6 @@ begin
   if v_busy > 0 and not v_locked and {{schema}}.wait_for_lane(v_first_busy.lane_id, p_wait_ms) then
     v_busy := v_busy - 1;
     for b in select * from {{schema}}.claim_lane(v_first_busy, v_left, p_instance, p_deadline_secs) loop
-      if b.batch_id is null then
-        v_open_positions := true;
-        continue;
-      end if;
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
@@ -443,15 +415,6 @@ begin
     batch_id := null;
     claim_slot := null;
     jobs := null;
-    return next;
-  end if;
-  -- A lane this call drained still has open positions (claim_lane()): say so (a row with no batch and
-  -- open_positions), so the caller looks again shortly for jobs whose producers did not wake it.
-  if v_open_positions and v_left > 0 then
-    batch_id := null;
-    claim_slot := null;
-    jobs := null;
-    open_positions := true;
     return next;
   end if;
 end

@@ -12,11 +12,10 @@ export interface DispatcherDeps {
   onError(err: unknown): void;
 }
 
-/** How long after a claim that drained a lane with open positions (producers still in flight, which may
- * have skipped their wake-up: see reserve_lane()) the dispatcher claims once more, twice: the producers'
- * wake-up spacing. A claim that found the lane quiet (every position up to its end taken) owes no echo: the
- * next producer's wake-up brings the next job. While jobs keep arriving to open positions, claims follow each
- * other at this pace; echoes that find nothing end the chain, and an idle queue costs no claim. */
+/** How long after a wake-up (twice), or after a claim that found jobs but not a full batch, the dispatcher
+ * claims once more: the producers' wake-up spacing (see reserve_lane()). While jobs keep arriving, claims
+ * follow each other at this pace, so a job whose producer skipped its wake-up waits about this long; once
+ * the echoes owed find nothing the chain ends, and an idle queue costs no claim. */
 const ECHO_MS = 5;
 /** How soon to claim again when another claimer held a lane (a claim takes a few milliseconds); doubled
  * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
@@ -42,8 +41,6 @@ export class Dispatcher {
   private contendedDelayMs = 0;
   /** Echo claims still owed (see ECHO_MS). */
   private echoRounds = 0;
-  /** A producer's wake-up arrived since the last claim began. */
-  private woken = false;
   private readonly refillAt: number;
   /** A full claim: what the dispatcher asks for when every permit it may use at once is free. */
   private readonly fullClaim: number;
@@ -106,10 +103,15 @@ export class Dispatcher {
     void this.claimLoop();
   }
 
-  /** A producer of this queue sent a wake-up: claim now (and look again if that claim finds open positions). */
+  /**
+   * A producer of this queue sent a wake-up. Claim now, and once more a little later: producers that
+   * committed within a few milliseconds of it skipped their own wake-up (see reserve_lane()).
+   */
   notified(): void {
-    this.woken = true;
     this.wake();
+    // Twice: a producer that skipped its wake-up just before the echo may commit just after it.
+    this.echoRounds = Math.max(this.echoRounds, 2);
+    this.echo();
   }
 
   private echo(): void {
@@ -120,12 +122,6 @@ export class Dispatcher {
       this.wake();
       this.echo();
     }, ECHO_MS);
-  }
-
-  private cancelEcho(): void {
-    if (this.echoTimer) clearTimeout(this.echoTimer);
-    this.echoTimer = null;
-    this.echoRounds = 0;
   }
 
   /** Results were flushed: if claiming paused under backpressure, resume. */
@@ -173,8 +169,6 @@ export class Dispatcher {
         const max = Math.min(free, this.batchSize);
         this.clearCoalesce();
         this.again = false;
-        const woken = this.woken;
-        this.woken = false;
         this.inFlight += max;
         let result: ClaimResult;
         try {
@@ -186,7 +180,7 @@ export class Dispatcher {
           break;
         }
         this.errorDelayMs = 0;
-        const { batches, contended, openPositions } = result;
+        const { batches, contended } = result;
         if (!contended) this.contendedDelayMs = 0;
         let got = 0;
         for (const b of batches) got += b.jobs.length;
@@ -200,13 +194,9 @@ export class Dispatcher {
           break;
         }
         if (got < max && !this.again) {
-          // The lane is drained. Positions still open may belong to producers that skipped their wake-up:
-          // look again shortly, twice (one that skipped it just before the first echo may commit just after
-          // it) — unless this was itself an echo that found nothing, so a producer holding its transaction
-          // open does not keep the host claiming. A quiet lane owes no echo.
-          if (!openPositions) this.cancelEcho();
-          else if (got > 0 || woken) {
-            this.echoRounds = Math.max(this.echoRounds, 2);
+          // Jobs are trickling in: look again shortly for those whose producers skipped their wake-up.
+          if (got > 0) {
+            this.echoRounds = Math.max(this.echoRounds, 1);
             this.echo();
           }
           break;

@@ -57,28 +57,19 @@ type JobTuple = [
 ];
 
 /** What one claim call got. `contended`: a lane with work was skipped because another claimer held it, so
- * fewer jobs than asked does not mean the queue is empty. `openPositions`: a lane it drained has positions
- * it could not take (producers still in flight), whose producers may not wake anyone when they commit. */
+ * fewer jobs than asked does not mean the queue is empty. */
 export interface ClaimResult {
   batches: ClaimBatch[];
   contended: boolean;
-  openPositions: boolean;
 }
 
 export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimResult> {
-  const { rows } = await db.query<{
-    batch_id: string | null;
-    claim_slot: number;
-    jobs: string;
-    open_positions: boolean;
-  }>({
+  const { rows } = await db.query<{ batch_id: string | null; claim_slot: number; jobs: string }>({
     name: `awa-claim-${schema.name}`,
-    text: `select batch_id::text, claim_slot, jobs::text, open_positions
-             from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
+    text: `select batch_id::text, claim_slot, jobs::text from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
     values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds, req.waitMs ?? 50],
   });
-  const contended = rows.some((r) => r.batch_id === null && !r.open_positions);
-  const openPositions = rows.some((r) => r.open_positions);
+  const contended = rows.some((r) => r.batch_id === null);
   const batches = rows
     .filter((r): r is typeof r & { batch_id: string } => r.batch_id !== null)
     .map((r) => ({
@@ -99,5 +90,5 @@ export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest
         meta: t[9],
       })),
     }));
-  return { batches, contended, openPositions };
+  return { batches, contended };
 }

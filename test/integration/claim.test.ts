@@ -109,7 +109,7 @@ describe('claim', () => {
       expect(first.batches.flatMap((b) => b.jobs)).toHaveLength(1);
       expect(first.contended).toBe(false);
       const blocked = await claimJobs(f.pool, f.schema, { ...req, max: 10 });
-      expect(blocked).toEqual({ batches: [], contended: true, openPositions: false });
+      expect(blocked).toEqual({ batches: [], contended: true });
       await holder.query('commit');
     } finally {
       holder.release();
@@ -117,7 +117,7 @@ describe('claim', () => {
     const after = await claimJobs(f.pool, f.schema, { ...req, max: 10 });
     expect(after.batches.flatMap((b) => b.jobs)).toHaveLength(2);
     expect(after.contended).toBe(false);
-    expect(await claimJobs(f.pool, f.schema, { ...req, max: 10 })).toEqual({ batches: [], contended: false, openPositions: false });
+    expect(await claimJobs(f.pool, f.schema, { ...req, max: 10 })).toEqual({ batches: [], contended: false });
   });
 
   it('waits for a lane another claim holds when it is the only lane with work, and takes what that claim left', async () => {

@@ -95,7 +95,7 @@ describe('enqueue shards', () => {
           expect(a!.shard).not.toBe(b!.shard);
         } else {
           // One lane: the second claimer can only wait for it and come back empty-handed (contended).
-          expect(second).toEqual({ batches: [], contended: true, openPositions: false });
+          expect(second).toEqual({ batches: [], contended: true });
         }
         await holder.query('commit');
       }

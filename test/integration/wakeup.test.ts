@@ -183,46 +183,4 @@ describe('LISTEN/NOTIFY wake-up', () => {
       await listener.end();
     }
   });
-
-  // Whether a host owes itself another look (the dispatcher's echo claims): a claim that drains a lane says
-  // whether every position up to the lane's end was taken, or some are open (a producer still in flight, which
-  // may have skipped its wake-up).
-  it('a claim that drains a lane reports open positions while a producer is in flight, and none once all are taken', async () => {
-    const queue = 'q_open';
-    const schema = resolveSchema();
-    const claim = (max = 10) =>
-      claimJobs(client.pool, schema, {
-        queue,
-        max,
-        instanceId: 'wakeup-test',
-        agingSeconds: 3600,
-        deadlineSeconds: 60,
-      });
-    await client.enqueue('k', {}, { queue });
-    const quiet = await claim();
-    expect(quiet.batches.flatMap((b) => b.jobs)).toHaveLength(1);
-    expect(quiet.openPositions).toBe(false);
-
-    // A producer takes position 2 and holds its transaction; position 3 commits.
-    const producer = new pg.Client({ connectionString: db.url });
-    await producer.connect();
-    try {
-      await producer.query('begin');
-      await client.enqueue('k', { held: true }, { queue, client: producer });
-      const later = (await client.enqueue('k', {}, { queue })).id;
-      const open = await claim();
-      expect(open.batches.flatMap((b) => b.jobs.map((j) => j.id))).toEqual([later]);
-      expect(open.openPositions).toBe(true);
-      expect(open.contended).toBe(false);
-      // A claim that takes as many as it asked for is not a drained one: nothing to report.
-      await producer.query('commit');
-      const full = await claim(1);
-      expect(full.batches.flatMap((b) => b.jobs)).toHaveLength(1);
-      expect(full.openPositions).toBe(false);
-      // Everything taken: quiet again.
-      expect((await claim()).openPositions).toBe(false);
-    } finally {
-      await producer.end();
-    }
-  });
 });

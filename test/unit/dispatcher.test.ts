@@ -30,11 +30,7 @@ describe('Dispatcher', () => {
         asks.push(max);
         const n = Math.min(max, available);
         available -= n;
-        return {
-          batches: n > 0 ? [batchOf(n, 100 - available)] : [],
-          contended: false,
-          openPositions: false,
-        };
+        return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
       backpressure: () => false,
@@ -73,7 +69,7 @@ describe('Dispatcher', () => {
         claim: async () => {
           calls++;
           if (failing) throw new Error(`db down ${calls}`);
-          return { batches: [], contended: false, openPositions: false };
+          return { batches: [], contended: false };
         },
         execute: () => {},
         backpressure: () => false,
@@ -136,11 +132,9 @@ describe('Dispatcher', () => {
         claim: async (_q, max) => {
           asks.push(max);
           // Another host holds the lane: one job of the free lane, and the flag.
-          if (contendedClaims-- > 0)
-            return { batches: [batchOf(1, asks.length * 10)], contended: true, openPositions: false };
-          if (contendedClaims === -1)
-            return { batches: [batchOf(2, 900)], contended: false, openPositions: true };
-          return { batches: [], contended: false, openPositions: false };
+          if (contendedClaims-- > 0) return { batches: [batchOf(1, asks.length * 10)], contended: true };
+          if (contendedClaims === -1) return { batches: [batchOf(2, 900)], contended: false };
+          return { batches: [], contended: false };
         },
         execute: () => {},
         backpressure: () => false,
@@ -161,8 +155,8 @@ describe('Dispatcher', () => {
       await vi.advanceTimersByTimeAsync(1);
       expect(asks).toEqual([10, 9, 8]);
       await vi.advanceTimersByTimeAsync(8);
-      // The fourth claim was short but not contended, and left open positions (producers in flight), so one
-      // more look 5 ms later, which finds none and a quiet lane: no more claims on a timer.
+      // The fourth claim was short but not contended; it found jobs, so one more look 5 ms later, which
+      // finds none: the queue is dry, so no more claims on a timer.
       expect(asks).toEqual([10, 9, 8, 7]);
       await vi.advanceTimersByTimeAsync(4);
       expect(asks).toHaveLength(4);
@@ -183,24 +177,14 @@ describe('Dispatcher', () => {
       vi.useRealTimers();
     });
 
-    it('looks again 5 ms after a drained claim that left open positions (twice, and again while it finds jobs), never after a quiet one', async () => {
+    it('claims again every 5 ms while claims keep finding jobs, and stops after the first that finds none', async () => {
       const at: number[] = [];
-      // What each claim finds: jobs, and whether the lane it drained still had open positions.
-      const script: [number, boolean][] = [
-        [1, true], // start: a job, producers in flight: two looks owed
-        [1, true], // +5: another job, still open: owed again
-        [0, true], // +10: nothing yet, still open: an echo that found nothing owes no more
-        [0, true], // +15: the last owed look; the chain ends here
-        [1, false], // a wake-up: a job, and the lane is quiet: nothing owed
-        [0, true], // a wake-up finding only open positions: two looks
-        [0, false], // +5: the lane turned quiet: the second look is cancelled
-      ];
+      let trickle = 3;
       const t0 = Date.now();
       const d = new Dispatcher('q', 100, 50, 3_600_000, {
         claim: async () => {
           at.push(Date.now() - t0);
-          const [n, open] = script.shift() ?? [0, false];
-          return { batches: n > 0 ? [batchOf(n, at.length)] : [], contended: false, openPositions: open };
+          return { batches: trickle-- > 0 ? [batchOf(1, at.length)] : [], contended: false };
         },
         execute: () => {},
         backpressure: () => false,
@@ -210,17 +194,16 @@ describe('Dispatcher', () => {
       });
       d.start();
       await vi.advanceTimersByTimeAsync(100);
+      // Three claims that each found a job, then one that found none; no notification, no poll.
       expect(at).toEqual([0, 5, 10, 15]);
       await vi.advanceTimersByTimeAsync(10_000);
       expect(at).toHaveLength(4);
-      const quiet = Date.now() - t0;
+      // A wake-up from a producer: a claim now and two echoes 5 ms apart, even when they find nothing
+      // (producers that skipped their own wake-up may commit just after the first echo); then nothing.
+      const woken = Date.now() - t0;
       d.notified();
       await vi.advanceTimersByTimeAsync(100);
-      expect(at.slice(4).map((t) => t - quiet)).toEqual([0]);
-      const open = Date.now() - t0;
-      d.notified();
-      await vi.advanceTimersByTimeAsync(100);
-      expect(at.slice(5).map((t) => t - open)).toEqual([0, 5]);
+      expect(at.slice(4).map((t) => t - woken)).toEqual([0, 5, 10]);
       await vi.advanceTimersByTimeAsync(10_000);
       expect(at).toHaveLength(7);
       d.stopClaiming();
@@ -242,7 +225,7 @@ describe('Dispatcher', () => {
       const d = new Dispatcher('q', concurrency, batchSize, 3_600_000, {
         claim: async (_q, max) => {
           asks.push({ max, at: Date.now() - t0 });
-          return { batches: [batchOf(max, asks.length * 1000)], contended: false, openPositions: false };
+          return { batches: [batchOf(max, asks.length * 1000)], contended: false };
         },
         execute: () => {},
         backpressure: () => false,
@@ -299,11 +282,7 @@ describe('Dispatcher', () => {
         asks.push(max);
         const n = Math.min(max, available);
         available -= n;
-        return {
-          batches: n > 0 ? [batchOf(n, 100 - available)] : [],
-          contended: false,
-          openPositions: false,
-        };
+        return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
       backpressure: () => pressure,
@@ -326,14 +305,14 @@ describe('Dispatcher', () => {
     pressure = false;
     d.resume();
     await new Promise((r) => setTimeout(r, 10));
-    // The second batch came back short from a quiet lane: nothing owed, no look 5 ms later.
-    expect(asks).toEqual([4, 4]);
+    // The second batch came back short: one more look 5 ms later finds nothing.
+    expect(asks).toEqual([4, 4, 4]);
     expect(running).toHaveLength(6);
     expect(d.running).toBe(6);
     // The queue ran dry: a later flush does not claim for nothing.
     d.resume();
     await new Promise((r) => setTimeout(r, 10));
-    expect(asks).toEqual([4, 4]);
+    expect(asks).toEqual([4, 4, 4]);
     d.stopClaiming();
   });
 });
