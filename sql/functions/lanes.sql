@@ -135,10 +135,9 @@ begin
   -- The wake-up, decided outside the reserve lock (every producer of the lane queues on it). PostgreSQL
   -- serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns: one wake-up
   -- per lane per 5 ms. The first position after the drained mark always wakes: a claimer found the lane
-  -- drained up to it, so it is likely idle, and this job would otherwise wait for its next look. A producer
-  -- that keeps quiet is found by the claim a neighbour's wake-up brings: that claim takes its job, or reads
-  -- its position as open and looks again shortly (claim_lane(), and the dispatcher). A neighbour that rolls
-  -- back sends no wake-up; polling remains the truth.
+  -- drained up to it, so it is likely idle, and this job would otherwise wait for its next look. A host that
+  -- is woken also claims twice more, 5 ms apart (the dispatcher's echo claims), which picks up the jobs of
+  -- producers that kept quiet; polling remains the truth.
   v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
   if first_seq - 1 <= pg_sequence_last_value(v_lane.drained_seq)
      or v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
