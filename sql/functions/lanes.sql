@@ -100,6 +100,7 @@ declare
   v_shard smallint;
   v_xid bigint := pg_current_xact_id()::text::bigint;
   v_now_ms bigint;
+  v_notify boolean := false;
 begin
   -- The shard: 0 unless the queue has several, then the next in turn. (Queries inline rather than through
   -- queue_shards()/current_slot(): PL/pgSQL caches their plans.)
@@ -127,21 +128,24 @@ begin
     if v_xid > pg_sequence_last_value(v_lane.xid_mark_seq) then
       perform setval(v_lane.xid_mark_seq, v_xid, true);
     end if;
+    -- PostgreSQL serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns:
+    -- one wake-up per lane per 5 ms. A host that is woken also claims again a little later (see the
+    -- dispatcher), which picks up the jobs of producers that skipped theirs; polling remains the truth.
+    -- The first position after the drained mark always wakes: a claimer found the lane empty up to it, so
+    -- it is likely idle, and this job would otherwise wait for its next look. Decided under the reserve
+    -- lock, so the producers of one 5 ms window agree on a single wake-up.
+    v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+    if first_seq - 1 <= pg_sequence_last_value(v_lane.drained_seq)
+       or v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
+      perform setval(v_lane.notify_seq, v_now_ms, true);
+      v_notify := true;
+    end if;
     raise sqlstate 'AWA01';
   exception when sqlstate 'AWA01' then
     null;
   end;
   select r.slot into slot from {{schema}}.ring_rotations r order by r.generation desc limit 1;
-  -- The wake-up, decided outside the reserve lock (every producer of the lane queues on it). PostgreSQL
-  -- serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns: one wake-up
-  -- per lane per 5 ms. The first position after the drained mark always wakes: a claimer found the lane
-  -- drained up to it, so it is likely idle, and this job would otherwise wait for its next look. A host that
-  -- is woken also claims twice more, 5 ms apart (the dispatcher's echo claims), which picks up the jobs of
-  -- producers that kept quiet; polling remains the truth.
-  v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
-  if first_seq - 1 <= pg_sequence_last_value(v_lane.drained_seq)
-     or v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
-    perform setval(v_lane.notify_seq, v_now_ms, true);
+  if v_notify then
     perform pg_notify('awa:{{schema}}', p_queue);
   end if;
 end
