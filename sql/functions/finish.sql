@@ -47,8 +47,7 @@ begin
                       when b.lease is not null then '{}'::int4multirange
                       else coalesce((select range_agg(int4range(k, k + 1)) from generate_subscripts(b.run_leases, 1) k
                                       where b.run_leases[k] = i.run_lease), '{}') end
-               - coalesce((select range_agg(m) from {{schema}}.closure_batches c cross join lateral unnest(c.idxs) m
-                            where c.slot = i.slot and c.batch_id = i.batch_id), '{}') as idxs
+               - {{schema}}.receipt_closed(i.slot, i.batch_id) as idxs
         from input i
         join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
     ), closure as (
@@ -63,6 +62,7 @@ begin
   end if;
   return query
   with input as (
+    -- Where each receipt lives now, as receipt_slot() says, but as one join: a flush may carry 512 rows.
     select u.*, coalesce(f.slot, u.given_slot) as slot
       from unnest(p_slots, p_batches, p_idxs, p_job_ids, p_leases, p_outcomes, p_run_ats, p_errors)
         as u(given_slot, batch_id, idx, job_id, run_lease, outcome, run_at, error)
@@ -74,11 +74,8 @@ begin
     select b.* from (select distinct slot, batch_id from input) k
       join {{schema}}.claim_batches b on b.slot = k.slot and b.batch_id = k.batch_id
   ), closed as materialized (
-    select c.slot, c.batch_id, range_agg(m) as idxs
+    select k.slot, k.batch_id, {{schema}}.receipt_closed(k.slot, k.batch_id) as idxs
       from (select distinct slot, batch_id from input) k
-      join {{schema}}.closure_batches c on c.slot = k.slot and c.batch_id = k.batch_id
-      cross join lateral unnest(c.idxs) m
-     group by c.slot, c.batch_id
   ), valid as (
     -- Member idx of a batch: arithmetic on the lane range in the common case; the stored arrays only
     -- when the claim recorded them.

@@ -6,6 +6,14 @@ create function {{schema}}.receipt_slot(p_slot smallint, p_batch bigint) returns
   language sql stable
   as $$ select coalesce((select f.slot from {{schema}}.receipt_forwards f where f.batch_id = p_batch), p_slot) $$;
 
+-- The members of a receipt that closures name, as one multirange ('{}' when none).
+create function {{schema}}.receipt_closed(p_slot smallint, p_batch bigint) returns int4multirange
+  language sql stable
+  as $$
+    select coalesce((select range_agg(m) from {{schema}}.closure_batches c cross join lateral unnest(c.idxs) m
+                      where c.slot = p_slot and c.batch_id = p_batch), '{}')
+  $$;
+
 -- Members of one claim batch, expanded: idx -> ready row key and run lease. The stored arrays, when
 -- present, are unnested once rather than subscripted per member (each subscript would detoast them).
 -- PL/pgSQL on purpose: as an inlined SQL function its lane_seq would be a CASE expression, which a join to
