@@ -131,14 +131,15 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       .find((l) => l.event === 'rescue' && l.rescued.some((r) => r.instanceId === victim.instanceId))!.t;
     victim.thaw();
     await waitForTerminal(client, ['chaos'], N + 300, 45_000, run);
-    // The thawed handlers finish; wait until the victim has reported each of their settlements.
+    // The thawed handlers finish; wait until the victim has reported each of their settlements. (A bound,
+    // not a figure: CI once took over 10 s here with the two cores shared by the other test files.)
     await waitFor(
       'the stalled attempts to settle',
       () =>
         stuck.every((a) =>
           victim.lines().some((l) => l.event === 'settled' && l.id === a.id && l.runLease === a.runLease),
         ),
-      10_000,
+      30_000,
     );
     await Promise.all(run.map((w) => w.stop()));
 
@@ -169,5 +170,5 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       ).toBe(true);
     }
     expect(stopped && stopped.event === 'stopped' ? stopped.stats.stale : -1).toBe(rejected.length);
-  }, 60_000);
+  }, 90_000);
 });
