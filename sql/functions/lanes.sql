@@ -30,6 +30,7 @@ declare
   p smallint;
   s smallint;
   v_name text;
+  v_prefix text;
 begin
   if (select count(*) from {{schema}}.lanes where queue = p_queue and shard < v_shards) = 4 * v_shards then
     return true;
@@ -43,15 +44,12 @@ begin
     for p in 1..4 loop
       continue when exists (select 1 from {{schema}}.lanes where queue = p_queue and priority = p and shard = s);
       v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end);
-      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_enq_' || v_name);
-      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_claim_' || v_name);
-      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_floor_' || v_name);
-      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_mark_' || v_name);
-      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_notify_' || v_name);
-      execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', 'lane_drained_' || v_name);
-      -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
-      perform setval(format('{{schema}}.%I', x || v_name)::regclass, 0, true)
-         from unnest(array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_', 'lane_drained_']) x;
+      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_',
+                                      'lane_drained_'] loop
+        execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
+        -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
+        perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
+      end loop;
       insert into {{schema}}.lanes
         (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq, drained_seq)
         values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
