@@ -339,11 +339,16 @@ $$;
 -- When every lane with work was held and this call holds none, it waits (briefly) for the first of them
 -- instead of coming back empty: hosts sharing a queue then take turns on its lane as each claim ends, not
 -- after a sleep. Waiting only while holding no lane lock means a waiter can never close a cycle.
+-- Generic plans, for this call and every function it calls: a statement over the ring's partitions whose
+-- parameters pick one partition (a slot) costs more as a generic plan on paper (every partition is in it,
+-- pruned only when it runs), so PostgreSQL kept a custom plan and planned it over sixteen partitions on every
+-- call. One claim of one job, one connection: 0.92 ms with custom plans, 0.69 ms generic.
 create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int,
     p_wait_ms int)
   returns table (batch_id bigint, claim_slot smallint, jobs json)
   language plpgsql
   set jit = off
+  set plan_cache_mode = force_generic_plan
   as $$
 declare
   v_lane {{schema}}.lanes;
