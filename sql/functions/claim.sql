@@ -175,15 +175,22 @@ $$;
 -- horizon must exceed the id of every producer of those positions, and no later row proves it here, so the
 -- lane's last position and xid mark are read together under its reserve lock (held by a producer for a few
 -- microseconds, never to its commit; taken in a subtransaction rolled back on purpose to release it), and
--- the rows are read after that. Returns null when a row is visible after all, or nothing is above.
+-- the rows are read after that. Only positions an earlier claim already found taken (at or below the
+-- drained mark) are passed: a producer that is merely committing right now shows up to the next claim as a
+-- fresh row, which costs far less to claim than a gap row (and no lock here). Returns null when a row is
+-- visible after all, or nothing is old enough to pass.
 create function {{schema}}.pass_empty_tail(p_lane {{schema}}.lanes, p_high bigint, p_instance text,
     out batch_id bigint, out claim_slot smallint)
   language plpgsql
   as $$
 declare
+  v_seen bigint := least(pg_sequence_last_value(p_lane.drained_seq), pg_sequence_last_value(p_lane.enqueue_seq));
   v_last bigint;
   v_mark bigint;
 begin
+  if v_seen <= p_high then
+    return;
+  end if;
   begin
     perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), p_lane.lane_id);
     v_last := pg_sequence_last_value(p_lane.enqueue_seq);
@@ -192,8 +199,9 @@ begin
   exception when sqlstate 'AWA01' then
     null;
   end;
-  if v_last <= p_high or exists (select 1 from {{schema}}.ready_entries r
-                                  where r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last) then
+  v_last := least(v_last, v_seen);
+  if exists (select 1 from {{schema}}.ready_entries r
+              where r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last) then
     return;
   end if;
   select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id,
@@ -351,6 +359,7 @@ create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_agi
   set plan_cache_mode = force_generic_plan
   as $$
 declare
+  v_lanes {{schema}}.lanes[];
   v_lane {{schema}}.lanes;
   v_first_busy {{schema}}.lanes;
   v_left int := p_max;
@@ -361,31 +370,32 @@ begin
   if exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null) then
     return;
   end if;
-  -- Lanes with work, each lane's cursors read once. Aging can only reorder lanes of different priorities: when
-  -- every lane with work has the same one (one lane, or the shards of one priority) their heads are not read,
-  -- as each is a probe of every ring partition. Lanes that tie are taken in random order, so claimers of a
-  -- sharded queue start on different shards.
-  for v_lane in
-    with work as materialized (
-      select l.*
-        from {{schema}}.lanes l
-        cross join lateral (select coalesce(pg_sequence_last_value(l.claim_seq), 0) as high,
-                                   coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor) c
-       where l.queue = p_queue
-         and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
-    ), mixed as (
-      select min(w.priority) <> max(w.priority) as mixed from work w
-    )
-    select w.*
-      from work w
-      cross join mixed m
-      left join lateral (
-        select r.ready_at from {{schema}}.ready_entries r
-         where m.mixed and r.lane_id = w.lane_id
-           and r.lane_seq > coalesce(pg_sequence_last_value(w.claim_seq), 0)
-         order by r.lane_seq limit 1) h on true
-     order by greatest(1, w.priority - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
-              h.ready_at nulls last, random()
+  -- Lanes with work, each lane's cursors read once, in priority order (ties in random order, so claimers of a
+  -- sharded queue start on different shards).
+  v_lanes := array(
+    select l
+      from {{schema}}.lanes l
+      cross join lateral (select coalesce(pg_sequence_last_value(l.claim_seq), 0) as high,
+                                 coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor) c
+     where l.queue = p_queue
+       and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
+     order by l.priority, random());
+  -- Aging can only reorder lanes of different priorities, and only then are their heads read (each a probe of
+  -- every ring partition). A separate statement, not a join made conditional: a generic plan sets up the
+  -- head probe's sixteen index scans whether or not it runs them, which cost about as much as the rest of the
+  -- lane choice.
+  if v_lanes[1].priority <> v_lanes[cardinality(v_lanes)].priority then
+    v_lanes := array(
+      select w
+        from unnest(v_lanes) w
+        left join lateral (
+          select r.ready_at from {{schema}}.ready_entries r
+           where r.lane_id = w.lane_id and r.lane_seq > coalesce(pg_sequence_last_value(w.claim_seq), 0)
+           order by r.lane_seq limit 1) h on true
+       order by greatest(1, w.priority - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
+                h.ready_at nulls last, random());
+  end if;
+  foreach v_lane in array v_lanes
   loop
     exit when v_left <= 0;
     if not pg_try_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id) then

@@ -132,7 +132,11 @@ describe('concurrent producers', () => {
         { client: rolled },
       );
       await rolled.query('rollback');
-      // Eight positions, no row visible: counted until a claim passes them.
+      // Eight positions, no row visible: counted until a claim passes them. The first claim that finds them
+      // only marks them seen (their producers may be committing this instant); the next one that still
+      // finds no row there passes them.
+      expect(await available('tail')).toBe(8);
+      expect(await claim('tail')).toEqual([]);
       expect(await available('tail')).toBe(8);
       expect(await claim('tail')).toEqual([]);
       expect(await available('tail')).toBe(0);
@@ -153,6 +157,31 @@ describe('concurrent producers', () => {
     } finally {
       await open.end();
       await rolled.end();
+    }
+  });
+
+  it('a producer that commits between two claims is claimed as a fresh row: the claim that found it in flight recorded no gap', async () => {
+    const slow = await producer();
+    try {
+      await slow.query('begin');
+      const [slowId] = (
+        await f.client.enqueueMany([{ kind: 'k', args: { n: 'slow' }, options: { queue: 'fresh' } }], {
+          client: slow,
+        })
+      ).map((r) => r.id);
+      expect(await claim('fresh')).toEqual([]);
+      await slow.query('commit');
+      expect(ids(await claim('fresh'))).toEqual([slowId]);
+      const { rows } = await f.pool.query(
+        `select count(*)::int as receipts, count(*) filter (where b.gaps is not null)::int as gapped
+           from awa.claim_batches b join awa.lanes l using (lane_id) where l.queue = 'fresh'`,
+      );
+      expect(rows[0]).toEqual({ receipts: 1, gapped: 0 });
+      expect(await lane('fresh')).toMatchObject({ enq: 1, floor: 0 });
+      expect(await claim('fresh')).toEqual([]);
+      expect(await lane('fresh')).toEqual({ enq: 1, high: 1, floor: 1 });
+    } finally {
+      await slow.end();
     }
   });
 
