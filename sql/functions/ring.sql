@@ -8,14 +8,20 @@ create function {{schema}}.ring_tables() returns text[]
   language sql immutable
   as $$ select array['ready_entries', 'ready_tombstones', 'claim_batches', 'closure_batches'] $$;
 
+-- PL/pgSQL with a generic plan: as a SQL function it was planned again on every call, over every partition of
+-- four tables, and oldest_sealed_slot() calls it up to fifteen times (10 ms a prune tick, and every queue-health
+-- read).
 create function {{schema}}.slot_has_rows(p_slot smallint) returns boolean
-  language sql stable
+  language plpgsql stable
+  set plan_cache_mode = force_generic_plan
   as $$
-    select exists (select 1 from {{schema}}.ready_entries where slot = p_slot)
-        or exists (select 1 from {{schema}}.claim_batches where slot = p_slot)
-        or exists (select 1 from {{schema}}.closure_batches where slot = p_slot)
-        or exists (select 1 from {{schema}}.ready_tombstones where slot = p_slot)
-  $$;
+begin
+  return exists (select 1 from {{schema}}.ready_entries where slot = p_slot)
+      or exists (select 1 from {{schema}}.claim_batches where slot = p_slot)
+      or exists (select 1 from {{schema}}.closure_batches where slot = p_slot)
+      or exists (select 1 from {{schema}}.ready_tombstones where slot = p_slot);
+end
+$$;
 
 -- Appends a rotation to the ledger when the current slot has rows and the next one is empty, and (with
 -- p_min_rows > 0) holds at least p_min_rows ready rows or is older than p_max_age_ms. Every rotation is later
