@@ -18,14 +18,19 @@ create function {{schema}}.backoff(p_attempt int) returns interval
   language sql volatile
   as $$ select make_interval(secs => least(power(2, least(greatest(p_attempt, 0), 30)) * (1 + 0.25 * random()), 86400)) $$;
 
--- Appends one error record to a job's meta.errors (the attempt history), keeping the newest 20.
+-- Appends one error record to a job's meta.errors (the attempt history), keeping the newest 20. PL/pgSQL: a SQL
+-- function with a subquery is never inlined and was planned again by every finish() call that settled a
+-- failure (0.19 ms of a one-retry flush).
 create function {{schema}}.with_error(p_meta jsonb, p_error jsonb) returns jsonb
-  language sql immutable
+  language plpgsql immutable
   as $$
-    select case when p_error is null then p_meta
-      else coalesce(p_meta, '{}'::jsonb) || jsonb_build_object('errors',
-        (select coalesce(jsonb_agg(e order by o), '[]'::jsonb) from (
-           select e, o from jsonb_array_elements(coalesce(p_meta -> 'errors', '[]'::jsonb) || jsonb_build_array(p_error))
-             with ordinality as x(e, o) order by o desc limit 20) newest))
-    end
-  $$;
+begin
+  if p_error is null then
+    return p_meta;
+  end if;
+  return coalesce(p_meta, '{}'::jsonb) || jsonb_build_object('errors',
+    (select coalesce(jsonb_agg(e order by o), '[]'::jsonb) from (
+       select e, o from jsonb_array_elements(coalesce(p_meta -> 'errors', '[]'::jsonb) || jsonb_build_array(p_error))
+         with ordinality as x(e, o) order by o desc limit 20) newest));
+end
+$$;

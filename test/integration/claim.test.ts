@@ -172,11 +172,11 @@ describe('claim', () => {
 
   // Same kind of property: a SQL function with a subquery is never inlined, and one that is not inlined is
   // planned again by each statement that calls it (receipt_closed() as SQL was half the cost of a small flush).
-  it('the receipt and ring helpers called per flush or per prune tick are PL/pgSQL, so their plans are kept', async () => {
+  it('the helpers finish() and prune call on every flush or tick are PL/pgSQL, so their plans are kept', async () => {
     const { rows } = await f.pool.query<{ proname: string; lanname: string }>(
       `select p.proname, l.lanname from pg_proc p
          join pg_namespace n on n.oid = p.pronamespace join pg_language l on l.oid = p.prolang
-        where n.nspname = $1 and p.proname in ('receipt_closed', 'receipt_slot', 'slot_has_rows')
+        where n.nspname = $1 and p.proname in ('receipt_closed', 'receipt_slot', 'slot_has_rows', 'with_error')
         order by p.proname`,
       [f.schema.name],
     );
@@ -184,6 +184,7 @@ describe('claim', () => {
       { proname: 'receipt_closed', lanname: 'plpgsql' },
       { proname: 'receipt_slot', lanname: 'plpgsql' },
       { proname: 'slot_has_rows', lanname: 'plpgsql' },
+      { proname: 'with_error', lanname: 'plpgsql' },
     ]);
   });
 });
