@@ -29,40 +29,38 @@ create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs
   as $$
 declare
   v_early record;
-  v_slot smallint;
 begin
   -- Serialises closers of the same receipt batch (completion vs rescue vs cancel); sorted, so two
   -- flushes that share batches cannot deadlock.
   perform pg_advisory_xact_lock({{schema}}.lock_ns('receipt'), (x.b % 2147483647)::int)
     from (select distinct b from unnest(p_batches || coalesce(p_gbatches, '{}')) as b order by 1) x;
-  -- One statement per slot holding this call's groups (one, but for a flush that spans a rotation): with the
-  -- slot a parameter, the generic plan opens that slot's partitions of claim_batches and closure_batches only,
-  -- instead of setting up scans of all sixteen of each, which cost more than the work for a small flush.
-  for v_slot in select distinct {{schema}}.receipt_slot(u.given_slot, u.batch_id)
-                  from unnest(p_gslots, p_gbatches) as u(given_slot, batch_id) loop
+  if coalesce(cardinality(p_gbatches), 0) > 0 then
+    -- One statement: where each receipt lives (receipt_slot()) must be read by the statement that locks the
+    -- ring partitions, after any wait for a prune that is carrying the receipt forward. Split into a slot
+    -- lookup and a statement per slot (which let the plan open one partition), it rejected valid completions
+    -- that arrived mid-carry (settle-during-carry.test.ts).
     return query
     with input as (
-      select u.batch_id, u.run_lease, u.idxs
+      select u.batch_id, u.run_lease, u.idxs, {{schema}}.receipt_slot(u.given_slot, u.batch_id) as slot
         from unnest(p_gslots, p_gbatches, p_gleases, p_gidxs) as u(given_slot, batch_id, run_lease, idxs)
-       where {{schema}}.receipt_slot(u.given_slot, u.batch_id) = v_slot
     ), open as materialized (
       -- The members asked for, within the receipt, claimed at that run lease, and not closed yet.
-      select i.batch_id,
+      select i.slot, i.batch_id,
              i.idxs * int4multirange(int4range(1, b.size + 1))
                * case when b.lease = i.run_lease then '{(,)}'::int4multirange
                       when b.lease is not null then '{}'::int4multirange
                       else coalesce((select range_agg(int4range(k, k + 1)) from generate_subscripts(b.run_leases, 1) k
                                       where b.run_leases[k] = i.run_lease), '{}') end
-               - {{schema}}.receipt_closed(v_slot, i.batch_id) as idxs
+               - {{schema}}.receipt_closed(i.slot, i.batch_id) as idxs
         from input i
-        join {{schema}}.claim_batches b on b.slot = v_slot and b.batch_id = i.batch_id
+        join {{schema}}.claim_batches b on b.slot = i.slot and b.batch_id = i.batch_id
     ), closure as (
       insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
-      select v_slot, o.batch_id, o.idxs, (select sum(upper(r) - lower(r)) from unnest(o.idxs) r), 'completed'
+      select o.slot, o.batch_id, o.idxs, (select sum(upper(r) - lower(r)) from unnest(o.idxs) r), 'completed'
         from open o where not isempty(o.idxs)
     )
     select null::bigint, o.batch_id, o.idxs from open o where not isempty(o.idxs);
-  end loop;
+  end if;
   if coalesce(cardinality(p_batches), 0) = 0 then
     return;
   end if;

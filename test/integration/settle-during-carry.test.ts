@@ -1,0 +1,70 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { finishAttempts, pruneRing, rotateRing } from '../../src/storage/index.js';
+import { claimBatches } from '../helpers/claim.js';
+import { until } from '../helpers/wait.js';
+import { storageFixture, type StorageFixture } from './storage-fixture.js';
+
+// Prune carries an open receipt out of the slot it truncates, under ACCESS EXCLUSIVE on that slot's
+// partitions. A flush naming the receipt by the slot it was claimed in must wait for the prune and then find
+// the receipt where it lives now: where it lives has to be decided by the same statement that waited, after
+// the wait. (A finish() that looked the slot up in a statement of its own, before waiting, rejected
+// completions that were valid; the chaos suite's connection-loss run caught it as jobs run twice.)
+
+describe('settling while prune carries the receipt forward', () => {
+  let f: StorageFixture;
+
+  beforeAll(async () => {
+    f = await storageFixture('settle_carry');
+  });
+  afterAll(async () => {
+    await f.close();
+  });
+
+  it('a completion that arrives mid-carry waits for the prune, then is accepted through the forward', async () => {
+    const [id] = (await f.client.enqueueMany([{ kind: 'k', args: {}, options: { queue: 'carry' } }])).map(
+      (r) => r.id,
+    );
+    const [batch] = await claimBatches(f.pool, f.schema, {
+      queue: 'carry',
+      max: 10,
+      instanceId: 'carry-test',
+      agingSeconds: 3600,
+      deadlineSeconds: 0,
+    });
+    expect(batch!.jobs.map((j) => j.id)).toEqual([id]);
+    expect(await rotateRing(f.pool, f.schema)).not.toBeNull();
+
+    const pruner = new pg.Client({ connectionString: f.url });
+    await pruner.connect();
+    try {
+      await pruner.query('begin');
+      expect(
+        await pruneRing(pruner, f.schema, { lockTimeoutMs: 1_000, carryLimit: 100, carryAfterSlots: 1 }),
+      ).toMatchObject({ slot: batch!.claimSlot, outcome: 'carried', carried: 1 });
+
+      const settled = finishAttempts(f.pool, f.schema, [
+        {
+          claimSlot: batch!.claimSlot,
+          batchId: batch!.batchId,
+          idx: 1,
+          jobId: id!,
+          runLease: batch!.jobs[0]!.runLease,
+          outcome: 'completed',
+        },
+      ]);
+      await until('the flush to wait behind the prune', async () => {
+        const { rows } = await f.pool.query(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and query like '%finish(%'`,
+        );
+        return rows[0].n === 1;
+      });
+      await pruner.query('commit');
+      expect([...(await settled)]).toEqual([id]);
+    } finally {
+      await pruner.end();
+    }
+    expect(await f.client.getJob(id!)).toMatchObject({ state: 'completed' });
+  });
+});
