@@ -164,10 +164,12 @@ describe('claim', () => {
         where n.nspname = $1 and p.proname in ('claim', 'finish') order by p.proname`,
       [f.schema.name],
     );
-    expect(rows.map((r) => [r.proname, r.proconfig?.includes('plan_cache_mode=force_generic_plan')])).toEqual([
-      ['claim', true],
-      ['finish', true],
-    ]);
+    expect(rows.map((r) => [r.proname, r.proconfig?.includes('plan_cache_mode=force_generic_plan')])).toEqual(
+      [
+        ['claim', true],
+        ['finish', true],
+      ],
+    );
   });
 
   // Same kind of property: a SQL function with a subquery is never inlined, and one that is not inlined is
