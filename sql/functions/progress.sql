@@ -6,10 +6,9 @@ create function {{schema}}.set_progress(p_slot smallint, p_batch bigint, p_idx i
   set jit = off
   as $$
 declare
-  v_slot smallint := {{schema}}.receipt_slot(p_slot, p_batch);
+  v_slot smallint := {{schema}}.open_member_slot(p_slot, p_batch, p_idx, p_lease);
 begin
-  if not exists (select 1 from {{schema}}.receipt_members(v_slot, p_batch) m where m.idx = p_idx and m.run_lease = p_lease)
-     or exists (select 1 from {{schema}}.closure_batches c where c.slot = v_slot and c.batch_id = p_batch and c.idxs @> p_idx) then
+  if v_slot is null then
     return false;
   end if;
   insert into {{schema}}.attempt_state (job_id, run_lease, claim_slot, batch_id, idx, progress)

@@ -26,6 +26,34 @@ begin
 end
 $$;
 
+-- The slot of the receipt whose member p_idx is open at run lease p_lease, or null when that member is closed
+-- (or was never claimed so). Volatile on purpose: a prune that carries the receipt forward while the member
+-- is read makes the read wait, then find the old slot emptied; a second read of the receipt's slot, in a
+-- statement of its own, sees the forward, and the member is read again where the receipt lives now.
+create function {{schema}}.open_member_slot(p_slot smallint, p_batch bigint, p_idx int, p_lease bigint)
+  returns smallint
+  language plpgsql
+  as $$
+declare
+  v_slot smallint := {{schema}}.receipt_slot(p_slot, p_batch);
+  v_now smallint;
+begin
+  loop
+    if exists (select 1 from {{schema}}.receipt_members(v_slot, p_batch) m
+                where m.idx = p_idx and m.run_lease = p_lease)
+       and not exists (select 1 from {{schema}}.closure_batches c
+                        where c.slot = v_slot and c.batch_id = p_batch and c.idxs @> p_idx) then
+      return v_slot;
+    end if;
+    v_now := {{schema}}.receipt_slot(p_slot, p_batch);
+    if v_now = v_slot then
+      return null;
+    end if;
+    v_slot := v_now;
+  end loop;
+end
+$$;
+
 -- Members of one claim batch, expanded: idx -> ready row key and run lease. The stored arrays, when
 -- present, are unnested once rather than subscripted per member (each subscript would detoast them).
 -- PL/pgSQL on purpose: as an inlined SQL function its lane_seq would be a CASE expression, which a join to

@@ -1,6 +1,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, pruneRing, rotateRing } from '../../src/storage/index.js';
+import {
+  finishAttempts,
+  pruneRing,
+  registerCallback,
+  rotateRing,
+  writeProgress,
+  type ClaimBatch,
+} from '../../src/storage/index.js';
 import { claimBatches } from '../helpers/claim.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
@@ -9,9 +16,10 @@ import { storageFixture, type StorageFixture } from './storage-fixture.js';
 // partitions. A flush naming the receipt by the slot it was claimed in must wait for the prune and then find
 // the receipt where it lives now: where it lives has to be decided by the same statement that waited, after
 // the wait. (A finish() that looked the slot up in a statement of its own, before waiting, rejected
-// completions that were valid; the chaos suite's connection-loss run caught it as jobs run twice.)
+// completions that were valid; the chaos suite's connection-loss run caught it as jobs run twice.) Progress
+// and callback registration name the receipt the same way and must not mistake a carry for a closed attempt.
 
-describe('settling while prune carries the receipt forward', () => {
+describe('writing to an attempt while prune carries its receipt forward', () => {
   let f: StorageFixture;
 
   beforeAll(async () => {
@@ -66,5 +74,91 @@ describe('settling while prune carries the receipt forward', () => {
       await pruner.end();
     }
     expect(await f.client.getJob(id!)).toMatchObject({ state: 'completed' });
+  });
+
+  /** Claims one job of a new queue and seals its slot, so the next prune carries the open receipt. */
+  const openReceipt = async (queue: string): Promise<ClaimBatch> => {
+    await f.client.enqueueMany([{ kind: 'k', args: {}, options: { queue } }]);
+    const [batch] = await claimBatches(f.pool, f.schema, {
+      queue,
+      max: 10,
+      instanceId: 'carry-test',
+      agingSeconds: 3600,
+      deadlineSeconds: 0,
+    });
+    expect(batch!.jobs).toHaveLength(1);
+    expect(await rotateRing(f.pool, f.schema)).not.toBeNull();
+    return batch!;
+  };
+
+  /** Runs `write` while a prune, in a transaction of its own, holds the receipt's old slot; commits the prune
+   * once the write waits behind it, and returns what the write answered. */
+  const duringCarry = async <T>(batch: ClaimBatch, write: () => Promise<T>, waiting: string): Promise<T> => {
+    const pruner = new pg.Client({ connectionString: f.url });
+    await pruner.connect();
+    try {
+      await pruner.query('begin');
+      expect(
+        await pruneRing(pruner, f.schema, { lockTimeoutMs: 1_000, carryLimit: 100, carryAfterSlots: 1 }),
+      ).toMatchObject({ slot: batch.claimSlot, outcome: 'carried' });
+      const answer = write();
+      await until(`the ${waiting} to wait behind the prune`, async () => {
+        const { rows } = await f.pool.query(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and query like $1`,
+          [`%${waiting}(%`],
+        );
+        return rows[0].n === 1;
+      });
+      await pruner.query('commit');
+      return await answer;
+    } finally {
+      await pruner.end();
+    }
+  };
+
+  it('a progress write that arrives mid-carry is kept, not taken for a closed attempt', async () => {
+    const batch = await openReceipt('carry_progress');
+    const job = batch.jobs[0]!;
+    const ref = {
+      claimSlot: batch.claimSlot,
+      batchId: batch.batchId,
+      idx: 1,
+      jobId: job.id,
+      runLease: job.runLease,
+    };
+    expect(
+      await duringCarry(
+        batch,
+        () => writeProgress(f.pool, f.schema, { ...ref, progress: { n: 1 } }),
+        'set_progress',
+      ),
+    ).toBe(true);
+    const { rows } = await f.pool.query(
+      `select claim_slot, progress from awa.attempt_state where job_id = $1 and run_lease = $2`,
+      [job.id, job.runLease],
+    );
+    // Recorded against the slot the receipt lives in now.
+    const current = (await f.pool.query(`select awa.current_slot() as s`)).rows[0].s as number;
+    expect(rows).toEqual([{ claim_slot: current, progress: { n: 1 } }]);
+    expect(current).not.toBe(batch.claimSlot);
+  });
+
+  it('a callback registered mid-carry gets its token', async () => {
+    const batch = await openReceipt('carry_callback');
+    const job = batch.jobs[0]!;
+    const ref = {
+      claimSlot: batch.claimSlot,
+      batchId: batch.batchId,
+      idx: 1,
+      jobId: job.id,
+      runLease: job.runLease,
+    };
+    const token = await duringCarry(
+      batch,
+      () => registerCallback(f.pool, f.schema, ref, 60_000),
+      'register_callback',
+    );
+    expect(token).toMatch(/^[0-9a-f-]{36}$/);
   });
 });
