@@ -9,8 +9,8 @@ create function {{schema}}.ring_tables() returns text[]
   as $$ select array['ready_entries', 'ready_tombstones', 'claim_batches', 'closure_batches'] $$;
 
 -- PL/pgSQL with a generic plan: as a SQL function it was planned again on every call, over every partition of
--- four tables, and oldest_sealed_slot() calls it up to fifteen times (10 ms a prune tick, and every queue-health
--- read).
+-- four tables, and oldest_sealed_slot() calls it up to fifteen times on each prune tick and queue-health read
+-- (1.3 ms against 0.5 on an idle ring).
 create function {{schema}}.slot_has_rows(p_slot smallint) returns boolean
   language plpgsql stable
   set plan_cache_mode = force_generic_plan
