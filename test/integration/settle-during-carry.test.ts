@@ -29,53 +29,6 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
     await f.close();
   });
 
-  it('a completion that arrives mid-carry waits for the prune, then is accepted through the forward', async () => {
-    const [id] = (await f.client.enqueueMany([{ kind: 'k', args: {}, options: { queue: 'carry' } }])).map(
-      (r) => r.id,
-    );
-    const [batch] = await claimBatches(f.pool, f.schema, {
-      queue: 'carry',
-      max: 10,
-      instanceId: 'carry-test',
-      agingSeconds: 3600,
-      deadlineSeconds: 0,
-    });
-    expect(batch!.jobs.map((j) => j.id)).toEqual([id]);
-    expect(await rotateRing(f.pool, f.schema)).not.toBeNull();
-
-    const pruner = new pg.Client({ connectionString: f.url });
-    await pruner.connect();
-    try {
-      await pruner.query('begin');
-      expect(
-        await pruneRing(pruner, f.schema, { lockTimeoutMs: 1_000, carryLimit: 100, carryAfterSlots: 1 }),
-      ).toMatchObject({ slot: batch!.claimSlot, outcome: 'carried', carried: 1 });
-
-      const settled = finishAttempts(f.pool, f.schema, [
-        {
-          claimSlot: batch!.claimSlot,
-          batchId: batch!.batchId,
-          idx: 1,
-          jobId: id!,
-          runLease: batch!.jobs[0]!.runLease,
-          outcome: 'completed',
-        },
-      ]);
-      await until('the flush to wait behind the prune', async () => {
-        const { rows } = await f.pool.query(
-          `select count(*)::int as n from pg_stat_activity
-            where datname = current_database() and wait_event_type = 'Lock' and query like '%finish(%'`,
-        );
-        return rows[0].n === 1;
-      });
-      await pruner.query('commit');
-      expect([...(await settled)]).toEqual([id]);
-    } finally {
-      await pruner.end();
-    }
-    expect(await f.client.getJob(id!)).toMatchObject({ state: 'completed' });
-  });
-
   /** Claims one job of a new queue and seals its slot, so the next prune carries the open receipt. */
   const openReceipt = async (queue: string): Promise<ClaimBatch> => {
     await f.client.enqueueMany([{ kind: 'k', args: {}, options: { queue } }]);
@@ -116,6 +69,22 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
       await pruner.end();
     }
   };
+
+  it('a completion that arrives mid-carry waits for the prune, then is accepted through the forward', async () => {
+    const batch = await openReceipt('carry_completion');
+    const job = batch.jobs[0]!;
+    const settlement = {
+      claimSlot: batch.claimSlot,
+      batchId: batch.batchId,
+      idx: 1,
+      jobId: job.id,
+      runLease: job.runLease,
+      outcome: 'completed' as const,
+    };
+    const accepted = await duringCarry(batch, () => finishAttempts(f.pool, f.schema, [settlement]), 'finish');
+    expect([...accepted]).toEqual([job.id]);
+    expect(await f.client.getJob(job.id)).toMatchObject({ state: 'completed' });
+  });
 
   it('a progress write that arrives mid-carry is kept, not taken for a closed attempt', async () => {
     const batch = await openReceipt('carry_progress');
