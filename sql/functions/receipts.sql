@@ -41,8 +41,7 @@ begin
   loop
     if exists (select 1 from {{schema}}.receipt_members(v_slot, p_batch) m
                 where m.idx = p_idx and m.run_lease = p_lease)
-       and not exists (select 1 from {{schema}}.closure_batches c
-                        where c.slot = v_slot and c.batch_id = p_batch and c.idxs @> p_idx) then
+       and not {{schema}}.receipt_closed(v_slot, p_batch) @> p_idx then
       return v_slot;
     end if;
     v_now := {{schema}}.receipt_slot(p_slot, p_batch);
