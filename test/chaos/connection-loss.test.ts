@@ -77,7 +77,6 @@ describe('chaos: worker connections are terminated', () => {
     const rounds: {
       at: number;
       terminated: Record<string, number>;
-      refused: number[];
       refusedStillAlive: number[];
       leaderHit: boolean;
     }[] = [];
@@ -121,7 +120,6 @@ describe('chaos: worker connections are terminated', () => {
       rounds.push({
         at,
         terminated,
-        refused,
         refusedStillAlive: alive.rows.map((r) => r.pid),
         leaderHit: rows.some((r) => r.ok && r.pid === holder?.pid),
       });

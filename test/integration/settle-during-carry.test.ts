@@ -6,6 +6,7 @@ import {
   registerCallback,
   rotateRing,
   writeProgress,
+  type AttemptRef,
   type ClaimBatch,
 } from '../../src/storage/index.js';
 import { claimBatches } from '../helpers/claim.js';
@@ -29,8 +30,9 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
     await f.close();
   });
 
-  /** Claims one job of a new queue and seals its slot, so the next prune carries the open receipt. */
-  const openReceipt = async (queue: string): Promise<ClaimBatch> => {
+  /** Claims one job of a new queue and seals its slot, so the next prune carries the open receipt. Returns the
+   * receipt and its one attempt as the settle, progress and callback calls name it. */
+  const openReceipt = async (queue: string): Promise<{ batch: ClaimBatch; attempt: AttemptRef }> => {
     await f.client.enqueueMany([{ kind: 'k', args: {}, options: { queue } }]);
     const [batch] = await claimBatches(f.pool, f.schema, {
       queue,
@@ -41,7 +43,17 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
     });
     expect(batch!.jobs).toHaveLength(1);
     expect(await rotateRing(f.pool, f.schema)).not.toBeNull();
-    return batch!;
+    const job = batch!.jobs[0]!;
+    return {
+      batch: batch!,
+      attempt: {
+        claimSlot: batch!.claimSlot,
+        batchId: batch!.batchId,
+        idx: 1,
+        jobId: job.id,
+        runLease: job.runLease,
+      },
+    };
   };
 
   /** Runs `write` while a prune, in a transaction of its own, holds the receipt's old slot; commits the prune
@@ -71,41 +83,19 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
   };
 
   it('a completion that arrives mid-carry waits for the prune, then is accepted through the forward', async () => {
-    const batch = await openReceipt('carry_completion');
-    const job = batch.jobs[0]!;
-    const settlement = {
-      claimSlot: batch.claimSlot,
-      batchId: batch.batchId,
-      idx: 1,
-      jobId: job.id,
-      runLease: job.runLease,
-      outcome: 'completed' as const,
-    };
-    const accepted = await duringCarry(batch, () => finishAttempts(f.pool, f.schema, [settlement]), 'finish');
-    expect([...accepted]).toEqual([job.id]);
-    expect(await f.client.getJob(job.id)).toMatchObject({ state: 'completed' });
+    const { batch, attempt } = await openReceipt('carry_completion');
+    const settle = () => finishAttempts(f.pool, f.schema, [{ ...attempt, outcome: 'completed' }]);
+    expect([...(await duringCarry(batch, settle, 'finish'))]).toEqual([attempt.jobId]);
+    expect(await f.client.getJob(attempt.jobId)).toMatchObject({ state: 'completed' });
   });
 
   it('a progress write that arrives mid-carry is kept, not taken for a closed attempt', async () => {
-    const batch = await openReceipt('carry_progress');
-    const job = batch.jobs[0]!;
-    const ref = {
-      claimSlot: batch.claimSlot,
-      batchId: batch.batchId,
-      idx: 1,
-      jobId: job.id,
-      runLease: job.runLease,
-    };
-    expect(
-      await duringCarry(
-        batch,
-        () => writeProgress(f.pool, f.schema, { ...ref, progress: { n: 1 } }),
-        'set_progress',
-      ),
-    ).toBe(true);
+    const { batch, attempt } = await openReceipt('carry_progress');
+    const write = () => writeProgress(f.pool, f.schema, { ...attempt, progress: { n: 1 } });
+    expect(await duringCarry(batch, write, 'set_progress')).toBe(true);
     const { rows } = await f.pool.query(
       `select claim_slot, progress from awa.attempt_state where job_id = $1 and run_lease = $2`,
-      [job.id, job.runLease],
+      [attempt.jobId, attempt.runLease],
     );
     // Recorded against the slot the receipt lives in now.
     const current = (await f.pool.query(`select awa.current_slot() as s`)).rows[0].s as number;
@@ -114,20 +104,8 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
   });
 
   it('a callback registered mid-carry gets its token', async () => {
-    const batch = await openReceipt('carry_callback');
-    const job = batch.jobs[0]!;
-    const ref = {
-      claimSlot: batch.claimSlot,
-      batchId: batch.batchId,
-      idx: 1,
-      jobId: job.id,
-      runLease: job.runLease,
-    };
-    const token = await duringCarry(
-      batch,
-      () => registerCallback(f.pool, f.schema, ref, 60_000),
-      'register_callback',
-    );
-    expect(token).toMatch(/^[0-9a-f-]{36}$/);
+    const { batch, attempt } = await openReceipt('carry_callback');
+    const register = () => registerCallback(f.pool, f.schema, attempt, 60_000);
+    expect(await duringCarry(batch, register, 'register_callback')).toMatch(/^[0-9a-f-]{36}$/);
   });
 });
