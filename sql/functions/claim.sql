@@ -171,49 +171,38 @@ $$;
 
 -- Positions above the high-water with no visible row: producers still in flight or rolled back. An empty
 -- receipt passes them, all gaps, so the high-water stops counting them as available and the gaps resolve
--- like any others (a late commit is claimed as a gap row; an ended producer's gap dies). The receipt's
--- horizon must exceed the id of every producer of those positions, and no later row proves it here, so the
--- lane's last position and xid mark are read together under its reserve lock (held by a producer for a few
--- microseconds, never to its commit; taken in a subtransaction rolled back on purpose to release it), and
--- the rows are read after that. Only positions an earlier claim already found taken (at or below the
+-- like any others (a late commit is claimed as a gap row; an ended producer's gap dies). The lane's last
+-- position is read first and the gap horizon (lane_gap_horizon()) after it, so the horizon covers every
+-- producer of a position up to it. Only positions an earlier claim already found taken (at or below the
 -- drained mark) are passed: a producer that is merely committing right now shows up to the next claim as a
--- fresh row, which costs far less to claim than a gap row (and no lock here). Returns null when a row is
--- visible after all, or nothing is old enough to pass.
+-- fresh row, which costs far less to claim than a gap row. Returns null when a row is visible after all, or
+-- nothing is old enough to pass.
 create function {{schema}}.pass_empty_tail(p_lane {{schema}}.lanes, p_high bigint, p_instance text,
     out batch_id bigint, out claim_slot smallint)
   language plpgsql
   as $$
 declare
-  v_seen bigint := least(pg_sequence_last_value(p_lane.drained_seq), pg_sequence_last_value(p_lane.enqueue_seq));
-  v_last bigint;
-  v_mark bigint;
+  v_last bigint := least(pg_sequence_last_value(p_lane.drained_seq), pg_sequence_last_value(p_lane.enqueue_seq));
+  v_horizon bigint;
 begin
-  if v_seen <= p_high then
+  if v_last <= p_high then
     return;
   end if;
-  begin
-    perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), p_lane.lane_id);
-    v_last := pg_sequence_last_value(p_lane.enqueue_seq);
-    v_mark := pg_sequence_last_value(p_lane.xid_mark_seq);
-    raise sqlstate 'AWA01';
-  exception when sqlstate 'AWA01' then
-    null;
-  end;
-  v_last := least(v_last, v_seen);
   if exists (select 1 from {{schema}}.ready_entries r
               where r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last) then
     return;
   end if;
+  v_horizon := {{schema}}.lane_gap_horizon(p_lane.lane_id);
   select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id,
     (select r.slot from {{schema}}.ring_rotations r order by r.generation desc limit 1), p_high + 1, v_last,
-    null, null, int8multirange(int8range(p_high + 1, v_last + 1)), v_mark + 1, p_instance, 0);
+    null, null, int8multirange(int8range(p_high + 1, v_last + 1)), v_horizon, p_instance, 0);
 end
 $$;
 
 -- Claims fresh rows of a lane: those above its high-water, in lane order, from the ready slot that holds the
 -- next one. The receipt's range starts right above the high-water, so every position up to its last row is
 -- accounted for; positions it did not see (producers in flight or rolled back, rows of another slot) are its
--- gaps, recorded with a horizon one past the lane's xid mark read after the rows were seen. A range of
+-- gaps, recorded with the horizon read after the rows were seen (lane_gap_horizon()). A range of
 -- cancelled rows only still gets its (empty) receipt: that is what moves the high-water past them.
 create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_max int,
     p_instance text, p_deadline_secs int)
@@ -267,7 +256,7 @@ begin
     select int8multirange(int8range(p_high + 1, v_last + 1)) - range_agg(int8range(s, s + 1))
       into v_gaps
       from unnest(v_seen) s;
-    v_horizon := pg_sequence_last_value(p_lane.xid_mark_seq) + 1;
+    v_horizon := {{schema}}.lane_gap_horizon(p_lane.lane_id);
   end if;
   select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id, v_head_slot, p_high + 1,
     v_last, v_seqs, v_leases, v_gaps, v_horizon, p_instance, p_deadline_secs);

@@ -5,7 +5,6 @@
 --                 healed from receipts, stored only under the lane's claim lock);
 --   floor_seq     every position at or below it is claimed, cancelled, or dead (its producer ended without
 --                 committing); positions in (floor, high] that no receipt covers are open gaps;
---   xid_mark_seq  highest transaction id of a producer that has taken a position;
 --   notify_seq    when a producer of the lane last sent a wake-up (epoch ms);
 --   drained_seq   the lane's last position when a claimer last found it drained (a hint for wake-ups only).
 -- docs/architecture.md, "Lanes, gaps and the floor", gives the proof.
@@ -17,7 +16,7 @@ create function {{schema}}.queue_shards(p_queue text) returns smallint
     select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint)
   $$;
 
--- Creates the lanes of a queue: four priorities per enqueue shard (DDL: six sequences each). Hosts and
+-- Creates the lanes of a queue: four priorities per enqueue shard (DDL: five sequences each). Hosts and
 -- clients call it in a transaction of their own before they enqueue, so a producer's open transaction never
 -- holds this lock; a producer that reaches a lane nobody created yet creates it inside its own transaction (and
 -- another producer of the same new queue then waits for it). With p_wait false it returns false instead of
@@ -44,18 +43,16 @@ begin
     for p in 1..4 loop
       continue when exists (select 1 from {{schema}}.lanes where queue = p_queue and priority = p and shard = s);
       v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end);
-      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_mark_', 'lane_notify_',
-                                      'lane_drained_'] loop
+      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_'] loop
         execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
         -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
         perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
       end loop;
       insert into {{schema}}.lanes
-        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, xid_mark_seq, notify_seq, drained_seq)
+        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq)
         values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_mark_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass);
     end loop;
@@ -82,13 +79,14 @@ end
 $$;
 
 -- Reserves p_count consecutive positions of a lane for the calling transaction, and says which slot its rows
--- go to. Producers do not wait for each other: the reservation is a critical section of a few microseconds, under
--- an advisory lock taken in a subtransaction that is rolled back on purpose to release it (sequences are not
--- transactional, so the positions stay taken). Inside it the producer (1) takes the next positions, and
--- (2) raises the lane's xid mark to its own transaction id, which it made sure to have beforehand. So any
--- claimer that sees a later position committed and reads the mark afterwards holds a bound above the id of
--- every transaction that owns an earlier position: once no transaction older than that bound runs, an
--- earlier position that is still invisible will never become visible.
+-- go to. Producers do not wait for each other's transactions. First the producer makes sure it has its
+-- transaction id, then takes the lane's 'producing' lock (shared, held to its transaction's end: the lock
+-- table is how claimers learn which producers of a lane may still commit, lane_producer_xids()), and only
+-- then takes positions. A single position is one nextval(); a block of several needs nextval() and setval()
+-- with nobody drawing in between. So the draw runs under the lane's 'reserve' lock, shared for one position
+-- (single producers never wait for each other, not even for microseconds) and exclusive for a block, inside
+-- a subtransaction rolled back on purpose to release it at once (sequences are not transactional, so the
+-- positions stay taken): a block waits only for draws in progress, never for a transaction.
 create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_count int,
     out lane_id int, out first_seq bigint, out slot smallint)
   language plpgsql
@@ -96,7 +94,6 @@ create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_cou
 declare
   v_lane {{schema}}.lanes;
   v_shard smallint;
-  v_xid bigint := pg_current_xact_id()::text::bigint;
   v_now_ms bigint;
   v_notify boolean := false;
 begin
@@ -114,24 +111,24 @@ begin
      where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
   end if;
   lane_id := v_lane.lane_id;
-  -- Held until this transaction ends and shared by every producer of the lane (no producer waits for
-  -- another): while it is held, a gap this producer may own is never declared dead (lane_producers()).
+  -- In this order: the transaction id, then the lock that lists it among the lane's producers, then positions.
+  perform pg_current_xact_id();
   perform pg_advisory_xact_lock_shared({{schema}}.lock_ns('producing'), v_lane.lane_id);
   begin
-    perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), v_lane.lane_id);
-    first_seq := nextval(v_lane.enqueue_seq);
-    if p_count > 1 then
+    if p_count = 1 then
+      perform pg_advisory_xact_lock_shared({{schema}}.lock_ns('reserve'), v_lane.lane_id);
+      first_seq := nextval(v_lane.enqueue_seq);
+    else
+      perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), v_lane.lane_id);
+      first_seq := nextval(v_lane.enqueue_seq);
       perform setval(v_lane.enqueue_seq, first_seq + p_count - 1, true);
-    end if;
-    if v_xid > pg_sequence_last_value(v_lane.xid_mark_seq) then
-      perform setval(v_lane.xid_mark_seq, v_xid, true);
     end if;
     -- PostgreSQL serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns:
     -- one wake-up per lane per 5 ms. A host that is woken also claims again a little later (see the
     -- dispatcher), which picks up the jobs of producers that skipped theirs; polling remains the truth.
     -- The first position after the drained mark always wakes: a claimer found the lane empty up to it, so
-    -- it is likely idle, and this job would otherwise wait for its next look. Decided under the reserve
-    -- lock, so the producers of one 5 ms window agree on a single wake-up.
+    -- it is likely idle, and this job would otherwise wait for its next look. (Single producers decide it
+    -- side by side; two of one 5 ms window may both wake the hosts, which costs a wake-up, nothing more.)
     v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
     if first_seq - 1 <= pg_sequence_last_value(v_lane.drained_seq)
        or v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
@@ -215,30 +212,58 @@ begin
 end
 $$;
 
--- The oldest transaction id among the producers of a lane still in flight (holding its 'producing' lock), or
--- null when there is none. A gap recorded with a horizon at or below it belongs to a producer that has ended,
--- because every producer holds that lock from before it takes positions until its transaction ends. Read
--- from pg_locks, a consistent view of the lock table; the caller must read row visibility AFTER this (a later
--- statement under READ COMMITTED), so a producer that ended before this read is seen committed or not at all.
-create function {{schema}}.lane_producers(p_lane_id int) returns bigint
+-- The transaction ids of a lane's producers still in flight: those holding its 'producing' lock. Read from
+-- pg_locks, one consistent view of the lock table. Every producer holds that lock from before it takes a
+-- position until its transaction ends, so a producer of a position taken before this read either is listed
+-- here or had ended already.
+create function {{schema}}.lane_producer_xids(p_lane_id int) returns setof bigint
   language plpgsql volatile
   as $$
 declare
   v_ref bigint := pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
-  v_oldest bigint;
+  v_db oid := (select d.oid from pg_database d where d.datname = current_database());
+  v_ns oid := ({{schema}}.lock_ns('producing')::bigint & 4294967295)::text::oid;
 begin
-  -- pg_locks shows 32-bit xids: place each next to v_ref (running transactions are within 2^31 of it).
-  select min(v_ref - ((((v_ref & 4294967295) - x.transactionid::text::bigint) % 4294967296 + 6442450944)
-                       % 4294967296 - 2147483648))
-    into v_oldest
-    from pg_locks a
-    join pg_locks x on x.virtualtransaction = a.virtualtransaction and x.locktype = 'transactionid'
-                   and x.mode = 'ExclusiveLock' and x.granted
-   where a.locktype = 'advisory' and a.granted and a.objsubid = 2
-     and a.database = (select d.oid from pg_database d where d.datname = current_database())
-     and a.classid = ({{schema}}.lock_ns('producing')::bigint & 4294967295)::text::oid
-     and a.objid = p_lane_id::bigint::text::oid;
-  return coalesce(v_oldest, 9223372036854775807);
+  -- One read of pg_locks (each read copies the whole lock table), grouped by transaction: those holding the
+  -- lane's producing lock, each with its top-level id (its smallest; pg_locks shows 32-bit xids, so each is
+  -- placed next to v_ref first: running transactions are within 2^31 of it).
+  return query
+  select p.xid
+    from (select bool_or(l.locktype = 'advisory' and l.objsubid = 2 and l.database = v_db and l.classid = v_ns
+                         and l.objid = p_lane_id::bigint::text::oid) as producing,
+                 min(v_ref - ((((v_ref & 4294967295) - l.transactionid::text::bigint) % 4294967296 + 6442450944)
+                              % 4294967296 - 2147483648))
+                   filter (where l.locktype = 'transactionid' and l.mode = 'ExclusiveLock') as xid
+            from pg_locks l
+           where l.granted and l.locktype in ('advisory', 'transactionid')
+           group by l.virtualtransaction) p
+   where p.producing and p.xid is not null;
+end
+$$;
+
+-- The oldest of them, or the largest bigint when there is none. A gap recorded with a horizon at or below it
+-- belongs to a producer that has ended; the caller must read row visibility AFTER this (a later statement
+-- under READ COMMITTED), so a producer that ended before this read is seen committed or not at all.
+create function {{schema}}.lane_producers(p_lane_id int) returns bigint
+  language plpgsql volatile
+  as $$
+begin
+  return coalesce((select min(x) from {{schema}}.lane_producer_xids(p_lane_id) x), 9223372036854775807);
+end
+$$;
+
+-- The horizon of gaps a claimer has just seen (positions taken before this call and not visible to it):
+-- one past the newest of the lane's producers in flight now, and past the claimer's own transaction. Every
+-- owner of such a gap is either among those producers, so below the horizon, or ended before this read,
+-- so its outcome is visible to any snapshot a later claim reads the gap in. The claimer's own id keeps a
+-- gap from being judged in a snapshot of the transaction that recorded it (REPEATABLE READ would give one
+-- taken before those producers ended).
+create function {{schema}}.lane_gap_horizon(p_lane_id int) returns bigint
+  language plpgsql volatile
+  as $$
+begin
+  return 1 + greatest(pg_current_xact_id()::text::bigint,
+                      (select max(x) from {{schema}}.lane_producer_xids(p_lane_id) x));
 end
 $$;
 

@@ -207,4 +207,138 @@ describe('concurrent producers', () => {
       await open.end();
     }
   });
+  it('single producers share the reservation lock and blocks take it alone: positions stay distinct, a block stays contiguous', async () => {
+    await f.client.enqueue('k', { n: 'first' }, { queue: 'share' }); // creates the lanes
+    const { rows: laneRows } = await f.pool.query(
+      `select lane_id from awa.lanes where queue = 'share' and priority = 2`,
+    );
+    const laneId = laneRows[0]!.lane_id as number;
+    // A draw in progress: another session holds the lane's reservation lock the way a single producer does.
+    const drawing = await producer();
+    const block = await producer();
+    try {
+      await drawing.query('begin');
+      await drawing.query(`select pg_advisory_xact_lock_shared(awa.lock_ns('reserve'), $1)`, [laneId]);
+      // A single job is drawn beside it, at once.
+      const single = await producer();
+      try {
+        await single.query(`set lock_timeout = '2s'`);
+        await single.query('begin');
+        await f.client.enqueue('k', { n: 'single' }, { client: single, queue: 'share' });
+        await single.query('commit');
+      } finally {
+        await single.end();
+      }
+      // A block needs the lock to itself: it waits for the draw (here, until lock_timeout says so).
+      await block.query(`set lock_timeout = '300ms'`);
+      const jobs = [1, 2, 3].map((n) => ({ kind: 'k', args: { n }, options: { queue: 'share' } }));
+      await expect(f.client.enqueueMany(jobs, { client: block })).rejects.toThrow(/lock timeout/);
+      await drawing.query('commit');
+      await f.client.enqueueMany(jobs, { client: block });
+    } finally {
+      await drawing.end();
+      await block.end();
+    }
+
+    // Many of both at once, each in its own transaction: every position is handed out once, and each block's
+    // positions are consecutive.
+    const clients = await Promise.all(Array.from({ length: 12 }, () => producer()));
+    const blocks: string[][] = [];
+    try {
+      await Promise.all(
+        clients.map(async (c, i) => {
+          for (let round = 0; round < 10; round++) {
+            await c.query('begin');
+            if (i % 3 === 0) {
+              const batch = Array.from({ length: 20 }, (_, n) => ({
+                kind: 'k',
+                args: { i, round, n },
+                options: { queue: 'share' },
+              }));
+              blocks.push((await f.client.enqueueMany(batch, { client: c })).map((r) => r.id));
+            } else {
+              await f.client.enqueue('k', { i, round }, { client: c, queue: 'share' });
+            }
+            await c.query('commit');
+          }
+        }),
+      );
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+    const { rows } = await f.pool.query<{ id: string; seq: string }>(
+      `select job_id::text as id, lane_seq::text as seq from awa.ready_entries where lane_id = $1`,
+      [laneId],
+    );
+    const seqOf = new Map(rows.map((r) => [r.id, Number(r.seq)]));
+    // 1 + 1 + 3 before, then 8 producers × 10 singles and 4 × 10 blocks of 20.
+    expect(rows).toHaveLength(5 + 80 + 800);
+    expect(new Set(rows.map((r) => r.seq)).size).toBe(rows.length);
+    expect((await lane('share')).enq).toBe(rows.length);
+    expect(blocks).toHaveLength(40);
+    for (const b of blocks) {
+      const seqs = b.map((id) => seqOf.get(id)!);
+      expect(seqs).toEqual(seqs.map((_, n) => seqs[0]! + n));
+    }
+  });
+
+  it("a gap's horizon lies above its producer while that producer is in flight, read from the lock table", async () => {
+    const held = await producer();
+    try {
+      await held.query('begin');
+      await f.client.enqueue('k', { n: 'held' }, { client: held, queue: 'horizon' });
+      const { rows: xid } = await held.query(`select pg_current_xact_id()::text::bigint::text as xid`);
+      const after = (await f.client.enqueue('k', { n: 'after' }, { queue: 'horizon' })).id;
+      expect(ids(await claim('horizon'))).toEqual([after]);
+      const { rows } = await f.pool.query(
+        `select b.gaps::text, b.gap_horizon::text as horizon
+           from awa.claim_batches b join awa.lanes l using (lane_id) where l.queue = 'horizon'`,
+      );
+      expect(rows).toHaveLength(1);
+      expect(rows[0].gaps).toBe('{[1,2)}');
+      expect(BigInt(rows[0].horizon)).toBeGreaterThan(BigInt(xid[0].xid));
+      // And the lock table lists exactly that producer for the lane, until it ends.
+      const producers = async () =>
+        (
+          await f.pool.query(
+            `select awa.lane_producers(lane_id)::text as oldest from awa.lanes
+              where queue = 'horizon' and priority = 2`,
+          )
+        ).rows[0].oldest as string;
+      expect(await producers()).toBe(xid[0].xid);
+      await held.query('commit');
+      expect(await producers()).toBe('9223372036854775807');
+    } finally {
+      await held.end();
+    }
+  });
+
+  it('claims inside one REPEATABLE READ transaction never pass a gap whose producer committed after its snapshot', async () => {
+    const p = await producer();
+    const t = await producer();
+    const claimOn = (c: pg.Client) =>
+      claimBatches(c, f.schema, { queue: 'rr', max: 100, instanceId: 'rr', agingSeconds: 3600, deadlineSeconds: 0 });
+    try {
+      await p.query('begin');
+      const [lateId] = (
+        await f.client.enqueueMany([{ kind: 'k', args: { n: 'late' }, options: { queue: 'rr' } }], { client: p })
+      ).map((r) => r.id);
+      const q = (await f.client.enqueue('k', { n: 'q' }, { queue: 'rr' })).id;
+      await t.query('begin isolation level repeatable read');
+      await t.query('select 1'); // the snapshot: q committed, the late job not
+      await p.query('commit');
+      // The first claim records position 1 as a gap; its producer has ended by now, so the lock table no
+      // longer lists it. The claimer's own id in the horizon keeps the second claim, in the same old
+      // snapshot, from taking the invisible position for dead.
+      expect(ids(await claimOn(t))).toEqual([q]);
+      expect(await claimOn(t)).toEqual([]);
+      await t.query('commit');
+      expect(ids(await claim('rr'))).toEqual([lateId]);
+      expect(await claim('rr')).toEqual([]);
+      expect(await lane('rr')).toEqual({ enq: 2, high: 2, floor: 2 });
+    } finally {
+      await p.end();
+      await t.end();
+    }
+  });
 });

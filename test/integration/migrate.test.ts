@@ -6,7 +6,7 @@ import { createTestDatabase } from '../helpers/database.js';
 
 // The migrations in sql/ on this branch, written out rather than read from the code under test: a new
 // migration adds its version (and name) here.
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
 const NAMES = [
   'engine',
   'recovery',
@@ -18,8 +18,9 @@ const NAMES = [
   'job_id_index',
   'enqueue_shards',
   'drained_mark',
+  'producer_horizon',
 ];
-const LATEST = 10;
+const LATEST = 11;
 
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -83,9 +84,21 @@ describe('migrations', () => {
       expect(await migrate({ connectionString: old.url })).toEqual({
         from: 8,
         to: LATEST,
-        applied: [9, 10],
+        applied: [9, 10, 11],
         functions: true,
       });
+      // Version 11 dropped the lane's xid mark and its sequence, and kept every other cursor.
+      const { rows: cursors } = await c.query(
+        `select s.name, to_regclass('awa.v8_' || s.name) is not null as kept
+           from unnest(array['enq', 'claim', 'floor', 'mark', 'notify']) s(name)`,
+      );
+      expect(cursors).toEqual([
+        { name: 'enq', kept: true },
+        { name: 'claim', kept: true },
+        { name: 'floor', kept: true },
+        { name: 'mark', kept: false },
+        { name: 'notify', kept: true },
+      ]);
       const { rows: lanes } = await c.query('select lane_id, shard from awa.lanes order by lane_id');
       expect(lanes).toEqual([{ lane_id: lane[0]!.lane_id, shard: 0 }]);
       const client = new AwaClient({ connectionString: old.url, poolSize: 2 });
