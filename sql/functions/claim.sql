@@ -210,6 +210,7 @@ create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigi
   language plpgsql
   as $$
 declare
+  v_current smallint;
   v_head_slot smallint;
   v_has_tombstones boolean;
   v_last bigint;
@@ -220,9 +221,19 @@ declare
   v_gaps int8multirange;
   v_horizon bigint;
 begin
+  -- The next position is nearly always a row of the current slot, where producers write: one probe of that
+  -- partition finds it. Only when it does not (a gap, a backlog older than the last rotation) are all the
+  -- ring's partitions probed for the lowest row above the high-water.
+  -- (The slot is read first: as a parameter it prunes the other partitions from the plan, which a subquery
+  -- in the same statement does not.)
+  select g.slot into v_current from {{schema}}.ring_rotations g order by g.generation desc limit 1;
   select r.slot into v_head_slot from {{schema}}.ready_entries r
-   where r.lane_id = p_lane.lane_id and r.lane_seq > p_high
-   order by r.lane_seq limit 1;
+   where r.slot = v_current and r.lane_id = p_lane.lane_id and r.lane_seq = p_high + 1;
+  if v_head_slot is null then
+    select r.slot into v_head_slot from {{schema}}.ready_entries r
+     where r.lane_id = p_lane.lane_id and r.lane_seq > p_high
+     order by r.lane_seq limit 1;
+  end if;
   if v_head_slot is null then
     select * into batch_id, claim_slot from {{schema}}.pass_empty_tail(p_lane, p_high, p_instance);
     if batch_id is not null then

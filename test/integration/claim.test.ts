@@ -189,4 +189,61 @@ describe('claim', () => {
       { proname: 'with_error', lanname: 'plpgsql' },
     ]);
   });
+  // And one more: the next job of a lane is nearly always a row of the ring's current slot, so a claim looks
+  // for it there first (one partition) and probes all sixteen only when it is not (here: a producer in flight
+  // holds the next position).
+  it('a claim whose next job sits in the current slot reads that partition of the ring only', async () => {
+    const claimer = new pg.Client({ connectionString: f.url });
+    const reader = new pg.Client({ connectionString: f.url });
+    const held = new pg.Client({ connectionString: f.url });
+    await Promise.all([claimer.connect(), reader.connect(), held.connect()]);
+    const scans = async () => {
+      await reader.query('select pg_stat_clear_snapshot()');
+      const { rows } = await reader.query<{ index: string; scans: string }>(
+        `select indexrelname as index, idx_scan::text as scans from pg_stat_user_indexes
+          where schemaname = $1 and indexrelname ~ '^ready_entries_[0-9]+_pkey$'`,
+        [f.schema.name],
+      );
+      return new Map(rows.map((r) => [r.index, Number(r.scans)]));
+    };
+    // The partitions whose index a claim read: its backend's counters are flushed when it goes idle.
+    const probed = async (run: () => Promise<unknown>) => {
+      await claimer.query('select pg_stat_force_next_flush()');
+      const before = await scans();
+      await run();
+      await claimer.query('select pg_stat_force_next_flush()');
+      const after = await until('the claim to be counted', async () => {
+        const now = await scans();
+        return [...now].some(([k, v]) => v > (before.get(k) ?? 0)) ? now : undefined;
+      });
+      return [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k]) => k);
+    };
+    const claimOn = () =>
+      claimBatches(claimer, f.schema, {
+        queue: 'probe',
+        max: 10,
+        instanceId: 'test',
+        agingSeconds: 3600,
+        deadlineSeconds: 0,
+      });
+    try {
+      const { rows } = await f.pool.query<{ slot: number }>(
+        'select slot from awa.ring_rotations order by generation desc limit 1',
+      );
+      const current = `ready_entries_${rows[0]!.slot}_pkey`;
+      await f.client.enqueue('k', { n: 1 }, { queue: 'probe' });
+      let got: ClaimBatch[] = [];
+      expect(await probed(async () => (got = await claimOn()))).toEqual([current]);
+      expect(got.flatMap((b) => b.jobs)).toHaveLength(1);
+
+      await held.query('begin');
+      await f.client.enqueue('k', { n: 'held' }, { client: held, queue: 'probe' });
+      await f.client.enqueue('k', { n: 3 }, { queue: 'probe' });
+      const all = await probed(claimOn);
+      expect(all).toHaveLength(16);
+      await held.query('rollback');
+    } finally {
+      await Promise.all([claimer.end(), reader.end(), held.end()]);
+    }
+  });
 });

@@ -317,11 +317,19 @@ describe('concurrent producers', () => {
     const p = await producer();
     const t = await producer();
     const claimOn = (c: pg.Client) =>
-      claimBatches(c, f.schema, { queue: 'rr', max: 100, instanceId: 'rr', agingSeconds: 3600, deadlineSeconds: 0 });
+      claimBatches(c, f.schema, {
+        queue: 'rr',
+        max: 100,
+        instanceId: 'rr',
+        agingSeconds: 3600,
+        deadlineSeconds: 0,
+      });
     try {
       await p.query('begin');
       const [lateId] = (
-        await f.client.enqueueMany([{ kind: 'k', args: { n: 'late' }, options: { queue: 'rr' } }], { client: p })
+        await f.client.enqueueMany([{ kind: 'k', args: { n: 'late' }, options: { queue: 'rr' } }], {
+          client: p,
+        })
       ).map((r) => r.id);
       const q = (await f.client.enqueue('k', { n: 'q' }, { queue: 'rr' })).id;
       await t.query('begin isolation level repeatable read');
