@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, type ClaimBatch } from '../../src/storage/index.js';
+import { claimJobs, type ClaimBatch, type Queryable } from '../../src/storage/index.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { until } from '../helpers/wait.js';
 import { claimBatches } from '../helpers/claim.js';
@@ -9,7 +9,7 @@ const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => 
 
 describe('claim', () => {
   let f: StorageFixture;
-  const claim = (queue: string, max: number, agingSeconds = 3600, db: pg.Pool = f.pool) =>
+  const claim = (queue: string, max: number, agingSeconds = 3600, db: Queryable = f.pool) =>
     claimBatches(db, f.schema, { queue, max, instanceId: 'test', agingSeconds, deadlineSeconds: 0 });
 
   beforeAll(async () => {
@@ -218,14 +218,6 @@ describe('claim', () => {
       });
       return [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k]) => k);
     };
-    const claimOn = () =>
-      claimBatches(claimer, f.schema, {
-        queue: 'probe',
-        max: 10,
-        instanceId: 'test',
-        agingSeconds: 3600,
-        deadlineSeconds: 0,
-      });
     try {
       const { rows } = await f.pool.query<{ slot: number }>(
         'select slot from awa.ring_rotations order by generation desc limit 1',
@@ -233,13 +225,13 @@ describe('claim', () => {
       const current = `ready_entries_${rows[0]!.slot}_pkey`;
       await f.client.enqueue('k', { n: 1 }, { queue: 'probe' });
       let got: ClaimBatch[] = [];
-      expect(await probed(async () => (got = await claimOn()))).toEqual([current]);
+      expect(await probed(async () => (got = await claim('probe', 10, 3600, claimer)))).toEqual([current]);
       expect(got.flatMap((b) => b.jobs)).toHaveLength(1);
 
       await held.query('begin');
       await f.client.enqueue('k', { n: 'held' }, { client: held, queue: 'probe' });
       await f.client.enqueue('k', { n: 3 }, { queue: 'probe' });
-      const all = await probed(claimOn);
+      const all = await probed(() => claim('probe', 10, 3600, claimer));
       expect(all).toHaveLength(16);
       await held.query('rollback');
     } finally {

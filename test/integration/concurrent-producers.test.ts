@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
+import { finishAttempts, type ClaimBatch, type Queryable } from '../../src/storage/index.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
@@ -14,8 +14,8 @@ const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => 
 
 describe('concurrent producers', () => {
   let f: StorageFixture;
-  const claim = (queue: string, max = 100) =>
-    claimBatches(f.pool, f.schema, {
+  const claim = (queue: string, max = 100, db: Queryable = f.pool) =>
+    claimBatches(db, f.schema, {
       queue,
       max,
       instanceId: 'test',
@@ -316,21 +316,9 @@ describe('concurrent producers', () => {
   it('claims inside one REPEATABLE READ transaction never pass a gap whose producer committed after its snapshot', async () => {
     const p = await producer();
     const t = await producer();
-    const claimOn = (c: pg.Client) =>
-      claimBatches(c, f.schema, {
-        queue: 'rr',
-        max: 100,
-        instanceId: 'rr',
-        agingSeconds: 3600,
-        deadlineSeconds: 0,
-      });
     try {
       await p.query('begin');
-      const [lateId] = (
-        await f.client.enqueueMany([{ kind: 'k', args: { n: 'late' }, options: { queue: 'rr' } }], {
-          client: p,
-        })
-      ).map((r) => r.id);
+      const lateId = (await f.client.enqueue('k', { n: 'late' }, { client: p, queue: 'rr' })).id;
       const q = (await f.client.enqueue('k', { n: 'q' }, { queue: 'rr' })).id;
       await t.query('begin isolation level repeatable read');
       await t.query('select 1'); // the snapshot: q committed, the late job not
@@ -338,8 +326,8 @@ describe('concurrent producers', () => {
       // The first claim records position 1 as a gap; its producer has ended by now, so the lock table no
       // longer lists it. The claimer's own id in the horizon keeps the second claim, in the same old
       // snapshot, from taking the invisible position for dead.
-      expect(ids(await claimOn(t))).toEqual([q]);
-      expect(await claimOn(t)).toEqual([]);
+      expect(ids(await claim('rr', 100, t))).toEqual([q]);
+      expect(await claim('rr', 100, t)).toEqual([]);
       await t.query('commit');
       expect(ids(await claim('rr'))).toEqual([lateId]);
       expect(await claim('rr')).toEqual([]);
