@@ -4,13 +4,20 @@ import { openDedicated, type Dedicated } from './dedicated.js';
 
 // Keeps one LISTEN connection alive (new-jobs and cancel notifications): on loss it reconnects with exponential backoff (100 ms → 5 s), and
 // after every (re)connect asks for a poll of every queue, because notifications sent while it was down
-// are gone for good.
+// are gone for good. Between notifications it lends the connection for one statement at a time (lend()).
+
+/** The wake-up connection lent for one statement; release() as soon as the statement has ended. */
+export interface LentConnection {
+  client: pg.ClientBase;
+  release(): void;
+}
 
 export class Wakeup {
   private conn: Dedicated | null = null;
   private stopped = false;
   private delayMs = 0;
   private timer: NodeJS.Timeout | null = null;
+  private lent = false;
 
   constructor(
     private readonly source: { connectionString?: string; pool?: pg.Pool },
@@ -19,6 +26,24 @@ export class Wakeup {
     private readonly onConnected: () => void,
     private readonly onError: (err: unknown) => void,
   ) {}
+
+  /**
+   * The wake-up connection for one statement, or null while it is down or already lent (use the pool then).
+   * A claim that a notification prompted runs soonest here: this session's backend has just sent that
+   * notification and is running, where a pooled session's backend must first be woken and scheduled (about
+   * 0.2 ms of an idle pickup on two cores; docs/benchmarking.md). Notifications that come meanwhile are
+   * delivered when the statement ends. A loss mid-statement fails the statement and reconnects like any loss.
+   */
+  lend(): LentConnection | null {
+    if (!this.conn || this.lent) return null;
+    this.lent = true;
+    return {
+      client: this.conn.client,
+      release: () => {
+        this.lent = false;
+      },
+    };
+  }
 
   async start(): Promise<void> {
     await this.connect();

@@ -421,8 +421,10 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     const startedAtMs = Date.now();
     const startedAt = performance.now();
     let result: ClaimResult;
+    // On the wake-up connection when it is free: that is where the notification behind a pickup came from.
+    const lent = this.wakeup.lend();
     try {
-      result = await claimJobs(this.pool, this.config.schema, {
+      result = await claimJobs(lent?.client ?? this.pool, this.config.schema, {
         queue,
         max,
         instanceId: this.config.instanceId,
@@ -434,6 +436,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       if (isConnectionLoss(err)) this.liveness.claimLost(queue);
       this.telemetry.claimFailed(queue, startedAt, err);
       throw err;
+    } finally {
+      lent?.release();
     }
     this.stats.claimCalls++;
     for (const b of result.batches) this.receipts.add(b);

@@ -3,9 +3,9 @@ import { callbackChannel } from './callbacks.js';
 import { cancelChannel, parseAttemptPayload } from './cancel.js';
 import type { Schema } from './schema.js';
 
-// The wake-up connection: a dedicated client (never shared with queries) that LISTENs for "queue got
-// jobs" and "abort this attempt" notifications. Both are hints: polling and the fence stay the truth;
-// reconnecting after a loss is the runtime's job.
+// The wake-up connection: a client of its own that LISTENs for "queue got jobs" and "abort this attempt"
+// notifications (between them the runtime may run a statement on it: see Wakeup.lend()). Both are hints:
+// polling and the fence stay the truth; reconnecting after a loss is the runtime's job.
 
 export interface Notifications {
   onQueue(queue: string): void;

@@ -7,7 +7,8 @@ import { createTestDatabase } from '../helpers/database.js';
 // The LISTEN/NOTIFY wake-up. The host polls only every 30 s here, so a job picked up within two seconds
 // was brought by its notification (the bound tells notification from poll; it is not a performance
 // figure). The LISTEN connection is then terminated from the server side: the host must reconnect,
-// LISTEN again, and keep waking on notifications.
+// LISTEN again, and keep waking on notifications. Between notifications the host claims on that same
+// connection (the session that delivered the wake-up), so its loss can also come in the middle of a claim.
 
 const POLL_MS = 30_000;
 const WAKE_BOUND_MS = 2_000;
@@ -41,15 +42,17 @@ describe('LISTEN/NOTIFY wake-up', () => {
     await db?.drop();
   });
 
-  /** The host's LISTEN sessions that have run their LISTEN and sit idle, waiting for notifications. */
-  const listening = async (): Promise<number[]> => {
-    const { rows } = await admin.query<{ pid: number }>(
-      `select pid from pg_stat_activity
-        where datname = current_database() and application_name = 'awa-listen'
-          and state = 'idle' and query ilike 'listen %'`,
+  /** The host's wake-up sessions, idle between statements, with the last statement each ran. */
+  const wakeSessions = async (): Promise<{ pid: number; query: string }[]> => {
+    const { rows } = await admin.query<{ pid: number; query: string }>(
+      `select pid, query from pg_stat_activity
+        where datname = current_database() and application_name = 'awa-listen' and state = 'idle'`,
     );
-    return rows.map((r) => r.pid);
+    return rows;
   };
+  const listening = async (): Promise<number[]> => (await wakeSessions()).map((r) => r.pid);
+  /** A claim call, as pg_stat_activity shows the statement text. */
+  const CLAIM_STATEMENT = /\.claim\(/;
 
   it('wakes on a new job well before its poll, and again after its LISTEN connection is terminated', async () => {
     const kind = defineJob({ kind: 'wake', queue: 'q_wake' });
@@ -79,6 +82,9 @@ describe('LISTEN/NOTIFY wake-up', () => {
     expect(ran.get(a)! - enqueuedAt).toBeLessThan(WAKE_BOUND_MS);
     expect(host.stats.claimCalls).toBeGreaterThan(claimsBefore);
     expect(errors).toEqual([]);
+    // The claim that picked it up ran on the wake-up session itself, not on a pooled one.
+    await waitFor('the wake-up session to be idle', async () => (await wakeSessions()).length === 1, 5_000);
+    expect((await wakeSessions()).map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
 
     // The server ends the LISTEN session.
     const { rows } = await admin.query<{ ok: boolean }>(
@@ -107,8 +113,85 @@ describe('LISTEN/NOTIFY wake-up', () => {
     expect(host.stats.claimCalls).toBeGreaterThan(claimsAfterReconnect);
 
     await host.stop();
+    host = undefined;
     expect(await client.getJob(a)).toMatchObject({ state: 'completed', attempt: 1 });
     expect(await client.getJob(b)).toMatchObject({ state: 'completed', attempt: 1 });
+  });
+
+  // The wake-up session dies while a claim runs on it: the claim is held inside the claim() call (its read
+  // of the receipts waits on a lock the test holds), and the session is terminated there. The claim never
+  // committed; the host must report it, reconnect, and run the job exactly once, still woken by
+  // notifications (claiming on the new session).
+  it('survives its wake-up session being terminated in the middle of a claim', async () => {
+    const kind = defineJob({ kind: 'cut', queue: 'q_cut' });
+    const ran: string[] = [];
+    const errors: unknown[] = [];
+    host = new WorkerHost({
+      connectionString: db.url,
+      queues: { q_cut: 2 },
+      pollIntervalMs: POLL_MS,
+      maintenance: false,
+    });
+    host.on('error', (err) => errors.push(err));
+    host.register(kind, (j) => {
+      ran.push(j.id);
+    });
+    await host.start();
+    await waitFor('the wake-up session', async () => (await listening()).length === 1, 5_000);
+    const [first] = await listening();
+
+    const blocker = new pg.Client({ connectionString: db.url, application_name: 'wakeup-blocker' });
+    await blocker.connect();
+    let blocking = true;
+    try {
+      await blocker.query('begin');
+      await blocker.query('lock table awa.claim_batches in access exclusive mode');
+      const c = (await client.enqueue(kind, {})).id;
+      const stuck = async () => {
+        const { rows } = await admin.query<{ pid: number }>(
+          `select pid from pg_stat_activity
+            where datname = current_database() and application_name = 'awa-listen'
+              and wait_event_type = 'Lock' and query ~ '\\.claim\\('`,
+        );
+        return rows.map((r) => r.pid);
+      };
+      await waitFor('a claim held on the wake-up session', async () => (await stuck()).length === 1, 5_000);
+      expect(await stuck()).toEqual([first]);
+      const { rows } = await admin.query<{ ok: boolean }>('select pg_terminate_backend($1) as ok', [first]);
+      expect(rows).toEqual([{ ok: true }]);
+      await waitFor('the session to end', async () => !(await listening()).includes(first), 5_000);
+      await blocker.query('rollback');
+      blocking = false;
+
+      await waitFor('the job to run after the reconnect', () => ran.includes(c), 10_000);
+      await waitFor(
+        'a new wake-up session',
+        async () => {
+          const now = await listening();
+          return now.length === 1 && now[0] !== first;
+        },
+        10_000,
+      );
+      // The host said what happened (the lost claim, the lost session).
+      expect(errors.length).toBeGreaterThanOrEqual(1);
+
+      await sleep(300);
+      const enqueuedAt = Date.now();
+      const d = (await client.enqueue(kind, {})).id;
+      await waitFor('a job enqueued after the reconnect to run', () => ran.includes(d), WAKE_BOUND_MS);
+      expect(Date.now() - enqueuedAt).toBeLessThan(WAKE_BOUND_MS);
+      await waitFor('the wake-up session to be idle', async () => (await wakeSessions()).length === 1, 5_000);
+      expect((await wakeSessions()).map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
+
+      await host.stop();
+      host = undefined;
+      expect(ran.filter((id) => id === c)).toHaveLength(1);
+      expect(await client.getJob(c)).toMatchObject({ state: 'completed', attempt: 1 });
+      expect(await client.getJob(d)).toMatchObject({ state: 'completed', attempt: 1 });
+    } finally {
+      if (blocking) await blocker.query('rollback').catch(() => {});
+      await blocker.end();
+    }
   });
 
   // Which enqueues send a wake-up (reserve_lane()): at most one per lane every 5 ms, except the first
