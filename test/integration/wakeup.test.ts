@@ -139,6 +139,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
     await host.start();
     await waitFor('the wake-up session', async () => (await listening()).length === 1, 5_000);
     const [first] = await listening();
+    if (first === undefined) throw new Error('the host has no wake-up session');
 
     const blocker = new pg.Client({ connectionString: db.url, application_name: 'wakeup-blocker' });
     await blocker.connect();
