@@ -51,8 +51,23 @@ describe('LISTEN/NOTIFY wake-up', () => {
     return rows;
   };
   const listening = async (): Promise<number[]> => (await wakeSessions()).map((r) => r.pid);
-  /** A claim call, as pg_stat_activity shows the statement text. */
+  /** A claim call, as pg_stat_activity shows the statement text (the pattern reads the same in SQL). */
   const CLAIM_STATEMENT = /\.claim\(/;
+  /** Waits for the host's one wake-up session to be a new one, after `old` was terminated. */
+  const newWakeSession = (old: number) =>
+    waitFor(
+      'a new wake-up session',
+      async () => {
+        const now = await listening();
+        return now.length === 1 && now[0] !== old;
+      },
+      10_000,
+    );
+  /** The last statement of the host's wake-up session, once idle, was a claim (not run on a pooled one). */
+  const expectLastClaimOnWakeSession = async () => {
+    await waitFor('the wake-up session to be idle', async () => (await wakeSessions()).length === 1, 5_000);
+    expect((await wakeSessions()).map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
+  };
 
   it('wakes on a new job well before its poll, and again after its LISTEN connection is terminated', async () => {
     const kind = defineJob({ kind: 'wake', queue: 'q_wake' });
@@ -83,8 +98,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
     expect(host.stats.claimCalls).toBeGreaterThan(claimsBefore);
     expect(errors).toEqual([]);
     // The claim that picked it up ran on the wake-up session itself, not on a pooled one.
-    await waitFor('the wake-up session to be idle', async () => (await wakeSessions()).length === 1, 5_000);
-    expect((await wakeSessions()).map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
+    await expectLastClaimOnWakeSession();
 
     // The server ends the LISTEN session.
     const { rows } = await admin.query<{ ok: boolean }>(
@@ -93,14 +107,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
     );
     expect(rows).toEqual([{ ok: true }]);
     // The host notices, reports it, and listens again on a new session.
-    await waitFor(
-      'a new LISTEN session',
-      async () => {
-        const now = await listening();
-        return now.length === 1 && now[0] !== first;
-      },
-      10_000,
-    );
+    await newWakeSession(first!);
     expect(errors.length).toBeGreaterThanOrEqual(1);
     // Reconnecting polls once (notifications sent while it was down are lost): let that poll pass, so
     // the next job can only arrive by notification.
@@ -152,7 +159,8 @@ describe('LISTEN/NOTIFY wake-up', () => {
         const { rows } = await admin.query<{ pid: number }>(
           `select pid from pg_stat_activity
             where datname = current_database() and application_name = 'awa-listen'
-              and wait_event_type = 'Lock' and query ~ '\\.claim\\('`,
+              and wait_event_type = 'Lock' and query ~ $1`,
+          [CLAIM_STATEMENT.source],
         );
         return rows.map((r) => r.pid);
       };
@@ -165,14 +173,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
       blocking = false;
 
       await waitFor('the job to run after the reconnect', () => ran.includes(c), 10_000);
-      await waitFor(
-        'a new wake-up session',
-        async () => {
-          const now = await listening();
-          return now.length === 1 && now[0] !== first;
-        },
-        10_000,
-      );
+      await newWakeSession(first);
       // The host said what happened (the lost claim, the lost session).
       expect(errors.length).toBeGreaterThanOrEqual(1);
 
@@ -181,8 +182,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
       const d = (await client.enqueue(kind, {})).id;
       await waitFor('a job enqueued after the reconnect to run', () => ran.includes(d), WAKE_BOUND_MS);
       expect(Date.now() - enqueuedAt).toBeLessThan(WAKE_BOUND_MS);
-      await waitFor('the wake-up session to be idle', async () => (await wakeSessions()).length === 1, 5_000);
-      expect((await wakeSessions()).map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
+      await expectLastClaimOnWakeSession();
 
       await host.stop();
       host = undefined;
