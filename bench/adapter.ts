@@ -1,4 +1,7 @@
 import type pg from 'pg';
+import type { WorkerUsage } from './processes/protocol.js';
+
+export type { WorkerUsage };
 
 // The one interface every queue system is driven through, so each scenario is written once and the
 // systems differ only in how they talk to PostgreSQL.
@@ -19,6 +22,8 @@ export interface WorkerFleet {
   start(): void;
   /** Jobs the processes completed (committed), as they last reported; throws if one died. */
   completed(): number;
+  /** What the processes' hosts have cost since they started, summed, as of the same reports. */
+  usage(): WorkerUsage;
 }
 
 export interface SystemAdapter {
@@ -48,6 +53,9 @@ export interface SystemAdapter {
    * (so process start-up is not timed; the worker hosts' own start is, as in-process). Only systems that
    * support it (awa); stop() ends them. */
   spawnWorkerProcesses?(processes: number, concurrency: number): Promise<WorkerFleet>;
+  /** What the in-process workers have cost since startWorkers() (CPU of the whole harness process,
+   * claim calls, completion flushes), where the system counts them (awa). */
+  workerUsage?(): WorkerUsage;
   /** Jobs enqueued but not yet settled in the database (with no workers: every committed job). */
   pending(): Promise<number>;
   /** Jobs available and not yet claimed. */

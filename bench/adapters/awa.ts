@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
-import type { BenchArgs, BenchHandler, SystemAdapter, WorkerFleet } from '../adapter.js';
+import type { BenchArgs, BenchHandler, SystemAdapter, WorkerFleet, WorkerUsage } from '../adapter.js';
 import { installOtelSdk } from '../otel.js';
 import { WorkerProcess } from '../processes/worker-processes.js';
 
@@ -21,6 +21,7 @@ export class AwaAdapter implements SystemAdapter {
   private host: WorkerHost | null = null;
   private processes: WorkerProcess[] = [];
   private enqueued = 0;
+  private cpuAtWorkersStart: NodeJS.CpuUsage | null = null;
   private prunes = 0;
   private uninstallOtel: (() => Promise<void>) | null = null;
 
@@ -70,6 +71,7 @@ export class AwaAdapter implements SystemAdapter {
   }
 
   async startWorkers(concurrency: number, handler: BenchHandler): Promise<void> {
+    this.cpuAtWorkersStart = process.cpuUsage();
     const host = new WorkerHost({
       connectionString: this.url,
       schema: this.schema,
@@ -111,7 +113,23 @@ export class AwaAdapter implements SystemAdapter {
         if (crash) throw new Error(crash);
         return spawned.reduce((n, p) => n + p.completed, 0);
       },
+      usage: () =>
+        spawned.reduce(
+          (sum, p) => ({
+            cpuUs: sum.cpuUs + p.usage.cpuUs,
+            claimCalls: sum.claimCalls + p.usage.claimCalls,
+            flushes: sum.flushes + p.usage.flushes,
+          }),
+          { cpuUs: 0, claimCalls: 0, flushes: 0 },
+        ),
     };
+  }
+
+  workerUsage(): WorkerUsage {
+    if (!this.host || !this.cpuAtWorkersStart) return { cpuUs: 0, claimCalls: 0, flushes: 0 };
+    const cpu = process.cpuUsage(this.cpuAtWorkersStart);
+    const { claimCalls, flushes } = this.host.stats;
+    return { cpuUs: cpu.user + cpu.system, claimCalls, flushes };
   }
 
   async pending(): Promise<number> {

@@ -18,12 +18,20 @@ export interface WorkerProcessConfig {
   logAttempts?: boolean;
 }
 
+/** What a process's worker host has cost since it started: CPU time of the whole process (user + system,
+ * microseconds), claim calls and completion flushes. */
+export interface WorkerUsage {
+  cpuUs: number;
+  claimCalls: number;
+  flushes: number;
+}
+
 export type WorkerEvent =
   | { event: 'ready' }
   | { event: 'start' | 'end'; id: string; attempt: number }
   | { event: 'leadership'; isLeader: boolean }
   | { event: 'rescue'; rescued: { jobId: string; instanceId: string }[] }
-  | { event: 'progress' | 'stopped'; completed: number }
+  | { event: 'progress' | 'stopped'; completed: number; usage: WorkerUsage }
   | { event: 'error'; message: string };
 
 /** A line as received: the event and the child's clock when it was written. */

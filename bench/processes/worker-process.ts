@@ -48,11 +48,18 @@ async function main(): Promise<void> {
   });
 
   let progress: NodeJS.Timeout | null = null;
+  let cpuAtStart = process.cpuUsage();
+  const usage = () => {
+    const cpu = process.cpuUsage(cpuAtStart);
+    const { claimCalls, flushes } = host.stats;
+    return { cpuUs: cpu.user + cpu.system, claimCalls, flushes };
+  };
   const start = async () => {
+    cpuAtStart = process.cpuUsage();
     await host.start();
     if (cfg.progressEveryMs)
       progress = setInterval(
-        () => write({ event: 'progress', completed: host.stats.completed }),
+        () => write({ event: 'progress', completed: host.stats.completed, usage: usage() }),
         cfg.progressEveryMs,
       );
   };
@@ -64,7 +71,7 @@ async function main(): Promise<void> {
     if (progress) clearInterval(progress);
     void host.stop().then(
       () => {
-        write({ event: 'stopped', completed: host.stats.completed });
+        write({ event: 'stopped', completed: host.stats.completed, usage: usage() });
         process.exit(0);
       },
       (err: unknown) => {

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { sleep } from '../pace.js';
-import type { WorkerLine, WorkerProcessConfig } from './protocol.js';
+import type { WorkerLine, WorkerProcessConfig, WorkerUsage } from './protocol.js';
 
 // The parent's handle on a benchmark worker process (worker-process.ts): spawn it, read its event lines,
 // tell it to go, stop it (SIGTERM) or kill it (SIGKILL). Progress lines are folded into `completed`; every
@@ -32,6 +32,8 @@ export class WorkerProcess {
   readonly lines: WorkerLine[] = [];
   /** Jobs this process completed (committed), as of its last progress or stopped line. */
   completed = 0;
+  /** What its host has cost so far, as of the same line as `completed`. */
+  usage: WorkerUsage = { cpuUs: 0, claimCalls: 0, flushes: 0 };
   private stderr = '';
   private stopping = false;
   private readonly exited: Promise<number | null>;
@@ -49,7 +51,10 @@ export class WorkerProcess {
       } catch {
         return;
       }
-      if (line.event === 'progress' || line.event === 'stopped') this.completed = line.completed;
+      if (line.event === 'progress' || line.event === 'stopped') {
+        this.completed = line.completed;
+        this.usage = line.usage;
+      }
       if (line.event !== 'progress') this.lines.push(line);
     });
     proc.stdin!.on('error', () => {}); // a dead child must not take the parent with it

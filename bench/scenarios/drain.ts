@@ -7,7 +7,9 @@ import { sleep } from '../pace.js';
 // not flattered. With --processes P (awa) the workers are P child processes of concurrency C/P each,
 // spawned and loaded before the clock starts; as in-process, the clock includes the worker hosts' start.
 // `extra.steadyJobsPerSec` is the rate between 10 % and 90 % done: without the hosts' start and the tail,
-// which weigh more in a short run and for several processes starting at once.
+// which weigh more in a short run and for several processes starting at once. Where the system counts
+// them (awa), `extra` also has the workers' Node CPU per job (the worker processes', or the whole harness
+// process's in-process) and the jobs per claim call and per completion flush.
 
 export const drainScenario: Scenario = {
   kind: 'system',
@@ -51,13 +53,21 @@ export const drainScenario: Scenario = {
     bar.finish(done());
     const steady =
       t10 && t90 > t10 ? { steadyJobsPerSec: Math.round((opts.jobs * 0.8) / ((t90 - t10) / 1000)) } : {};
+    const usage = fleet ? fleet.usage() : adapter.workerUsage?.();
+    const cost = usage
+      ? {
+          nodeCpuUsPerJob: round(usage.cpuUs / opts.jobs, 1),
+          jobsPerClaim: round(opts.jobs / Math.max(1, usage.claimCalls), 1),
+          jobsPerFlush: round(opts.jobs / Math.max(1, usage.flushes), 1),
+        }
+      : {};
     return {
       jobs: opts.jobs,
       seconds: round(seconds, 3),
       jobsPerSec: Math.round(opts.jobs / seconds),
       extra: fleet
-        ? { processes: opts.processes, concurrencyPerProcess: perProcess, ...steady }
-        : { handlerCalls: handled, ...steady },
+        ? { processes: opts.processes, concurrencyPerProcess: perProcess, ...steady, ...cost }
+        : { handlerCalls: handled, ...steady, ...cost },
     };
   },
 };
