@@ -15,7 +15,7 @@ import { sleep } from './pace.js';
 import type { Measurement, Scenario, ScenarioOptions } from './scenario.js';
 import { drainScenario } from './scenarios/drain.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
-import { latencyScenario } from './scenarios/latency.js';
+import { latencyScenario, WARMUP_MS } from './scenarios/latency.js';
 import { microScenario } from './scenarios/micro.js';
 import { pinnedScenario } from './scenarios/pinned.js';
 import { producersScenario } from './scenarios/producers.js';
@@ -73,6 +73,10 @@ export async function benchCommand(argv: string[]): Promise<void> {
     otelSample: (values['otel-sample'] as number | undefined) ?? 1,
     shards: int(values.shards, 1, 'shards'),
   };
+  if (name === 'latency' && opts.duration * 1000 <= WARMUP_MS)
+    throw new BenchUsageError(
+      `--duration must be more than ${WARMUP_MS / 1000} s for latency: its first ${WARMUP_MS / 1000} s are warm-up and not measured`,
+    );
   if (opts.shards > MAX_ENQUEUE_SHARDS)
     throw new BenchUsageError(`--shards must be from 1 to ${MAX_ENQUEUE_SHARDS}, got ${opts.shards}`);
   if (!(opts.otelSample > 0 && opts.otelSample <= 1))

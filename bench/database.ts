@@ -7,6 +7,7 @@ import pg from 'pg';
 export const DEFAULT_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
 const created = new Map<string, string>(); // name → admin url
+const creating = new Set<Promise<void>>();
 
 export function adminUrl(): string {
   return process.env.DATABASE_URL ?? DEFAULT_URL;
@@ -21,13 +22,26 @@ function withDatabase(url: string, name: string): string {
 export async function createDatabase(system: string): Promise<{ name: string; url: string }> {
   const admin = adminUrl();
   const name = `awa_bench_${system.replace(/[^a-z0-9]/g, '_')}_${randomBytes(4).toString('hex')}`;
-  const client = new pg.Client({ connectionString: admin });
-  await client.connect();
+  // Recorded before the create is sent: an interrupt while it runs must still drop the database, so
+  // dropAllCreated() waits for creates in flight and then drops by name.
+  created.set(name, admin);
+  const create = (async () => {
+    const client = new pg.Client({ connectionString: admin });
+    await client.connect();
+    try {
+      await client.query(`create database ${name}`);
+    } finally {
+      await client.end();
+    }
+  })();
+  creating.add(create);
   try {
-    await client.query(`create database ${name}`);
-    created.set(name, admin);
+    await create;
+  } catch (err) {
+    created.delete(name);
+    throw err;
   } finally {
-    await client.end();
+    creating.delete(create);
   }
   return { name, url: withDatabase(admin, name) };
 }
@@ -47,6 +61,7 @@ export async function dropDatabase(name: string): Promise<void> {
 }
 
 export async function dropAllCreated(): Promise<void> {
+  await Promise.allSettled([...creating]);
   for (const name of [...created.keys()]) await dropDatabase(name).catch(() => {});
 }
 

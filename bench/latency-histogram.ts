@@ -25,14 +25,17 @@ export class LatencyHistogram {
     return this.h.totalCount === 0 ? null : this.h.maxValue / 1000;
   }
 
-  /** The report's latency columns in ms (µs resolution); NaN when nothing was recorded. */
+  /** The report's latency columns in ms (µs resolution); NaN when nothing was recorded. A percentile is
+   * the top of its bucket (3 significant digits), so it is capped at the exact maximum. */
   summaryMs(): { p50Ms: number; p95Ms: number; p99Ms: number; maxMs: number } {
-    const ms = (v: number | null) => (v === null ? NaN : Math.round(v * 1000) / 1000);
+    const max = this.maxMs();
+    const ms = (v: number | null) =>
+      v === null || max === null ? NaN : Math.round(Math.min(v, max) * 1000) / 1000;
     return {
       p50Ms: ms(this.percentileMs(50)),
       p95Ms: ms(this.percentileMs(95)),
       p99Ms: ms(this.percentileMs(99)),
-      maxMs: ms(this.maxMs()),
+      maxMs: ms(max),
     };
   }
 

@@ -10,7 +10,8 @@ import { makeArgs, round, type Scenario } from '../scenario.js';
 // and how much the pickup after it.
 
 const MAX_IN_FLIGHT = 64;
-const WARMUP_MS = 1000;
+/** Exported for the command line, which refuses a --duration that would leave nothing measured. */
+export const WARMUP_MS = 1000;
 
 export const latencyScenario: Scenario = {
   kind: 'system',
