@@ -142,6 +142,9 @@ export async function benchCommand(argv: string[]): Promise<void> {
         emit(row);
       }
     } finally {
+      // Interrupted: the run broke off (its database dropped under it) or ended; either way the signal
+      // handler is dropping what was created and will exit 130. Finishing here would race it.
+      if (interrupted.stopping) await new Promise<never>(() => {});
       interrupted.release();
       await dropAllCreated();
     }
@@ -152,6 +155,8 @@ export async function benchCommand(argv: string[]): Promise<void> {
 
 interface Interrupt {
   current: SystemAdapter | null;
+  /** A signal came: the handler drops the databases and exits; the run must not finish on its own. */
+  stopping: boolean;
   release(): void;
 }
 
@@ -159,15 +164,15 @@ interface Interrupt {
 function trapSignals(): Interrupt {
   const state: Interrupt = {
     current: null,
+    stopping: false,
     release: () => {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
     },
   };
-  let stopping = false;
   const onSignal = () => {
-    if (stopping) process.exit(130); // a second Ctrl-C: give up on cleanup
-    stopping = true;
+    if (state.stopping) process.exit(130); // a second Ctrl-C: give up on cleanup
+    state.stopping = true;
     process.stderr.write('\ninterrupted: stopping and dropping the bench databases…\n');
     const stop = state.current?.stop().catch(() => {}) ?? Promise.resolve();
     void Promise.race([stop, sleep(5_000)])

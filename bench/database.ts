@@ -8,6 +8,8 @@ export const DEFAULT_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
 const created = new Map<string, string>(); // name → admin url
 const creating = new Set<Promise<void>>();
+/** Set once dropAllCreated() began: the run is over (or interrupted), so no database may be created. */
+let closing = false;
 
 export function adminUrl(): string {
   return process.env.DATABASE_URL ?? DEFAULT_URL;
@@ -22,6 +24,7 @@ function withDatabase(url: string, name: string): string {
 export async function createDatabase(system: string): Promise<{ name: string; url: string }> {
   const admin = adminUrl();
   const name = `awa_bench_${system.replace(/[^a-z0-9]/g, '_')}_${randomBytes(4).toString('hex')}`;
+  if (closing) throw new Error('the bench is stopping: no new database');
   // Recorded before the create is sent: an interrupt while it runs must still drop the database, so
   // dropAllCreated() waits for creates in flight and then drops by name.
   created.set(name, admin);
@@ -61,6 +64,7 @@ export async function dropDatabase(name: string): Promise<void> {
 }
 
 export async function dropAllCreated(): Promise<void> {
+  closing = true;
   await Promise.allSettled([...creating]);
   for (const name of [...created.keys()]) await dropDatabase(name).catch(() => {});
 }

@@ -112,6 +112,21 @@ describe('awa bench', () => {
     return rows.map((r) => r.datname);
   }
 
+  /** Waits until no CREATE DATABASE of our role is running: one a killed bench left would finish later. */
+  async function noCreateRunning(): Promise<void> {
+    await until(
+      'no create database of ours running',
+      async () =>
+        (
+          await admin.query(
+            `select 1 from pg_stat_activity where usename = $1 and query ilike 'create database%'`,
+            [role],
+          )
+        ).rows.length === 0,
+      30_000,
+    );
+  }
+
   interface BenchRun {
     code: number | null;
     signal: NodeJS.Signals | null;
@@ -207,6 +222,7 @@ describe('awa bench', () => {
     await killRunning();
     if (roleCreated) {
       // A failed test may have left a bench database behind: ours (our role owns it), so drop it first.
+      await noCreateRunning();
       for (const name of await ourBenchDatabases())
         await admin.query(`drop database if exists ${admin.escapeIdentifier(name)} with (force)`);
       await admin.query(`drop role if exists ${admin.escapeIdentifier(role)}`);
@@ -366,19 +382,9 @@ describe('awa bench', () => {
     expect({ code: run.code, signal: run.signal }, run.stderr).toEqual({ code: 130, signal: null });
     expect(run.stderr).toContain('interrupted: stopping and dropping the bench databases');
     expect(run.stdout).toBe('');
-    // A create the process left running would finish after it exited: wait for none to be running, then
-    // look. (The database became visible, and only then was dropped.)
-    await until(
-      'no create database of ours running',
-      async () =>
-        (
-          await admin.query(
-            `select 1 from pg_stat_activity where usename = $1 and query ilike 'create database%'`,
-            [role],
-          )
-        ).rows.length === 0,
-      30_000,
-    );
+    // A create the process left running would finish after it exited: wait for it, then look. (The database
+    // became visible, and only then was dropped.)
+    await noCreateRunning();
     expect(await ourBenchDatabases()).toEqual(run.before);
     expect(run.appeared).toHaveLength(1);
   });
