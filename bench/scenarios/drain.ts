@@ -1,6 +1,7 @@
 import type { WorkerFleet } from '../adapter.js';
 import { makeArgs, round, type Scenario } from '../scenario.js';
 import { sleep } from '../pace.js';
+import { ServerCpu } from '../server-cpu.js';
 
 // Drain: N no-op jobs are loaded first (untimed), then workers start and the clock runs until the
 // database says every job is settled, so a system that runs handlers fast but acknowledges slowly is
@@ -9,12 +10,13 @@ import { sleep } from '../pace.js';
 // `extra.steadyJobsPerSec` is the rate between 10 % and 90 % done: without the hosts' start and the tail,
 // which weigh more in a short run and for several processes starting at once. Where the system counts
 // them (awa), `extra` also has the workers' Node CPU per job (the worker processes', or the whole harness
-// process's in-process) and the jobs per claim call and per completion flush.
+// process's in-process) and the jobs per claim call and per completion flush; for every system, when
+// PostgreSQL runs on this machine, `extra.pgCpuUsPerJob` is the server's CPU per job over the drain.
 
 export const drainScenario: Scenario = {
   kind: 'system',
   systemsForAll: ['awa', 'pgboss', 'pgboss-batch', 'graphile'],
-  async run({ adapter, opts, progress }) {
+  async run({ adapter, opts, progress, url }) {
     let fleet: WorkerFleet | null = null;
     let perProcess = opts.concurrency;
     if (opts.processes > 0) {
@@ -27,6 +29,8 @@ export const drainScenario: Scenario = {
     load.finish(opts.jobs);
     if (opts.processes > 0) fleet = await adapter.spawnWorkerProcesses!(opts.processes, perProcess);
 
+    const serverCpu = await ServerCpu.open(url);
+    const serverMsBefore = await serverCpu?.totalMs();
     let handled = 0;
     const done = fleet ? fleet.completed : () => handled;
     const bar = progress(`drain ${adapter.label}`, opts.jobs);
@@ -50,6 +54,7 @@ export const drainScenario: Scenario = {
     }
     while ((await adapter.pending()) > 0) await sleep(10);
     const seconds = (performance.now() - t0) / 1000;
+    const serverMs = serverCpu ? (await serverCpu.totalMs()) - serverMsBefore! : null;
     bar.finish(done());
     const steady =
       t10 && t90 > t10 ? { steadyJobsPerSec: Math.round((opts.jobs * 0.8) / ((t90 - t10) / 1000)) } : {};
@@ -61,13 +66,14 @@ export const drainScenario: Scenario = {
           jobsPerFlush: round(opts.jobs / Math.max(1, usage.flushes), 1),
         }
       : {};
+    const server = serverMs === null ? {} : { pgCpuUsPerJob: round((serverMs * 1000) / opts.jobs, 1) };
     return {
       jobs: opts.jobs,
       seconds: round(seconds, 3),
       jobsPerSec: Math.round(opts.jobs / seconds),
       extra: fleet
-        ? { processes: opts.processes, concurrencyPerProcess: perProcess, ...steady, ...cost }
-        : { handlerCalls: handled, ...steady, ...cost },
+        ? { processes: opts.processes, concurrencyPerProcess: perProcess, ...steady, ...cost, ...server }
+        : { handlerCalls: handled, ...steady, ...cost, ...server },
     };
   },
 };
