@@ -205,6 +205,20 @@ describe('awa bench', () => {
     expect(p99).toBeLessThanOrEqual(max!);
   }
 
+  /** What a drain row says the run cost: the workers' CPU and PostgreSQL's (the test server is local) per job,
+   * and claims of at most the permits a host has. */
+  function expectDrainCosts(row: ResultRow, permitsPerHost: number): void {
+    const { nodeCpuUsPerJob, pgCpuUsPerJob, jobsPerClaim, jobsPerFlush } = row.extra as Record<
+      string,
+      number
+    >;
+    expect(nodeCpuUsPerJob).toBeGreaterThan(0);
+    expect(pgCpuUsPerJob).toBeGreaterThan(0);
+    expect(jobsPerClaim).toBeGreaterThanOrEqual(1);
+    expect(jobsPerClaim).toBeLessThanOrEqual(permitsPerHost);
+    expect(jobsPerFlush).toBeGreaterThanOrEqual(1);
+  }
+
   beforeAll(async () => {
     admin = new pg.Client({ connectionString: serverUrl() });
     await admin.connect();
@@ -253,6 +267,7 @@ describe('awa bench', () => {
     expect(row.extra).toMatchObject({ processes: 2, concurrencyPerProcess: 50 });
     // Completions are counted by the processes, not by handler calls in the harness.
     expect(row.extra).not.toHaveProperty('handlerCalls');
+    expectDrainCosts(row, 50);
     expect(row.settings).toMatchObject({ processes: 2, concurrencyPerProcess: 50 });
   });
 
@@ -264,6 +279,7 @@ describe('awa bench', () => {
     expect(row.jobsPerSec).toBeGreaterThan(0);
     expect(row.extra.handlerCalls).toBe(2000);
     expect(row.extra).not.toHaveProperty('processes');
+    expectDrainCosts(row, 1000);
   });
 
   for (const system of ['awa', 'baseline']) {
