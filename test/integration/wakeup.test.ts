@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
 import { claimJobs, resolveSchema } from '../../src/storage/index.js';
 import { createTestDatabase } from '../helpers/database.js';
@@ -34,6 +34,11 @@ describe('LISTEN/NOTIFY wake-up', () => {
     await client.migrate();
     admin = new pg.Pool({ connectionString: db.url, max: 1, application_name: 'wakeup-test' });
     admin.on('error', () => {});
+  });
+  // A host a failed test left running would add a second wake-up session to the next test's database.
+  afterEach(async () => {
+    await host?.stop();
+    host = undefined;
   });
   afterAll(async () => {
     await host?.stop();
@@ -84,6 +89,8 @@ describe('LISTEN/NOTIFY wake-up', () => {
       ran.set(j.id, Date.now());
     });
     await host.start();
+    // start() claims once at once, on the wake-up session when it is free: wait for that claim to end.
+    await waitFor('the wake-up session to be idle', async () => (await listening()).length === 1, 5_000);
     const [first, ...more] = await listening();
     expect(more).toEqual([]);
     expect(first).toBeDefined();
