@@ -52,6 +52,12 @@ export function createPool(connectionString: string, max: number, applicationNam
   // An idle client that loses its server emits 'error' on the pool; without a listener that would crash
   // the process. The next checkout simply gets a fresh connection.
   pool.on('error', () => {});
+  // A new connection can be ended by the server in the very read that completes its start-up (a backend
+  // terminated as it connects, by pg_terminate_backend or DROP DATABASE … WITH (FORCE)). Its client then
+  // emits 'error' after the pool stopped listening and before whoever checked it out could start: an
+  // unhandled 'error' event, which ends the process. So every client of our pools listens from birth; a
+  // lost one fails its next query (a connection loss), and the pool discards it on release.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 
