@@ -1,11 +1,17 @@
 import { loadavg } from 'node:os';
-import pg from 'pg';
 import { MAX_ENQUEUE_SHARDS } from '../src/index.js';
 import { ProgressBar } from '../src/terminal/progress.js';
 import { BenchUsageError, parseBenchArgs } from './args.js';
 import type { SystemAdapter } from './adapter.js';
 import { makeAdapter, OTEL_MODES, SYSTEMS, withOtel } from './systems.js';
-import { adminUrl, createDatabase, dropAllCreated, dropDatabase, sampleSchema } from './database.js';
+import {
+  adminUrl,
+  benchClient,
+  createDatabase,
+  dropAllCreated,
+  dropDatabase,
+  sampleSchema,
+} from './database.js';
 import { describeEnvironment, type Environment } from './environment.js';
 import { benchOptions } from './options.js';
 import { formatTable, jsonLine, medianRun, writeReportDir } from './report.js';
@@ -225,7 +231,7 @@ async function runOnce(
 
 async function sampleAfter(url: string, schema: string): Promise<{ dead: number; live: number }> {
   await sleep(500);
-  const client = new pg.Client({ connectionString: url });
+  const client = benchClient(url);
   await client.connect();
   try {
     return await sampleSchema(client, schema);

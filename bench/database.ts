@@ -11,6 +11,20 @@ const creating = new Set<Promise<void>>();
 /** Set once dropAllCreated() began: the run is over (or interrupted), so no database may be created. */
 let closing = false;
 
+/**
+ * A client of the harness's own. It listens for 'error': a connection the server ends while the client is
+ * idle (the bench dropping a database under it, a restart) then fails its next query instead of raising an
+ * unhandled 'error' event, which would end the harness without its cleanup.
+ */
+export function benchClient(url: string, applicationName?: string): pg.Client {
+  const client = new pg.Client({
+    connectionString: url,
+    ...(applicationName ? { application_name: applicationName } : {}),
+  });
+  client.on('error', () => {});
+  return client;
+}
+
 export function adminUrl(): string {
   return process.env.DATABASE_URL ?? DEFAULT_URL;
 }
@@ -29,7 +43,7 @@ export async function createDatabase(system: string): Promise<{ name: string; ur
   // dropAllCreated() waits for creates in flight and then drops by name.
   created.set(name, admin);
   const create = (async () => {
-    const client = new pg.Client({ connectionString: admin });
+    const client = benchClient(admin);
     await client.connect();
     try {
       await client.query(`create database ${name}`);
@@ -52,7 +66,7 @@ export async function createDatabase(system: string): Promise<{ name: string; ur
 export async function dropDatabase(name: string): Promise<void> {
   const admin = created.get(name);
   if (!admin) return; // never drop what we did not create
-  const client = new pg.Client({ connectionString: admin });
+  const client = benchClient(admin);
   await client.connect();
   try {
     // FORCE: a leaked worker connection must not keep a benchmark database alive.

@@ -1,5 +1,5 @@
 import { availableParallelism, cpus, totalmem } from 'node:os';
-import pg from 'pg';
+import { benchClient } from './database.js';
 
 // What the numbers were measured on: they mean little without the server version, the cores the
 // database and the harness share, and the settings that move queue throughput.
@@ -29,7 +29,7 @@ export interface Environment {
 }
 
 export async function describeEnvironment(url: string): Promise<Environment> {
-  const client = new pg.Client({ connectionString: url });
+  const client = benchClient(url);
   await client.connect();
   try {
     const version = await client.query<{ v: string }>('select version() as v');

@@ -1,5 +1,5 @@
 import { readdir, readFile } from 'node:fs/promises';
-import pg from 'pg';
+import { benchClient } from './database.js';
 
 // PostgreSQL's CPU time over a measured stretch, when the server runs on this machine: the user + system
 // time of every `postgres` process of the server's operating-system user (backends, WAL writer,
@@ -15,7 +15,7 @@ export class ServerCpu {
 
   /** Finds the server's processes through a backend of `url`'s database, or null when it is not local. */
   static async open(url: string): Promise<ServerCpu | null> {
-    const client = new pg.Client({ connectionString: url });
+    const client = benchClient(url);
     await client.connect();
     try {
       const { rows } = await client.query<{ pid: number; db: string }>(

@@ -1,6 +1,6 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { BenchArgs } from './adapter.js';
-import { sampleSchema } from './database.js';
+import { benchClient, sampleSchema } from './database.js';
 import { LatencyHistogram } from './latency-histogram.js';
 import { nowMs, Pacer, sleep } from './pace.js';
 import { makeArgs, round, type Measurement, type ScenarioContext } from './scenario.js';
@@ -33,11 +33,11 @@ export async function steadyRun(ctx: ScenarioContext, pin: boolean): Promise<Mea
     hist.recordMs(nowMs() - args.t);
   });
 
-  const sampler = new pg.Client({ connectionString: url, application_name: 'awa-bench-sampler' });
+  const sampler = benchClient(url, 'awa-bench-sampler');
   await sampler.connect();
   let pinClient: pg.Client | null = null;
   if (pin) {
-    pinClient = new pg.Client({ connectionString: url, application_name: 'awa-bench-pin' });
+    pinClient = benchClient(url, 'awa-bench-pin');
     await pinClient.connect();
     await pinClient.query('begin isolation level repeatable read');
     await pinClient.query('select txid_current()');

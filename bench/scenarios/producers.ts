@@ -1,4 +1,5 @@
-import pg from 'pg';
+import type pg from 'pg';
+import { benchClient } from '../database.js';
 import { LatencyHistogram } from '../latency-histogram.js';
 import { sleep } from '../pace.js';
 import { makeArgs, round, type Scenario } from '../scenario.js';
@@ -18,8 +19,8 @@ export const producersScenario: Scenario = {
     const clients: pg.Client[] = [];
     try {
       for (let p = 0; p < opts.producers; p++) {
-        const client = new pg.Client({ connectionString: url, application_name: 'bench-producer' });
-        client.on('error', () => {}); // a lost connection fails its query, counted below
+        // A lost connection fails its query, counted below.
+        const client = benchClient(url, 'bench-producer');
         await client.connect();
         clients.push(client);
       }
