@@ -16,6 +16,7 @@ import {
   cancelJob,
   copyEnqueueChunk,
   createPool,
+  listenFromBirth,
   enqueueRows,
   ensureLanes,
   findJob,
@@ -134,6 +135,7 @@ export class AwaClient {
         : validateInt('maxPayloadBytes', options.maxPayloadBytes, 16, 256 * 1024 * 1024);
     if (options.pool) {
       this.pool = options.pool;
+      listenFromBirth(this.pool);
       this.ownsPool = false;
       this.target = 'the given pool';
     } else {

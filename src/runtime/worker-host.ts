@@ -11,6 +11,7 @@ import {
   claimJobs,
   withClient,
   createPool,
+  listenFromBirth,
   ensureLanes,
   finishAttempts,
   isConnectionLoss,
@@ -121,6 +122,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     const c = this.config;
     this.ownsPool = !c.pool;
     this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker');
+    if (c.pool) listenFromBirth(c.pool);
     const source = { connectionString: c.connectionString, pool: this.pool };
     this.telemetry = new ConsumerTelemetry(
       this.scope,

@@ -52,13 +52,25 @@ export function createPool(connectionString: string, max: number, applicationNam
   // An idle client that loses its server emits 'error' on the pool; without a listener that would crash
   // the process. The next checkout simply gets a fresh connection.
   pool.on('error', () => {});
-  // A new connection can be ended by the server in the very read that completes its start-up (a backend
-  // terminated as it connects, by pg_terminate_backend or DROP DATABASE … WITH (FORCE)). Its client then
-  // emits 'error' after the pool stopped listening and before whoever checked it out could start: an
-  // unhandled 'error' event, which ends the process. So every client of our pools listens from birth; a
-  // lost one fails its next query (a connection loss), and the pool discards it on release.
-  pool.on('connect', (client) => client.on('error', () => {}));
+  listenFromBirth(pool);
   return pool;
+}
+
+const listeningFromBirth = new WeakSet<pg.Pool>();
+
+/**
+ * Makes every client `pool` connects from now on listen for errors from its first moment. A new connection
+ * can be ended by the server in the very read that completes its start-up (a backend terminated as it
+ * connects: pg_terminate_backend, DROP DATABASE … WITH (FORCE), a failover). Its client then emits 'error'
+ * after the pool stopped listening and before whoever checked it out could start: an unhandled 'error' event,
+ * which ends the process. With a listener from birth, the lost client fails its next query instead (a
+ * connection loss) and the pool discards it on release. Also applied to a pool the user passes in: it only
+ * adds a listener. Once per pool.
+ */
+export function listenFromBirth(pool: pg.Pool): void {
+  if (listeningFromBirth.has(pool)) return;
+  listeningFromBirth.add(pool);
+  pool.on('connect', (client) => client.on('error', () => {}));
 }
 
 export function createClient(connectionString: string, applicationName = 'awa'): pg.Client {

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AwaClient } from '../../src/index.js';
 import { createPool, isConnectionLoss, withClient } from '../../src/storage/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
@@ -8,10 +9,11 @@ import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 // code that checked it out can listen: pg then raises an 'error' event nobody handles, which ends the
 // process (found when `awa bench` dropped its database WITH (FORCE) under a host that was connecting). Here
 // every backend of one application is terminated as soon as it appears, while calls keep checking out new
-// connections: each call must end, in its result or in a connection-loss error, and the process must live.
+// connections: each call must end, in its result or in a connection-loss error, and the process must live;
+// on our own pools, and on a pool the user hands to AwaClient.
 
 const APP = 'awa-birth-test';
-const CALLS = 300;
+const CALLS = 200;
 
 describe('connections ended as they start', () => {
   let db: TestDatabase;
@@ -20,17 +22,23 @@ describe('connections ended as they start', () => {
     db = await createTestDatabase('connection_birth');
     admin = new pg.Client({ connectionString: db.url });
     await admin.connect();
+    const setup = new AwaClient({ connectionString: db.url, poolSize: 1 });
+    await setup.migrate();
+    await setup.close();
   });
   afterAll(async () => {
     await admin?.end();
     await db?.drop();
   });
 
-  it(`${CALLS} calls under a backend killer: each ends in its result or a connection loss, and nothing is raised outside them`, async () => {
+  /**
+   * Runs `call` CALLS times while every backend of application `app` is terminated as soon as it appears.
+   * Returns how the calls ended and what was raised outside them.
+   */
+  async function underKiller(app: string, call: () => Promise<unknown>) {
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown) => uncaught.push(err);
     process.on('uncaughtException', onUncaught);
-    const pool = createPool(db.url, 4, APP);
     let killing = true;
     let killed = 0;
     const killer = (async () => {
@@ -38,7 +46,7 @@ describe('connections ended as they start', () => {
         const { rows } = await admin.query<{ n: number }>(
           `select count(*) filter (where pg_terminate_backend(pid))::int as n from pg_stat_activity
             where datname = current_database() and application_name = $1`,
-          [APP],
+          [app],
         );
         killed += rows[0]!.n;
       }
@@ -49,10 +57,7 @@ describe('connections ended as they start', () => {
     try {
       for (let i = 0; i < CALLS; i++) {
         try {
-          const { rows } = await withClient(pool, 'the test database', (c) =>
-            c.query<{ one: number }>('select 1 as one'),
-          );
-          expect(rows).toEqual([{ one: 1 }]);
+          await call();
           answered++;
         } catch (err) {
           (isConnectionLoss(err) ? lost : other).push(err);
@@ -61,14 +66,48 @@ describe('connections ended as they start', () => {
     } finally {
       killing = false;
       await killer;
-      await pool.end();
       process.off('uncaughtException', onUncaught);
     }
-    expect(other).toEqual([]);
-    expect(uncaught).toEqual([]);
-    expect(answered + lost.length).toBe(CALLS);
+    return { uncaught, answered, lost, other, killed };
+  }
+
+  function expectEveryCallEnded(r: Awaited<ReturnType<typeof underKiller>>): void {
+    expect(r.other).toEqual([]);
+    expect(r.uncaught).toEqual([]);
+    expect(r.answered + r.lost.length).toBe(CALLS);
     // The killer did its damage: backends were terminated and calls lost their connections.
-    expect(killed).toBeGreaterThan(0);
-    expect(lost.length).toBeGreaterThan(0);
+    expect(r.killed).toBeGreaterThan(0);
+    expect(r.lost.length).toBeGreaterThan(0);
+  }
+
+  it(`${CALLS} calls on our own pool under a backend killer: each ends in its result or a connection loss, and nothing is raised outside them`, async () => {
+    const pool = createPool(db.url, 4, APP);
+    try {
+      const r = await underKiller(APP, async () => {
+        const { rows } = await withClient(pool, 'the test database', (c) =>
+          c.query<{ one: number }>('select 1 as one'),
+        );
+        expect(rows).toEqual([{ one: 1 }]);
+      });
+      expectEveryCallEnded(r);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it(`${CALLS} calls of an AwaClient on the user's own pool under a backend killer: the same`, async () => {
+    const app = `${APP}-user`;
+    // The user's pool, set up as pg's documentation asks (an 'error' listener on the pool), nothing more.
+    const userPool = new pg.Pool({ connectionString: db.url, max: 4, application_name: app });
+    userPool.on('error', () => {});
+    const client = new AwaClient({ pool: userPool });
+    try {
+      // migrate() checks a connection out for its whole run (here: finds the schema current).
+      const r = await underKiller(app, () => client.migrate());
+      expectEveryCallEnded(r);
+    } finally {
+      await client.close();
+      await userPool.end();
+    }
   });
 });
