@@ -1,7 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
-import { descriptorHash } from '../model/descriptor.js';
 import { AwaError, UnknownKindError } from '../model/errors.js';
 import type { JobContext, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
@@ -23,7 +22,6 @@ import {
   writeProgress,
   type ClaimBatch,
   type ClaimResult,
-  type DescriptorReport,
   type ClaimedJob,
   type PruneResult,
   type RescuedAttempt,
@@ -56,6 +54,7 @@ import {
   type TelemetryScope,
 } from './telemetry/index.js';
 import { Wakeup } from './wakeup.js';
+import { hostDescriptors } from './host-descriptors.js';
 
 // The worker host: the main-thread coordinator of one process. It owns every database conversation
 // (claims through the dispatchers, results through the completion batcher, the LISTEN connection, the
@@ -197,7 +196,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       this.receipts,
       {
         snapshot: () => ({ inFlight: this.attempts.size, isLeader: this.isLeader }),
-        descriptors: () => this.descriptors(),
+        descriptors: () => hostDescriptors(this.config.queues, this.registry.entries()),
       },
       (err) => this.reportError(err),
     );
@@ -391,31 +390,6 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       },
       (err) => this.reportError(err),
     );
-  }
-
-  /** What this host declares about the queues it serves and the kinds it runs. */
-  private descriptors(): DescriptorReport[] {
-    const queues = [...this.config.queues].map(([queue, q]) => {
-      const descriptor = {
-        ...q.description,
-        concurrency: q.concurrency,
-        dlq: q.dlq,
-        deadlineMs: q.deadlineMs,
-      };
-      return { subject: 'queue' as const, name: queue, hash: descriptorHash(descriptor), descriptor };
-    });
-    const kinds = this.registry.entries().map(({ kind }) => {
-      const descriptor = {
-        ...kind.description,
-        queue: kind.queue,
-        priority: kind.priority,
-        maxAttempts: kind.maxAttempts,
-        execution: kind.execution,
-        deadlineMs: kind.deadlineMs,
-      };
-      return { subject: 'kind' as const, name: kind.kind, hash: descriptorHash(descriptor), descriptor };
-    });
-    return [...queues, ...kinds];
   }
 
   private async claim(queue: string, max: number): Promise<ClaimResult> {
