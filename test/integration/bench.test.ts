@@ -245,20 +245,9 @@ describe('awa bench', () => {
   });
 
   it('drain --processes 2: 3000 jobs drained by 2 worker processes of 50 each; the run database is dropped', async () => {
-    const run = await bench([
-      'drain',
-      '--system',
-      'awa',
-      '--jobs',
-      '3000',
-      '--processes',
-      '2',
-      '--concurrency',
-      '100',
-      '--runs',
-      '1',
-      '--json',
-    ]);
+    const run = await bench(
+      'drain --system awa --jobs 3000 --processes 2 --concurrency 100 --runs 1 --json'.split(' '),
+    );
     const row = expectOneCleanRun(run, 'drain', 'awa');
     expect(row.jobs).toBe(3000);
     expect(row.concurrency).toBe(100);
@@ -272,7 +261,7 @@ describe('awa bench', () => {
   });
 
   it('drain in-process: every one of 2000 jobs handled exactly once; the run database is dropped', async () => {
-    const run = await bench(['drain', '--system', 'awa', '--jobs', '2000', '--runs', '1', '--json']);
+    const run = await bench('drain --system awa --jobs 2000 --runs 1 --json'.split(' '));
     const row = expectOneCleanRun(run, 'drain', 'awa');
     expect(row.jobs).toBe(2000);
     expect(row.concurrency).toBe(1000); // the default
@@ -284,20 +273,9 @@ describe('awa bench', () => {
 
   for (const system of ['awa', 'baseline']) {
     it(`producers (${system}): the jobs in the database equal the committed transactions`, async () => {
-      const run = await bench([
-        'producers',
-        '--system',
-        system,
-        '--producers',
-        '4',
-        '--hold-ms',
-        '5',
-        '--duration',
-        '1',
-        '--runs',
-        '1',
-        '--json',
-      ]);
+      const run = await bench(
+        `producers --system ${system} --producers 4 --hold-ms 5 --duration 1 --runs 1 --json`.split(' '),
+      );
       const row = expectOneCleanRun(run, 'producers', system);
       expect(run.stderr).not.toContain('MISMATCH');
       expect(row.jobs).toBeGreaterThan(0);
@@ -320,20 +298,9 @@ describe('awa bench', () => {
 
   it('latency: ordered percentiles after the warm-up second, and every offered job handled', async () => {
     // The first second is warm-up and not recorded, so the run needs more than one second to record any.
-    const run = await bench([
-      'latency',
-      '--system',
-      'awa',
-      '--rate',
-      '100',
-      '--duration',
-      '2',
-      '--concurrency',
-      '8',
-      '--runs',
-      '1',
-      '--json',
-    ]);
+    const run = await bench(
+      'latency --system awa --rate 100 --duration 2 --concurrency 8 --runs 1 --json'.split(' '),
+    );
     const row = expectOneCleanRun(run, 'latency', 'awa');
     expect(row.concurrency).toBe(8);
     expectOrderedLatencies(row); // pickup: enqueue → handler start
@@ -353,7 +320,7 @@ describe('awa bench', () => {
 
   it('SIGTERM mid-drain: exit 130, no result row, and the run database is dropped', async () => {
     const run = await bench(
-      ['drain', '--system', 'awa', '--jobs', '30000', '--concurrency', '100', '--json'],
+      'drain --system awa --jobs 30000 --concurrency 100 --json'.split(' '),
       async (child) => {
         // Workers are running (the drain's progress has begun): the database is in full use.
         await until(
@@ -377,7 +344,7 @@ describe('awa bench', () => {
   it('SIGTERM while its database is being created: the database is still dropped', async () => {
     // The bench records a database before it sends CREATE DATABASE, and the interrupt waits for that create
     // to finish before dropping: a signal in between used to leave the database behind.
-    const run = await bench(['drain', '--system', 'awa', '--jobs', '1000', '--json'], async (child) => {
+    const run = await bench('drain --system awa --jobs 1000 --json'.split(' '), async (child) => {
       await until(
         'the bench to be creating its database',
         async () => {
@@ -406,7 +373,7 @@ describe('awa bench', () => {
   });
 
   it('bad input, as a process: exit 2, one line on stderr naming the option, no stack trace, no database', async () => {
-    const run = await bench(['drain', '--processes', '2', '--system', 'pgboss', '--jobs', '10', '--json']);
+    const run = await bench('drain --processes 2 --system pgboss --jobs 10 --json'.split(' '));
     expect(run.timedOut).toBe(false);
     expect({ code: run.code, signal: run.signal }, run.stderr).toEqual({ code: 2, signal: null });
     expect(run.stderr).toBe('awa bench: --processes is not supported by pgboss\n');
