@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
+import { AwaClient, defineJob, WorkerHost, type JobKind } from '../../src/index.js';
 import { claimJobs, resolveSchema } from '../../src/storage/index.js';
 import { createTestDatabase } from '../helpers/database.js';
 
@@ -74,35 +74,57 @@ describe('LISTEN/NOTIFY wake-up', () => {
     expect((await wakeSessions()).map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
   };
 
-  it('wakes on a new job well before its poll, and again after its LISTEN connection is terminated', async () => {
-    const kind = defineJob({ kind: 'wake', queue: 'q_wake' });
-    const ran = new Map<string, number>();
+  /**
+   * Starts `host` serving `kind`'s queue (polling only every POLL_MS), with `onRun` called per job, and waits
+   * for its one wake-up session to be idle: start() claims once at once, on that session when it is free.
+   * Returns the host, the errors it reports and its wake-up session's pid.
+   */
+  const startHost = async (kind: JobKind<unknown>, onRun: (jobId: string) => void) => {
+    // A host stopped before may still have its wake-up backend exiting: wait until it is gone, so the one
+    // session found below is this host's.
+    await waitFor(
+      'no wake-up session in the database',
+      async () =>
+        (
+          await admin.query(
+            `select 1 from pg_stat_activity where datname = current_database() and application_name = 'awa-listen'`,
+          )
+        ).rows.length === 0,
+      5_000,
+    );
     const errors: unknown[] = [];
-    host = new WorkerHost({
+    const started = new WorkerHost({
       connectionString: db.url,
-      queues: { q_wake: 2 },
+      queues: { [kind.queue]: 2 },
       pollIntervalMs: POLL_MS,
       maintenance: false,
     });
-    host.on('error', (err) => errors.push(err));
-    host.register(kind, (j) => {
-      ran.set(j.id, Date.now());
+    host = started;
+    started.on('error', (err) => errors.push(err));
+    started.register(kind, (j) => {
+      onRun(j.id);
     });
-    await host.start();
-    // start() claims once at once, on the wake-up session when it is free: wait for that claim to end.
+    await started.start();
     await waitFor('the wake-up session to be idle', async () => (await listening()).length === 1, 5_000);
     const [first, ...more] = await listening();
     expect(more).toEqual([]);
-    expect(first).toBeDefined();
+    if (first === undefined) throw new Error('the host has no wake-up session');
+    return { host: started, errors, first };
+  };
+
+  it('wakes on a new job well before its poll, and again after its LISTEN connection is terminated', async () => {
+    const kind = defineJob({ kind: 'wake', queue: 'q_wake' });
+    const ran = new Map<string, number>();
+    const { host: h, errors, first } = await startHost(kind, (id) => ran.set(id, Date.now()));
     // start() has claimed once already and found nothing; the poll is 30 s away.
     await sleep(200);
-    const claimsBefore = host.stats.claimCalls;
+    const claimsBefore = h.stats.claimCalls;
 
     const enqueuedAt = Date.now();
     const a = (await client.enqueue(kind, {})).id;
     await waitFor('the first job to run', () => ran.has(a), WAKE_BOUND_MS);
     expect(ran.get(a)! - enqueuedAt).toBeLessThan(WAKE_BOUND_MS);
-    expect(host.stats.claimCalls).toBeGreaterThan(claimsBefore);
+    expect(h.stats.claimCalls).toBeGreaterThan(claimsBefore);
     expect(errors).toEqual([]);
     // The claim that picked it up ran on the wake-up session itself, not on a pooled one.
     await expectLastClaimOnWakeSession();
@@ -114,19 +136,19 @@ describe('LISTEN/NOTIFY wake-up', () => {
     );
     expect(rows).toEqual([{ ok: true }]);
     // The host notices, reports it, and listens again on a new session.
-    await newWakeSession(first!);
+    await newWakeSession(first);
     expect(errors.length).toBeGreaterThanOrEqual(1);
     // Reconnecting polls once (notifications sent while it was down are lost): let that poll pass, so
     // the next job can only arrive by notification.
     await sleep(300);
-    const claimsAfterReconnect = host.stats.claimCalls;
+    const claimsAfterReconnect = h.stats.claimCalls;
     const reenqueuedAt = Date.now();
     const b = (await client.enqueue(kind, {})).id;
     await waitFor('the job enqueued after the reconnect to run', () => ran.has(b), WAKE_BOUND_MS);
     expect(ran.get(b)! - reenqueuedAt).toBeLessThan(WAKE_BOUND_MS);
-    expect(host.stats.claimCalls).toBeGreaterThan(claimsAfterReconnect);
+    expect(h.stats.claimCalls).toBeGreaterThan(claimsAfterReconnect);
 
-    await host.stop();
+    await h.stop();
     host = undefined;
     expect(await client.getJob(a)).toMatchObject({ state: 'completed', attempt: 1 });
     expect(await client.getJob(b)).toMatchObject({ state: 'completed', attempt: 1 });
@@ -139,21 +161,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
   it('survives its wake-up session being terminated in the middle of a claim', async () => {
     const kind = defineJob({ kind: 'cut', queue: 'q_cut' });
     const ran: string[] = [];
-    const errors: unknown[] = [];
-    host = new WorkerHost({
-      connectionString: db.url,
-      queues: { q_cut: 2 },
-      pollIntervalMs: POLL_MS,
-      maintenance: false,
-    });
-    host.on('error', (err) => errors.push(err));
-    host.register(kind, (j) => {
-      ran.push(j.id);
-    });
-    await host.start();
-    await waitFor('the wake-up session', async () => (await listening()).length === 1, 5_000);
-    const [first] = await listening();
-    if (first === undefined) throw new Error('the host has no wake-up session');
+    const { host: h, errors, first } = await startHost(kind, (id) => ran.push(id));
 
     const blocker = new pg.Client({ connectionString: db.url, application_name: 'wakeup-blocker' });
     await blocker.connect();
@@ -191,7 +199,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
       expect(Date.now() - enqueuedAt).toBeLessThan(WAKE_BOUND_MS);
       await expectLastClaimOnWakeSession();
 
-      await host.stop();
+      await h.stop();
       host = undefined;
       expect(ran.filter((id) => id === c)).toHaveLength(1);
       expect(await client.getJob(c)).toMatchObject({ state: 'completed', attempt: 1 });
