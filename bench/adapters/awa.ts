@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
 import type { BenchArgs, BenchHandler, SystemAdapter, WorkerFleet, WorkerUsage } from '../adapter.js';
 import { installOtelSdk } from '../otel.js';
+import { hostUsage, NO_USAGE } from '../processes/protocol.js';
 import { WorkerProcess } from '../processes/worker-processes.js';
 
 // Awa as a user runs it: COPY for bulk loads, one WorkerHost with the library's defaults (claim batches
@@ -120,16 +121,14 @@ export class AwaAdapter implements SystemAdapter {
             claimCalls: sum.claimCalls + p.usage.claimCalls,
             flushes: sum.flushes + p.usage.flushes,
           }),
-          { cpuUs: 0, claimCalls: 0, flushes: 0 },
+          NO_USAGE,
         ),
     };
   }
 
   workerUsage(): WorkerUsage {
-    if (!this.host || !this.cpuAtWorkersStart) return { cpuUs: 0, claimCalls: 0, flushes: 0 };
-    const cpu = process.cpuUsage(this.cpuAtWorkersStart);
-    const { claimCalls, flushes } = this.host.stats;
-    return { cpuUs: cpu.user + cpu.system, claimCalls, flushes };
+    if (!this.host || !this.cpuAtWorkersStart) return NO_USAGE;
+    return hostUsage(this.host.stats, this.cpuAtWorkersStart);
   }
 
   async pending(): Promise<number> {

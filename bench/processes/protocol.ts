@@ -1,4 +1,5 @@
-// What a benchmark worker process (worker-process.ts) is told, and what it says back on stdout.
+// What a benchmark worker process (worker-process.ts) is told, and what it says back on stdout (with how
+// its usage figures are taken).
 
 export interface WorkerProcessConfig {
   url: string;
@@ -24,6 +25,18 @@ export interface WorkerUsage {
   cpuUs: number;
   claimCalls: number;
   flushes: number;
+}
+
+export const NO_USAGE: WorkerUsage = Object.freeze({ cpuUs: 0, claimCalls: 0, flushes: 0 });
+
+/** A host's usage: this process's CPU since `since` (process.cpuUsage() when the host started) and the
+ * host's own counts. */
+export function hostUsage(
+  stats: { claimCalls: number; flushes: number },
+  since: NodeJS.CpuUsage,
+): WorkerUsage {
+  const cpu = process.cpuUsage(since);
+  return { cpuUs: cpu.user + cpu.system, claimCalls: stats.claimCalls, flushes: stats.flushes };
 }
 
 export type WorkerEvent =

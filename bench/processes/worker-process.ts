@@ -9,7 +9,7 @@
 // stdin, so a timed run does not include process start-up. SIGTERM stops the host gracefully and exits 0.
 import { createInterface } from 'node:readline';
 import { defineJob, WorkerHost } from '../../src/index.js';
-import type { WorkerEvent, WorkerProcessConfig } from './protocol.js';
+import { hostUsage, type WorkerEvent, type WorkerProcessConfig } from './protocol.js';
 
 function write(event: WorkerEvent): void {
   process.stdout.write(`${JSON.stringify({ ...event, t: Date.now() })}\n`);
@@ -49,11 +49,7 @@ async function main(): Promise<void> {
 
   let progress: NodeJS.Timeout | null = null;
   let cpuAtStart = process.cpuUsage();
-  const usage = () => {
-    const cpu = process.cpuUsage(cpuAtStart);
-    const { claimCalls, flushes } = host.stats;
-    return { cpuUs: cpu.user + cpu.system, claimCalls, flushes };
-  };
+  const usage = () => hostUsage(host.stats, cpuAtStart);
   const start = async () => {
     cpuAtStart = process.cpuUsage();
     await host.start();

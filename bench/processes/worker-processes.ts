@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { sleep } from '../pace.js';
-import type { WorkerLine, WorkerProcessConfig, WorkerUsage } from './protocol.js';
+import { NO_USAGE, type WorkerLine, type WorkerProcessConfig, type WorkerUsage } from './protocol.js';
 
 // The parent's handle on a benchmark worker process (worker-process.ts): spawn it, read its event lines,
 // tell it to go, stop it (SIGTERM) or kill it (SIGKILL). Progress lines are folded into `completed`; every
@@ -33,7 +33,7 @@ export class WorkerProcess {
   /** Jobs this process completed (committed), as of its last progress or stopped line. */
   completed = 0;
   /** What its host has cost so far, as of the same line as `completed`. */
-  usage: WorkerUsage = { cpuUs: 0, claimCalls: 0, flushes: 0 };
+  usage: WorkerUsage = NO_USAGE;
   private stderr = '';
   private stopping = false;
   private readonly exited: Promise<number | null>;
