@@ -3,7 +3,6 @@
 // it had in flight, die with its connection) and a fresh process replaces it. From the database afterwards:
 // no fire time has more than one job, every second between the first and the last fire has its job
 // (each failover is shorter than the workers' cronMissedAfterMs, 30 s), and fires resumed after each failover.
-import { readFileSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -16,6 +15,7 @@ import {
   workerConfig,
   type Scene,
 } from './harness.js';
+import { completeJsonLines } from '../helpers/json-lines.js';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/cron-worker.ts', import.meta.url));
 // As declared by the fixture.
@@ -33,11 +33,7 @@ interface CronLine {
 }
 
 function linesOf(w: ChaosWorker): CronLine[] {
-  if (!existsSync(w.cfg.log)) return [];
-  return readFileSync(w.cfg.log, 'utf8')
-    .split('\n')
-    .filter((l) => l.length > 0)
-    .map((l) => JSON.parse(l) as CronLine);
+  return completeJsonLines<CronLine>(w.cfg.log);
 }
 
 describe('chaos: the leader firing cron schedules dies, again and again', () => {

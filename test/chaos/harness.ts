@@ -2,7 +2,7 @@
 // JSON-line logs, waiting on the database, and the scene (database, client, log directory) each scenario
 // file works in. The end-of-run checks live in invariants.ts.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,7 @@ import { AwaClient } from '../../src/index.js';
 import type { ChaosLine, ChaosWorkerConfig } from '../fixtures/chaos-jobs.js';
 import type { RunReport } from './invariants.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { completeJsonLines } from '../helpers/json-lines.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/chaos-worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -97,11 +98,7 @@ export class ChaosWorker {
   }
 
   lines(): ChaosLine[] {
-    if (!existsSync(this.cfg.log)) return [];
-    return readFileSync(this.cfg.log, 'utf8')
-      .split('\n')
-      .filter((l) => l.length > 0)
-      .map((l) => JSON.parse(l) as ChaosLine);
+    return completeJsonLines<ChaosLine>(this.cfg.log);
   }
 
   /** Attempts started here and not ended (by 'end') yet. */

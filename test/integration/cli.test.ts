@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +18,7 @@ import { resolveSchema, rotateRing } from '../../src/storage/index.js';
 import { cliJob } from '../fixtures/cli-handlers.js';
 import { claimBatches } from '../helpers/claim.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from '../helpers/database.js';
+import { completeJsonLines } from '../helpers/json-lines.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 import { until } from '../helpers/wait.js';
 
@@ -959,13 +960,7 @@ describe('the awa process', () => {
   it('work drains jobs with the handlers of a module at the given concurrency; SIGTERM finishes the running job and exits 0', async () => {
     const log = join(logDir, 'work.jsonl');
     type Line = { event: 'start' | 'end'; id: string; n: number; t: number };
-    const lines = (): Line[] =>
-      existsSync(log)
-        ? readFileSync(log, 'utf8')
-            .split('\n')
-            .filter(Boolean)
-            .map((l) => JSON.parse(l) as Line)
-        : [];
+    const lines = (): Line[] => completeJsonLines<Line>(log);
     // Eight jobs of 400 ms at concurrency 5: the first five run together, the rest wait for a permit.
     const first = (
       await client.enqueueMany(
