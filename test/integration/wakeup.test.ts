@@ -14,13 +14,24 @@ const POLL_MS = 30_000;
 const WAKE_BOUND_MS = 2_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number) {
+/** Reads until a read passes `ok`, and returns that read (not a later one, which could differ). */
+async function waitForRead<T>(
+  what: string,
+  read: () => T | Promise<T>,
+  ok: (value: T) => boolean,
+  timeoutMs: number,
+): Promise<T> {
   const until = Date.now() + timeoutMs;
-  while (!(await cond())) {
+  for (;;) {
+    const value = await read();
+    if (ok(value)) return value;
     if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(10);
   }
 }
+
+const waitFor = async (what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number) =>
+  void (await waitForRead(what, cond, (held) => held, timeoutMs));
 
 describe('LISTEN/NOTIFY wake-up', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -70,14 +81,21 @@ describe('LISTEN/NOTIFY wake-up', () => {
     );
   /** The last statement of the host's wake-up session, once idle, was a claim (not run on a pooled one). */
   const expectLastClaimOnWakeSession = async () => {
-    await waitFor('the wake-up session to be idle', async () => (await wakeSessions()).length === 1, 5_000);
-    expect((await wakeSessions()).map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
+    const idle = await waitForRead(
+      'the wake-up session to be idle',
+      wakeSessions,
+      (r) => r.length === 1,
+      5_000,
+    );
+    expect(idle.map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
   };
 
   /**
    * Starts `host` serving `kind`'s queue (polling only every POLL_MS), with `onRun` called per job, and waits
    * for its one wake-up session to be idle: start() claims once at once, on that session when it is free.
-   * Returns the host, the errors it reports and its wake-up session's pid.
+   * Returns the host, the errors it reports and its wake-up session's pid, from the read that found it idle
+   * (idle may be between its LISTEN and that first claim, so a second read could find it busy: CI once
+   * failed that way).
    */
   const startHost = async (kind: JobKind<unknown>, onRun: (jobId: string) => void) => {
     // A host stopped before may still have its wake-up backend exiting: wait until it is gone, so the one
@@ -105,11 +123,13 @@ describe('LISTEN/NOTIFY wake-up', () => {
       onRun(j.id);
     });
     await started.start();
-    await waitFor('the wake-up session to be idle', async () => (await listening()).length === 1, 5_000);
-    const [first, ...more] = await listening();
-    expect(more).toEqual([]);
-    if (first === undefined) throw new Error('the host has no wake-up session');
-    return { host: started, errors, first };
+    const [first] = await waitForRead(
+      'the wake-up session to be idle',
+      listening,
+      (p) => p.length === 1,
+      5_000,
+    );
+    return { host: started, errors, first: first! };
   };
 
   it('wakes on a new job well before its poll, and again after its LISTEN connection is terminated', async () => {
