@@ -7,7 +7,9 @@ import { makeArgs, round, type Scenario } from '../scenario.js';
 // would issue them) while workers run; each handler records now − the timestamp its args carry. The first
 // second is warm-up and not recorded. The enqueue's own round trip (call → commit acknowledged) is recorded
 // beside it: it is part of every job's latency, so the row shows how much of it is the producer's commit
-// and how much the pickup after it.
+// and how much the pickup after it. The pickup after it is recorded too, per job: handler start − the
+// moment the producer heard its commit, 0 for a job that started before its producer heard (the
+// notification can overtake the commit's answer).
 
 const MAX_IN_FLIGHT = 64;
 /** Exported for the command line, which refuses a --duration that would leave nothing measured. */
@@ -19,11 +21,15 @@ export const latencyScenario: Scenario = {
   async run({ adapter, opts, progress }) {
     const hist = new LatencyHistogram();
     const enqueueHist = new LatencyHistogram();
+    const afterCommit = new AfterCommit();
     let handled = 0;
     let recordFrom = Infinity;
     await adapter.startWorkers(opts.concurrency, (args: BenchArgs) => {
       handled++;
-      if (args.t >= recordFrom) hist.recordMs(nowMs() - args.t);
+      if (args.t < recordFrom) return;
+      const now = nowMs();
+      hist.recordMs(now - args.t);
+      afterCommit.started(args.i, now);
     });
     const make = makeArgs(opts.payloadBytes);
     const bar = progress(`latency ${adapter.label}`, opts.duration);
@@ -38,11 +44,15 @@ export const latencyScenario: Scenario = {
       while (owed-- > 0 && inFlight < MAX_IN_FLIGHT) {
         inFlight++;
         pacer.sent(1);
-        const sentAt = nowMs();
+        const sentArgs = make(i++);
+        const sentAt = sentArgs.t;
         adapter
-          .enqueueOne(make(i++))
+          .enqueueOne(sentArgs)
           .then(() => {
-            if (sentAt >= recordFrom) enqueueHist.recordMs(nowMs() - sentAt);
+            if (sentAt < recordFrom) return;
+            const now = nowMs();
+            enqueueHist.recordMs(now - sentAt);
+            afterCommit.committed(sentArgs.i, now);
           })
           .catch(() => errors++)
           .finally(() => inFlight--);
@@ -63,6 +73,8 @@ export const latencyScenario: Scenario = {
       extra: {
         offeredRate: opts.rate,
         enqueueMs: enqueueHist.summaryMs(),
+        afterCommitMs: afterCommit.hist.summaryMs(),
+        startedBeforeCommitHeard: afterCommit.early,
         samples: hist.count,
         enqueueErrors: errors,
         unhandled: pacer.issued - handled,
@@ -70,3 +82,29 @@ export const latencyScenario: Scenario = {
     };
   },
 };
+
+/** Pickup after the commit: pairs each job's handler start with the moment its producer heard the commit,
+ * in whichever order the two arrive. */
+class AfterCommit {
+  readonly hist = new LatencyHistogram();
+  /** Jobs whose handler started before their producer heard the commit. */
+  early = 0;
+  private readonly heard = new Map<number, number>();
+  private readonly startedFirst = new Set<number>();
+
+  committed(i: number, at: number): void {
+    if (this.startedFirst.delete(i)) {
+      this.early++;
+      this.hist.recordMs(0);
+    } else this.heard.set(i, at);
+  }
+
+  started(i: number, at: number): void {
+    const heardAt = this.heard.get(i);
+    if (heardAt === undefined) this.startedFirst.add(i);
+    else {
+      this.heard.delete(i);
+      this.hist.recordMs(at - heardAt);
+    }
+  }
+}

@@ -305,6 +305,14 @@ describe('awa bench', () => {
     expect(row.concurrency).toBe(8);
     expectOrderedLatencies(row); // pickup: enqueue → handler start
     expectOrderedLatencies(row.extra.enqueueMs as Record<string, unknown>); // the enqueue's own round trip
+    // The pickup after the producer heard its commit: per job never more than the whole pickup, so neither
+    // is any percentile of it.
+    const afterCommit = row.extra.afterCommitMs as Record<'p50Ms' | 'p95Ms' | 'p99Ms' | 'maxMs', number>;
+    expectOrderedLatencies(afterCommit);
+    for (const p of ['p50Ms', 'p95Ms', 'p99Ms', 'maxMs'] as const)
+      expect(afterCommit[p], p).toBeLessThanOrEqual(row[p] as number);
+    const early = row.extra.startedBeforeCommitHeard as number;
+    expect(Number.isInteger(early) && early >= 0 && early <= (row.extra.samples as number)).toBe(true);
     expect(row.extra).toMatchObject({ offeredRate: 100, enqueueErrors: 0, unhandled: 0 });
     // jobs = the enqueues issued: open-loop pacing never issues more than rate × duration.
     expect(row.jobs).toBeGreaterThan(0);
