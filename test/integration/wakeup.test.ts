@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineJob, WorkerHost, type JobKind } from '../../src/index.js';
 import { claimJobs, resolveSchema } from '../../src/storage/index.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { until } from '../helpers/wait.js';
 
 // The LISTEN/NOTIFY wake-up. The host polls only every 30 s here, so a job picked up within two seconds
 // was brought by its notification (the bound tells notification from poll; it is not a performance
@@ -14,24 +15,9 @@ const POLL_MS = 30_000;
 const WAKE_BOUND_MS = 2_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Reads until a read passes `ok`, and returns that read (not a later one, which could differ). */
-async function waitForRead<T>(
-  what: string,
-  read: () => T | Promise<T>,
-  ok: (value: T) => boolean,
-  timeoutMs: number,
-): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (ok(value)) return value;
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
-
-const waitFor = async (what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number) =>
-  void (await waitForRead(what, cond, (held) => held, timeoutMs));
+/** Polls every 10 ms (the wake-ups measured here take a few). */
+const waitFor = (what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number) =>
+  until(what, async () => await cond(), timeoutMs, 10);
 
 describe('LISTEN/NOTIFY wake-up', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -81,11 +67,14 @@ describe('LISTEN/NOTIFY wake-up', () => {
     );
   /** The last statement of the host's wake-up session, once idle, was a claim (not run on a pooled one). */
   const expectLastClaimOnWakeSession = async () => {
-    const idle = await waitForRead(
+    const idle = await until(
       'the wake-up session to be idle',
-      wakeSessions,
-      (r) => r.length === 1,
+      async () => {
+        const sessions = await wakeSessions();
+        return sessions.length === 1 && sessions;
+      },
       5_000,
+      10,
     );
     expect(idle.map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
   };
@@ -123,11 +112,14 @@ describe('LISTEN/NOTIFY wake-up', () => {
       onRun(j.id);
     });
     await started.start();
-    const [first] = await waitForRead(
+    const [first] = await until(
       'the wake-up session to be idle',
-      listening,
-      (p) => p.length === 1,
+      async () => {
+        const pids = await listening();
+        return pids.length === 1 && pids;
+      },
       5_000,
+      10,
     );
     return { host: started, errors, first: first! };
   };
