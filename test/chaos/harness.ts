@@ -12,6 +12,7 @@ import type { ChaosLine, ChaosWorkerConfig } from '../fixtures/chaos-jobs.js';
 import type { RunReport } from './invariants.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { completeJsonLines } from '../helpers/json-lines.js';
+import { until } from '../helpers/wait.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/chaos-worker.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -21,19 +22,12 @@ export type AttemptLine = Extract<ChaosLine, { event: 'start' | 'end' | 'abort' 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Polls `cond` until it holds; fails with `what` after `timeoutMs`. */
-export async function waitFor(
+export const waitFor = (
   what: string,
   cond: () => boolean | Promise<boolean>,
   timeoutMs: number,
   everyMs = 25,
-): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
+): Promise<unknown> => until(what, async () => await cond(), timeoutMs, everyMs);
 
 /** A temporary directory for the logs of one scenario. */
 export function logDir(label: string): { dir: string; remove(): void } {
