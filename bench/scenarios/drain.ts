@@ -71,9 +71,14 @@ export const drainScenario: Scenario = {
       jobs: opts.jobs,
       seconds: round(seconds, 3),
       jobsPerSec: Math.round(opts.jobs / seconds),
-      extra: fleet
-        ? { processes: opts.processes, concurrencyPerProcess: perProcess, ...steady, ...cost, ...server }
-        : { handlerCalls: handled, ...steady, ...cost, ...server },
+      extra: {
+        ...(fleet
+          ? { processes: opts.processes, concurrencyPerProcess: perProcess }
+          : { handlerCalls: handled }),
+        ...steady,
+        ...cost,
+        ...server,
+      },
     };
   },
 };
