@@ -25,7 +25,7 @@ begin
   -- The common case, one runnable job that is not unique (an application enqueuing inside its own
   -- transaction): one reservation and one insert, nothing else.
   if v_n = 1 and (p_run_ats[1] is null or p_run_ats[1] <= v_now) and not coalesce(p_metas[1] ? 'unique', false) then
-    select * into g from {{schema}}.reserve_lane(p_queues[1], p_priorities[1], 1);
+    g := {{schema}}.reserve_lane(p_queues[1], p_priorities[1], 1);
     insert into {{schema}}.ready_entries (slot, lane_id, lane_seq, kind, queue, priority, args, max_attempts, meta)
       values (g.slot, g.lane_id, g.first_seq, p_kinds[1], p_queues[1], p_priorities[1], p_args[1], p_max_attempts[1],
               p_metas[1])
@@ -82,7 +82,7 @@ begin
      where x.keep and (x.run_at is null or x.run_at <= v_now)
      group by 1, 2 order by 1, 2
   loop
-    select * into u from {{schema}}.reserve_lane(g.queue, g.priority, g.n);
+    u := {{schema}}.reserve_lane(g.queue, g.priority, g.n);
     insert into {{schema}}.ready_entries
       (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, max_attempts, meta)
     select u.slot, u.lane_id, u.first_seq + row_number() over (order by x.ord) - 1, x.id, x.kind, g.queue, g.priority,

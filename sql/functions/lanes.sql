@@ -92,36 +92,42 @@ create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_cou
   language plpgsql
   as $$
 declare
-  v_lane {{schema}}.lanes;
   v_shard smallint;
+  v_enqueue_seq regclass;
+  v_notify_seq regclass;
+  v_drained_seq regclass;
   v_now_ms bigint;
   v_notify boolean := false;
+  v_done text;
 begin
-  -- The shard: 0 unless the queue has several, then the next in turn. (Queries inline rather than through
-  -- queue_shards()/current_slot(): PL/pgSQL caches their plans.)
-  select coalesce((select case when q.enqueue_shards > 1
-                               then nextval('{{schema}}.shard_rotor_seq') % q.enqueue_shards end
-                     from {{schema}}.queue_settings q where q.queue = p_queue), 0)
-    into v_shard;
-  select * into v_lane from {{schema}}.lanes l
-   where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
-  if not found then
+  -- The shard (0 unless the queue has several, then the next in turn) and its lane, in one statement.
+  -- (Queries inline rather than through queue_shards()/current_slot(): PL/pgSQL caches their plans.)
+  -- Calls below are assignments rather than PERFORMs: PL/pgSQL evaluates a lone call directly, where a
+  -- PERFORM (or SELECT INTO) starts an executor for it.
+  select s.shard, l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
+    into v_shard, lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
+    from (select coalesce((select case when q.enqueue_shards > 1
+                                       then nextval('{{schema}}.shard_rotor_seq') % q.enqueue_shards end
+                             from {{schema}}.queue_settings q where q.queue = p_queue), 0)::smallint as shard) s
+    left join {{schema}}.lanes l on l.queue = p_queue and l.priority = p_priority and l.shard = s.shard;
+  if lane_id is null then
     perform {{schema}}.ensure_lanes(p_queue, true);
-    select * into v_lane from {{schema}}.lanes l
+    select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
+      into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
+      from {{schema}}.lanes l
      where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
   end if;
-  lane_id := v_lane.lane_id;
   -- In this order: the transaction id, then the lock that lists it among the lane's producers, then positions.
-  perform pg_current_xact_id();
-  perform pg_advisory_xact_lock_shared({{schema}}.lock_ns('producing'), v_lane.lane_id);
+  v_done := pg_current_xact_id()::text;
+  v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('producing'), lane_id)::text;
   begin
     if p_count = 1 then
-      perform pg_advisory_xact_lock_shared({{schema}}.lock_ns('reserve'), v_lane.lane_id);
-      first_seq := nextval(v_lane.enqueue_seq);
+      v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('reserve'), lane_id)::text;
+      first_seq := nextval(v_enqueue_seq);
     else
-      perform pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), v_lane.lane_id);
-      first_seq := nextval(v_lane.enqueue_seq);
-      perform setval(v_lane.enqueue_seq, first_seq + p_count - 1, true);
+      v_done := pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), lane_id)::text;
+      first_seq := nextval(v_enqueue_seq);
+      v_done := setval(v_enqueue_seq, first_seq + p_count - 1, true)::text;
     end if;
     -- PostgreSQL serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns:
     -- one wake-up per lane per 5 ms. A host that is woken also claims again a little later (see the
@@ -130,9 +136,9 @@ begin
     -- it is likely idle, and this job would otherwise wait for its next look. (Single producers decide it
     -- side by side; two of one 5 ms window may both wake the hosts, which costs a wake-up, nothing more.)
     v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
-    if first_seq - 1 <= pg_sequence_last_value(v_lane.drained_seq)
-       or v_now_ms - pg_sequence_last_value(v_lane.notify_seq) >= 5 then
-      perform setval(v_lane.notify_seq, v_now_ms, true);
+    if first_seq - 1 <= pg_sequence_last_value(v_drained_seq)
+       or v_now_ms - pg_sequence_last_value(v_notify_seq) >= 5 then
+      v_done := setval(v_notify_seq, v_now_ms, true)::text;
       v_notify := true;
     end if;
     raise sqlstate 'AWA01';
@@ -141,7 +147,7 @@ begin
   end;
   select r.slot into slot from {{schema}}.ring_rotations r order by r.generation desc limit 1;
   if v_notify then
-    perform pg_notify('awa:{{schema}}', p_queue);
+    v_done := pg_notify('awa:{{schema}}', p_queue)::text;
   end if;
 end
 $$;
@@ -156,7 +162,7 @@ create function {{schema}}.append_ready(p_queue text, p_priority smallint, p_bod
 declare
   v record;
 begin
-  select * into v from {{schema}}.reserve_lane(p_queue, p_priority, cardinality(p_bodies));
+  v := {{schema}}.reserve_lane(p_queue, p_priority, cardinality(p_bodies));
   insert into {{schema}}.ready_entries
     (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, attempt, max_attempts, run_lease,
      enqueued_at, ready_at, meta)
