@@ -211,10 +211,10 @@ $$;
 -- next one. The receipt's range starts right above the high-water, so every position up to its last row is
 -- accounted for; positions it did not see (producers in flight or rolled back, rows of another slot) are its
 -- gaps, recorded with the horizon read after the rows were seen (lane_gap_horizon()). A range of
--- cancelled rows only still gets its (empty) receipt: that is what moves the high-water past them.
+-- cancelled rows only still gets its (empty) receipt: that is what moves the high-water past them. At most one
+-- receipt, so one record (all null when there was nothing to claim), not a set: the caller assigns it.
 create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_max int,
-    p_instance text, p_deadline_secs int)
-  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
+    p_instance text, p_deadline_secs int, out batch_id bigint, out claim_slot smallint, out n int, out jobs json)
   language plpgsql
   as $$
 declare
@@ -247,7 +247,6 @@ begin
     select * into batch_id, claim_slot from {{schema}}.pass_empty_tail(p_lane, p_high, p_instance);
     if batch_id is not null then
       n := 0;
-      return next;
     end if;
     return;
   end if;
@@ -284,7 +283,6 @@ begin
   claim_slot := v_receipt.claim_slot;
   n := coalesce(cardinality(v_seqs), 0);
   jobs := v_jobs;
-  return next;
 end
 $$;
 
@@ -314,15 +312,15 @@ begin
   if v_left <= 0 then
     return;
   end if;
-  for b in select * from {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_left, p_instance, p_deadline_secs) loop
+  b := {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_left, p_instance, p_deadline_secs);
+  if b.n > 0 then
     v_left := v_left - b.n;
-    continue when b.n = 0;
     batch_id := b.batch_id;
     claim_slot := b.claim_slot;
     n := b.n;
     jobs := b.jobs;
     return next;
-  end loop;
+  end if;
   -- Fewer than asked: the lane was drained up to its last position when this claim began, so a producer
   -- after it wakes the hosts at once (reserve_lane()). A hint, not evidence: a claim that rolls back leaves
   -- it early, which costs one wake-up.
@@ -378,11 +376,8 @@ declare
   v_locked boolean := false;
   b record;
 begin
-  if exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null) then
-    return;
-  end if;
   -- Lanes with work, each lane's cursors read once, in priority order (ties in random order, so claimers of a
-  -- sharded queue start on different shards).
+  -- sharded queue start on different shards); none while the queue is paused.
   v_lanes := array(
     select l
       from {{schema}}.lanes l
@@ -390,6 +385,7 @@ begin
                                  coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor) c
      where l.queue = p_queue
        and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
+       and not exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null)
      order by l.priority, random());
   -- Aging can only reorder lanes of different priorities, and only then are their heads read (each a probe of
   -- every ring partition). A separate statement, not a join made conditional: a generic plan sets up the
