@@ -52,6 +52,31 @@ describe('cancel', () => {
     expect(await f.client.cancel(b!)).toBeNull();
   });
 
+  // A claim that reaches only cancelled rows hands out nothing but still writes its empty receipt: that is what
+  // moves the lane's high-water past them, so the next claim starts at the job after them.
+  it('a claim that reaches only cancelled jobs returns none, and the next job of the lane is claimed after them', async () => {
+    const cancelled = (
+      await f.client.enqueueMany([1, 2].map((n) => ({ kind: 'k', args: { n }, options: { queue: 'cx' } })))
+    ).map((r) => r.id);
+    for (const id of cancelled) expect(await f.client.cancel(id)).toBe('available');
+    const receipts = async () =>
+      Number(
+        (
+          await f.pool.query<{ n: string }>(
+            `select count(*) as n from ${f.schema.ident}.claim_batches b
+               join ${f.schema.ident}.lanes l on l.lane_id = b.lane_id where l.queue = 'cx'`,
+          )
+        ).rows[0]!.n,
+      );
+    expect(await receipts()).toBe(0);
+    expect(await claim('cx')).toEqual([]);
+    expect(await receipts()).toBe(1);
+    const next = (await f.client.enqueue('k', { n: 3 }, { queue: 'cx' })).id;
+    expect(ids(await claim('cx'))).toEqual([next]);
+    expect(await claim('cx')).toEqual([]);
+    for (const id of cancelled) expect((await f.client.getJob(id))?.state).toBe('cancelled');
+  });
+
   it('a cancel racing a claim: either the claim never gets the job, or the cancel closes the claimed attempt', async () => {
     const racer = new pg.Client({ connectionString: f.url });
     await racer.connect();
