@@ -51,12 +51,13 @@ begin
 end
 $$;
 
--- Brings a lane's high-water and floor up to the committed evidence and returns them. Caller holds the lane's
--- claim lock. When the floor had caught up with the high-water and no newer receipt recorded gaps, the floor
--- follows the high-water at once (the common case: no gaps at all). Otherwise the open gaps are examined: a
--- gap whose producer has provably ended and that shows no row is dead.
+-- Brings a lane's high-water and floor up to the committed evidence and returns them, with the ring's current
+-- slot as lane_high() read it. Caller holds the lane's claim lock. When the floor had caught up with the
+-- high-water and no newer receipt recorded gaps, the floor follows the high-water at once (the common case: no
+-- gaps at all). Otherwise the open gaps are examined: a gap whose producer has provably ended and that shows no
+-- row is dead.
 create function {{schema}}.heal_lane(p_lane {{schema}}.lanes, out high bigint, out lane_floor bigint,
-    out open_gaps int8multirange)
+    out open_gaps int8multirange, out ring_slot smallint)
   language plpgsql
   as $$
 declare
@@ -74,8 +75,15 @@ begin
   v_high := {{schema}}.lane_high(p_lane);
   high := v_high.high;
   v_gapped := v_high.gapped;
+  ring_slot := v_high.slot;
   if high > v_cached_high then
     v_set := setval(p_lane.claim_seq, high, true);
+  end if;
+  -- After the high-water, the ring generation lane_high() read before the receipts: every receipt above the
+  -- new high-water is written after that read (this claim holds the lane's claim lock, and prune's carries
+  -- copy receipts already counted), so in that generation or a later one.
+  if v_high.generation > coalesce(pg_sequence_last_value(p_lane.receipt_gen_seq), 0) then
+    v_set := setval(p_lane.receipt_gen_seq, v_high.generation, true);
   end if;
   open_gaps := '{}';
   if lane_floor >= v_cached_high and not v_gapped then
@@ -213,12 +221,12 @@ $$;
 -- gaps, recorded with the horizon read after the rows were seen (lane_gap_horizon()). A range of
 -- cancelled rows only still gets its (empty) receipt: that is what moves the high-water past them. At most one
 -- receipt, so one record (all null when there was nothing to claim), not a set: the caller assigns it.
-create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_max int,
+-- p_current: the ring's current slot as the caller last read it (a hint: see below).
+create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_current smallint, p_max int,
     p_instance text, p_deadline_secs int, out batch_id bigint, out claim_slot smallint, out n int, out jobs json)
   language plpgsql
   as $$
 declare
-  v_current smallint;
   v_head_slot smallint;
   v_has_tombstones boolean;
   v_last bigint;
@@ -233,11 +241,11 @@ begin
   -- The next position is nearly always a row of the current slot, where producers write: one probe of that
   -- partition finds it. Only when it does not (a gap, a backlog older than the last rotation) are all the
   -- ring's partitions probed for the lowest row above the high-water.
-  -- (The slot is read first: as a parameter it prunes the other partitions from the plan, which a subquery
-  -- in the same statement does not.)
-  select g.slot into v_current from {{schema}}.ring_rotations g order by g.generation desc limit 1;
+  -- (The slot comes from the heal's read of the ring, a moment ago: as a parameter it prunes the other
+  -- partitions from the plan, which a subquery in the same statement does not. Should the ring have turned
+  -- since, the probe finds nothing there and the wider one runs.)
   select r.slot into v_head_slot from {{schema}}.ready_entries r
-   where r.slot = v_current and r.lane_id = p_lane.lane_id and r.lane_seq = p_high + 1;
+   where r.slot = p_current and r.lane_id = p_lane.lane_id and r.lane_seq = p_high + 1;
   if v_head_slot is null then
     select r.slot into v_head_slot from {{schema}}.ready_entries r
      where r.lane_id = p_lane.lane_id and r.lane_seq > p_high
@@ -312,7 +320,7 @@ begin
   if v_left <= 0 then
     return;
   end if;
-  b := {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_left, p_instance, p_deadline_secs);
+  b := {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_heal.ring_slot, v_left, p_instance, p_deadline_secs);
   if b.n > 0 then
     v_left := v_left - b.n;
     batch_id := b.batch_id;

@@ -6,7 +6,9 @@
 --   floor_seq     every position at or below it is claimed, cancelled, or dead (its producer ended without
 --                 committing); positions in (floor, high] that no receipt covers are open gaps;
 --   notify_seq    when a producer of the lane last sent a wake-up (epoch ms);
---   drained_seq   the lane's last position when a claimer last found it drained (a hint for wake-ups only).
+--   drained_seq   the lane's last position when a claimer last found it drained (a hint for wake-ups only);
+--   receipt_gen_seq  a ring generation that every receipt above claim_seq was written in or after (stored
+--                 with claim_seq, under the claim lock: lets lane_high() read one ring partition, not all).
 -- docs/architecture.md, "Lanes, gaps and the floor", gives the proof.
 
 -- How many enqueue shards a queue has (1 unless set_enqueue_shards() said otherwise).
@@ -16,7 +18,7 @@ create function {{schema}}.queue_shards(p_queue text) returns smallint
     select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint)
   $$;
 
--- Creates the lanes of a queue: four priorities per enqueue shard (DDL: five sequences each). Hosts and
+-- Creates the lanes of a queue: four priorities per enqueue shard (DDL: six sequences each). Hosts and
 -- clients call it in a transaction of their own before they enqueue, so a producer's open transaction never
 -- holds this lock; a producer that reaches a lane nobody created yet creates it inside its own transaction (and
 -- another producer of the same new queue then waits for it). With p_wait false it returns false instead of
@@ -43,18 +45,20 @@ begin
     for p in 1..4 loop
       continue when exists (select 1 from {{schema}}.lanes where queue = p_queue and priority = p and shard = s);
       v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end);
-      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_'] loop
+      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
+                                        'lane_receipt_gen_'] loop
         execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
         -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
         perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
       end loop;
       insert into {{schema}}.lanes
-        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq)
+        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq)
         values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass);
+                format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass);
     end loop;
   end loop;
   return true;
@@ -175,19 +179,38 @@ end
 $$;
 
 -- The claimed high-water of a lane from committed evidence: the cached claim_seq or the highest last_seq of
--- a receipt above it, and whether any receipt above the cache recorded gaps. A pure read: only callers that
--- hold the lane's claim lock store the result (a store outside it could race one inside and regress).
+-- a receipt above it, and whether any receipt above the cache recorded gaps; also the ring's generation and
+-- slot now (heal_lane() stores the generation as the lane's receipt generation). A pure read: only callers
+-- that hold the lane's claim lock store the result (a store outside it could race one inside and regress).
+-- Every receipt above the cache was written in the ring generation the receipt generation names or later
+-- (see heal_lane()), and a receipt stays in the slot of its generation until prune moves it to the current
+-- slot. So when the ring has not turned since that generation, the current slot holds them all and only its
+-- partition is read; otherwise all sixteen are. The receipt generation is read BEFORE the cache, which is
+-- stored before it: a reader racing a store pairs the new cache with the new generation, or either cache with
+-- the old generation (an earlier bound, never a wrong one). A snapshot older than the stored generation's
+-- rotation reads the ring behind it, and reads every partition.
 -- (These helpers are PL/pgSQL, not SQL, so their statements' plans are cached per session: planning a
 -- query over sixteen partitions on every call costs more than running it.)
-create function {{schema}}.lane_high(p_lane {{schema}}.lanes, out high bigint, out gapped boolean)
+create function {{schema}}.lane_high(p_lane {{schema}}.lanes, out high bigint, out gapped boolean,
+    out generation bigint, out slot smallint)
   language plpgsql stable
   as $$
 declare
+  v_since bigint := coalesce(pg_sequence_last_value(p_lane.receipt_gen_seq), 0);
   v_cached bigint := coalesce(pg_sequence_last_value(p_lane.claim_seq), 0);
 begin
-  select greatest(v_cached, coalesce(max(b.last_seq), 0)), coalesce(bool_or(b.gaps is not null), false)
-    into high, gapped
-    from {{schema}}.claim_batches b where b.lane_id = p_lane.lane_id and b.last_seq > v_cached;
+  select r.generation, r.slot into generation, slot
+    from {{schema}}.ring_rotations r order by r.generation desc limit 1;
+  if v_since = generation then
+    select greatest(v_cached, coalesce(max(b.last_seq), 0)), coalesce(bool_or(b.gaps is not null), false)
+      into high, gapped
+      from {{schema}}.claim_batches b
+     where b.slot = lane_high.slot and b.lane_id = p_lane.lane_id and b.last_seq > v_cached;
+  else
+    select greatest(v_cached, coalesce(max(b.last_seq), 0)), coalesce(bool_or(b.gaps is not null), false)
+      into high, gapped
+      from {{schema}}.claim_batches b where b.lane_id = p_lane.lane_id and b.last_seq > v_cached;
+  end if;
 end
 $$;
 

@@ -238,4 +238,67 @@ describe('claim', () => {
       await Promise.all([claimer.end(), reader.end(), held.end()]);
     }
   });
+
+  // The lane's receipt generation (migration 12): while the ring has not turned since a lane's last claim,
+  // the receipts above its cached high-water are all in the current slot, and the heal reads only there.
+  // After a turn the last claim's receipt sits in the older slot: the heal reads every slot, finds it, and
+  // hands out nothing twice.
+  it('a claim reads its lane receipts from the current slot only until the ring turns, then from every slot', async () => {
+    const claimer = new pg.Client({ connectionString: f.url });
+    const reader = new pg.Client({ connectionString: f.url });
+    await Promise.all([claimer.connect(), reader.connect()]);
+    const scans = async () => {
+      await reader.query('select pg_stat_clear_snapshot()');
+      const { rows } = await reader.query<{ index: string; scans: string }>(
+        `select indexrelname as index, idx_scan::text as scans from pg_stat_user_indexes
+          where schemaname = $1 and indexrelname ~ '^claim_batches_[0-9]+_lane_id_last_seq_idx$'`,
+        [f.schema.name],
+      );
+      return new Map(rows.map((r) => [r.index, Number(r.scans)]));
+    };
+    const claimOne = async (n: number) => {
+      const id = (await f.client.enqueue('k', { n }, { queue: 'turn' })).id;
+      await claimer.query('select pg_stat_force_next_flush()');
+      const before = await scans();
+      const got = ids(await claim('turn', 10, 3600, claimer));
+      await claimer.query('select pg_stat_force_next_flush()');
+      const after = await until('the claim to be counted', async () => {
+        const now = await scans();
+        return [...now].some(([k, v]) => v > (before.get(k) ?? 0)) ? now : undefined;
+      });
+      const read = [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k]) => k);
+      return { id, got, read };
+    };
+    const currentSlot = async () =>
+      (
+        await f.pool.query<{ slot: number }>(
+          `select slot from ${f.schema.ident}.ring_rotations order by generation desc limit 1`,
+        )
+      ).rows[0]!.slot;
+    const index = (slot: number) => `claim_batches_${slot}_lane_id_last_seq_idx`;
+    try {
+      // The lane's first claim stores the ring's generation; the next one reads one slot.
+      const first = await claimOne(1);
+      expect(first.got).toEqual([first.id]);
+      const before = await currentSlot();
+      const steady = await claimOne(2);
+      expect(steady.got).toEqual([steady.id]);
+      expect(steady.read).toEqual([index(before)]);
+
+      const { rows } = await f.pool.query<{ slot: number | null }>(
+        `select ${f.schema.ident}.rotate() as slot`,
+      );
+      const turned = rows[0]!.slot;
+      expect(turned).toBe((before + 1) % 16);
+      const across = await claimOne(3);
+      expect(across.got).toEqual([across.id]);
+      expect(across.read).toHaveLength(16);
+
+      const again = await claimOne(4);
+      expect(again.got).toEqual([again.id]);
+      expect(again.read).toEqual([index(turned!)]);
+    } finally {
+      await Promise.all([claimer.end(), reader.end()]);
+    }
+  });
 });

@@ -6,7 +6,7 @@ import { createTestDatabase } from '../helpers/database.js';
 
 // The migrations in sql/ on this branch, written out rather than read from the code under test: a new
 // migration adds its version (and name) here.
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
 const NAMES = [
   'engine',
   'recovery',
@@ -19,8 +19,9 @@ const NAMES = [
   'enqueue_shards',
   'drained_mark',
   'producer_horizon',
+  'receipt_generation',
 ];
-const LATEST = 11;
+const LATEST = 12;
 
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -84,7 +85,7 @@ describe('migrations', () => {
       expect(await migrate({ connectionString: old.url })).toEqual({
         from: 8,
         to: LATEST,
-        applied: [9, 10, 11],
+        applied: [9, 10, 11, 12],
         functions: true,
       });
       // Version 11 dropped the lane's xid mark and its sequence, and kept every other cursor.
@@ -117,6 +118,15 @@ describe('migrations', () => {
           [lane[0]!.lane_id],
         );
         expect(marks).toEqual([{ drained: 3 }]);
+        // Version 12 gave it a receipt generation, which that claim's heal kept at the ring's.
+        const { rows: gens } = await c.query(
+          `select pg_sequence_last_value(receipt_gen_seq)::int as gen,
+                  (select max(generation)::int from awa.ring_rotations) as ring
+             from awa.lanes where lane_id = $1`,
+          [lane[0]!.lane_id],
+        );
+        expect(gens).toHaveLength(1);
+        expect(gens[0].gen).toBe(gens[0].ring);
         expect(await client.setEnqueueShards('old_q', 2)).toBe(1);
       } finally {
         await client.close();
