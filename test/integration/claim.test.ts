@@ -189,6 +189,43 @@ describe('claim', () => {
       { proname: 'with_error', lanname: 'plpgsql' },
     ]);
   });
+  /** The ring's current slot. */
+  const currentSlot = async () =>
+    (
+      await f.pool.query<{ slot: number }>(
+        `select slot from ${f.schema.ident}.ring_rotations order by generation desc limit 1`,
+      )
+    ).rows[0]!.slot;
+  /**
+   * The indexes whose names match `pattern` that `run` read on `claimer`, by the statistics `reader` sees:
+   * a backend's counters are flushed when it goes idle, so both sides force that flush.
+   */
+  const indexesRead = async (
+    claimer: pg.Client,
+    reader: pg.Client,
+    pattern: string,
+    run: () => Promise<unknown>,
+  ) => {
+    const scans = async () => {
+      await reader.query('select pg_stat_clear_snapshot()');
+      const { rows } = await reader.query<{ index: string; scans: string }>(
+        `select indexrelname as index, idx_scan::text as scans from pg_stat_user_indexes
+          where schemaname = $1 and indexrelname ~ $2`,
+        [f.schema.name, pattern],
+      );
+      return new Map(rows.map((r) => [r.index, Number(r.scans)]));
+    };
+    await claimer.query('select pg_stat_force_next_flush()');
+    const before = await scans();
+    await run();
+    await claimer.query('select pg_stat_force_next_flush()');
+    const after = await until('the claim to be counted', async () => {
+      const now = await scans();
+      return [...now].some(([k, v]) => v > (before.get(k) ?? 0)) ? now : undefined;
+    });
+    return [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k]) => k);
+  };
+
   // And one more: the next job of a lane is nearly always a row of the ring's current slot, so a claim looks
   // for it there first (one partition) and probes all sixteen only when it is not (here: a producer in flight
   // holds the next position).
@@ -197,32 +234,11 @@ describe('claim', () => {
     const reader = new pg.Client({ connectionString: f.url });
     const held = new pg.Client({ connectionString: f.url });
     await Promise.all([claimer.connect(), reader.connect(), held.connect()]);
-    const scans = async () => {
-      await reader.query('select pg_stat_clear_snapshot()');
-      const { rows } = await reader.query<{ index: string; scans: string }>(
-        `select indexrelname as index, idx_scan::text as scans from pg_stat_user_indexes
-          where schemaname = $1 and indexrelname ~ '^ready_entries_[0-9]+_pkey$'`,
-        [f.schema.name],
-      );
-      return new Map(rows.map((r) => [r.index, Number(r.scans)]));
-    };
-    // The partitions whose index a claim read: its backend's counters are flushed when it goes idle.
-    const probed = async (run: () => Promise<unknown>) => {
-      await claimer.query('select pg_stat_force_next_flush()');
-      const before = await scans();
-      await run();
-      await claimer.query('select pg_stat_force_next_flush()');
-      const after = await until('the claim to be counted', async () => {
-        const now = await scans();
-        return [...now].some(([k, v]) => v > (before.get(k) ?? 0)) ? now : undefined;
-      });
-      return [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k]) => k);
-    };
+    // The partitions whose primary key a claim read.
+    const probed = (run: () => Promise<unknown>) =>
+      indexesRead(claimer, reader, '^ready_entries_[0-9]+_pkey$', run);
     try {
-      const { rows } = await f.pool.query<{ slot: number }>(
-        'select slot from awa.ring_rotations order by generation desc limit 1',
-      );
-      const current = `ready_entries_${rows[0]!.slot}_pkey`;
+      const current = `ready_entries_${await currentSlot()}_pkey`;
       await f.client.enqueue('k', { n: 1 }, { queue: 'probe' });
       let got: ClaimBatch[] = [];
       expect(await probed(async () => (got = await claim('probe', 10, 3600, claimer)))).toEqual([current]);
@@ -247,34 +263,20 @@ describe('claim', () => {
     const claimer = new pg.Client({ connectionString: f.url });
     const reader = new pg.Client({ connectionString: f.url });
     await Promise.all([claimer.connect(), reader.connect()]);
-    const scans = async () => {
-      await reader.query('select pg_stat_clear_snapshot()');
-      const { rows } = await reader.query<{ index: string; scans: string }>(
-        `select indexrelname as index, idx_scan::text as scans from pg_stat_user_indexes
-          where schemaname = $1 and indexrelname ~ '^claim_batches_[0-9]+_lane_id_last_seq_idx$'`,
-        [f.schema.name],
-      );
-      return new Map(rows.map((r) => [r.index, Number(r.scans)]));
-    };
+    // One job enqueued and claimed: its id, what the claim got, and which receipt partitions it read.
     const claimOne = async (n: number) => {
       const id = (await f.client.enqueue('k', { n }, { queue: 'turn' })).id;
-      await claimer.query('select pg_stat_force_next_flush()');
-      const before = await scans();
-      const got = ids(await claim('turn', 10, 3600, claimer));
-      await claimer.query('select pg_stat_force_next_flush()');
-      const after = await until('the claim to be counted', async () => {
-        const now = await scans();
-        return [...now].some(([k, v]) => v > (before.get(k) ?? 0)) ? now : undefined;
-      });
-      const read = [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k]) => k);
+      let got: string[] = [];
+      const read = await indexesRead(
+        claimer,
+        reader,
+        '^claim_batches_[0-9]+_lane_id_last_seq_idx$',
+        async () => {
+          got = ids(await claim('turn', 10, 3600, claimer));
+        },
+      );
       return { id, got, read };
     };
-    const currentSlot = async () =>
-      (
-        await f.pool.query<{ slot: number }>(
-          `select slot from ${f.schema.ident}.ring_rotations order by generation desc limit 1`,
-        )
-      ).rows[0]!.slot;
     const index = (slot: number) => `claim_batches_${slot}_lane_id_last_seq_idx`;
     try {
       // The lane's first claim stores the ring's generation; the next one reads one slot.

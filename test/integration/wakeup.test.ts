@@ -65,9 +65,9 @@ describe('LISTEN/NOTIFY wake-up', () => {
       },
       10_000,
     );
-  /** The last statement of the host's wake-up session, once idle, was a claim (not run on a pooled one). */
-  const expectLastClaimOnWakeSession = async () => {
-    const idle = await until(
+  /** The host's one wake-up session, from the read that found it idle (a second read could find it busy). */
+  const idleWakeSession = async () => {
+    const [session] = await until(
       'the wake-up session to be idle',
       async () => {
         const sessions = await wakeSessions();
@@ -76,7 +76,11 @@ describe('LISTEN/NOTIFY wake-up', () => {
       5_000,
       10,
     );
-    expect(idle.map((r) => r.query)).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
+    return session!;
+  };
+  /** The last statement of the host's wake-up session, once idle, was a claim (not run on a pooled one). */
+  const expectLastClaimOnWakeSession = async () => {
+    expect([(await idleWakeSession()).query]).toEqual([expect.stringMatching(CLAIM_STATEMENT)]);
   };
 
   /**
@@ -112,16 +116,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
       onRun(j.id);
     });
     await started.start();
-    const [first] = await until(
-      'the wake-up session to be idle',
-      async () => {
-        const pids = await listening();
-        return pids.length === 1 && pids;
-      },
-      5_000,
-      10,
-    );
-    return { host: started, errors, first: first! };
+    return { host: started, errors, first: (await idleWakeSession()).pid };
   };
 
   it('wakes on a new job well before its poll, and again after its LISTEN connection is terminated', async () => {
