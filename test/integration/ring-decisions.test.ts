@@ -135,6 +135,34 @@ describe('ring and cleanup decisions', () => {
     expect((await complete(last)).has(straggler!)).toBe(true);
   });
 
+  it('a row that commits late into an open gap holds its sealed slot, is carried forward and is claimed once', async () => {
+    expect((await pruneRing(f.pool, f.schema, CARRY)).outcome).toBe('idle'); // nothing sealed from earlier tests
+    const late = new pg.Client({ connectionString: f.url });
+    await late.connect();
+    let lateId: string;
+    try {
+      await late.query('begin');
+      lateId = (await f.client.enqueue('k', { n: 'late' }, { client: late, queue: 'rd_gap' })).id; // position 1
+      const [onTime] = await enqueue('rd_gap', 1); // position 2, committed first
+      const first = await claim('rd_gap');
+      expect(first.flatMap((b) => b.jobs.map((j) => j.id))).toEqual([onTime]); // position 1 becomes a gap
+      expect((await complete(first)).has(onTime!)).toBe(true);
+      await late.query('commit'); // below the high-water now: only the open gap leads to it
+    } finally {
+      await late.end();
+    }
+    const [slot] = await readyRows(lateId);
+    await seal();
+    expect(await pruneRing(f.pool, f.schema, NO_CARRY)).toMatchObject({ slot, outcome: 'unclaimed_ready_rows' });
+    expect(await pruneRing(f.pool, f.schema, CARRY)).toMatchObject({ slot, outcome: 'carried', carried: 1 });
+    const current = (await f.pool.query(`select awa.current_slot() as s`)).rows[0].s as number;
+    expect(await readyRows(lateId)).toEqual([current]);
+    const last = await claim('rd_gap');
+    expect(last.flatMap((b) => b.jobs.map((j) => j.id))).toEqual([lateId]);
+    expect(await claim('rd_gap')).toEqual([]);
+    expect((await complete(last)).has(lateId)).toBe(true);
+  });
+
   it('a slot with a reader is not waited for: prune reports lock_busy and succeeds once the reader is gone', async () => {
     const jobs = await enqueue('rd_busy', 2);
     await complete(await claim('rd_busy'));
