@@ -13,13 +13,19 @@
 -- to a record, rather than run as PERFORM or SELECT INTO: PL/pgSQL evaluates a lone call directly, where a
 -- statement starts an executor of its own (a tenth of a one-job claim's server time).
 
--- What a handler needs of a claimed row, as one JSON array (see src/storage/claim.ts for the order).
-create function {{schema}}.claimed_json(r {{schema}}.ready_entries) returns json
+-- What a handler needs of a claimed row, as one JSON array (see src/storage/claim.ts for the order). Times are
+-- whole microseconds since the epoch. It takes the row's columns, not the row: a whole-row value is built
+-- (and converted from the partition's row type) for every row, then taken apart again field by field; and
+-- an integer prints in a fraction of the time a double does. Both together took a third off building a
+-- claim's JSON, most of a claim's server time per job.
+create function {{schema}}.claimed_json(p_job_id bigint, p_kind text, p_args jsonb, p_attempt smallint,
+    p_max_attempts smallint, p_run_lease bigint, p_priority smallint, p_enqueued_at timestamptz,
+    p_ready_at timestamptz, p_meta jsonb) returns json
   language sql stable
   as $$
-    select json_build_array(r.job_id::text, r.kind, r.args, r.attempt + 1, r.max_attempts, r.run_lease + 1,
-                            r.priority, date_part('epoch', r.enqueued_at) * 1000,
-                            date_part('epoch', r.ready_at) * 1000, r.meta)
+    select json_build_array(p_job_id::text, p_kind, p_args, p_attempt + 1, p_max_attempts, p_run_lease + 1,
+                            p_priority, (date_part('epoch', p_enqueued_at) * 1000000)::int8,
+                            (date_part('epoch', p_ready_at) * 1000000)::int8, p_meta)
   $$;
 
 -- Appends one receipt. Members are the taken rows in lane order: member i is the row at first_seq + i - 1
@@ -140,7 +146,7 @@ begin
 end
 $$;
 
--- Claims rows that committed late into open_gaps gaps of a lane (a producer that held its transaction open_gaps while
+-- Claims rows that committed late into open gaps of a lane (a producer that held its transaction open while
 -- later jobs were claimed). One receipt per gap run and ready slot, so a receipt's range never spans positions
 -- another receipt covers; its gaps name every position of its range it did not take. Returns the receipts.
 create function {{schema}}.claim_gap_rows(p_lane {{schema}}.lanes, p_open int8multirange, p_max int,
@@ -155,14 +161,15 @@ begin
     select x.run, x.slot, min(x.lane_seq) as first_seq, max(x.lane_seq) as last_seq,
            array_agg(x.lane_seq order by x.lane_seq) as seqs,
            array_agg(x.run_lease + 1 order by x.lane_seq) as leases,
-           json_agg({{schema}}.claimed_json(x.r) order by x.lane_seq) as jobs
-      from (select run, r.slot, r.lane_seq, r.run_lease, r.r,
-                   row_number() over (order by r.lane_seq) as k
+           json_agg({{schema}}.claimed_json(x.job_id, x.kind, x.args, x.attempt, x.max_attempts, x.run_lease,
+                                            x.priority, x.enqueued_at, x.ready_at, x.meta) order by x.lane_seq) as jobs
+      from (select run, r.*, row_number() over (order by r.lane_seq) as k
               from unnest(p_open) run
               -- Per gap run, through the index (the LIMIT keeps the planner from flattening this into a
               -- scan of every row of the lane, filtered afterwards: slow as the ready slot fills).
               cross join lateral (
-                select r.slot, r.lane_seq, r.run_lease, r
+                select r.slot, r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
+                       r.priority, r.enqueued_at, r.ready_at, r.meta
                   from {{schema}}.ready_entries r
                  where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(run) and r.lane_seq < upper(run)
                    and not exists (select 1 from {{schema}}.ready_tombstones t
@@ -264,9 +271,11 @@ begin
   select max(r.lane_seq), array_agg(r.lane_seq),
          array_agg(r.lane_seq) filter (where not r.dead),
          array_agg(r.run_lease + 1) filter (where not r.dead),
-         json_agg({{schema}}.claimed_json(r.body)) filter (where not r.dead)
+         json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
+                                          r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead)
     into v_last, v_seen, v_seqs, v_leases, v_jobs
-    from (select r.lane_seq, r.run_lease, r as body,
+    from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,
+                 r.enqueued_at, r.ready_at, r.meta,
                  (v_has_tombstones and exists (
                    select 1 from {{schema}}.ready_tombstones t
                     where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) as dead

@@ -43,17 +43,18 @@ export interface ClaimRequest {
   waitMs?: number;
 }
 
+/** One claimed row as claimed_json() (sql/functions/claim.sql) writes it. */
 type JobTuple = [
-  string,
-  string,
-  unknown,
-  number,
-  number,
-  number,
-  Priority,
-  number,
-  number,
-  ClaimedJob['meta'],
+  id: string,
+  kind: string,
+  args: unknown,
+  attempt: number,
+  maxAttempts: number,
+  runLease: number,
+  priority: Priority,
+  enqueuedAtUs: number,
+  readyAtUs: number,
+  meta: ClaimedJob['meta'],
 ];
 
 /** What one claim call got. `contended`: a lane with work was skipped because another claimer held it, so
@@ -85,8 +86,8 @@ export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest
         maxAttempts: t[4],
         runLease: t[5],
         priority: t[6],
-        enqueuedAtMs: t[7],
-        readyAtMs: t[8],
+        enqueuedAtMs: t[7] / 1000,
+        readyAtMs: t[8] / 1000,
         meta: t[9],
       })),
     }));

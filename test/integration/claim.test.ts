@@ -38,6 +38,33 @@ describe('claim', () => {
     expect(await claim('prio', 100)).toEqual([]);
   });
 
+  it('hands each job over with its kind, args, metadata, attempt, priority and times to the microsecond', async () => {
+    const { id } = await f.client.enqueue(
+      'fields',
+      { text: 'quote " and \\ backslash', n: 1.5, list: [1, null] },
+      { queue: 'fields', priority: 3, maxAttempts: 7, metadata: { tenant: 't1' } },
+    );
+    const { rows } = await f.pool.query(
+      `select (extract(epoch from enqueued_at) * 1000)::float8 as enq, (extract(epoch from ready_at) * 1000)::float8 as ready
+         from awa.ready_entries where job_id = $1`,
+      [id],
+    );
+    const [job] = (await claim('fields', 1)).flatMap((b) => b.jobs);
+    expect(job).toMatchObject({
+      id,
+      kind: 'fields',
+      args: { text: 'quote " and \\ backslash', n: 1.5, list: [1, null] },
+      attempt: 1,
+      maxAttempts: 7,
+      runLease: 1,
+      priority: 3,
+      meta: { metadata: { tenant: 't1' } },
+    });
+    expect(job!.enqueuedAtMs).toBeCloseTo(rows[0].enq as number, 3);
+    expect(job!.readyAtMs).toBeCloseTo(rows[0].ready as number, 3);
+    expect(Math.abs(job!.readyAtMs - Date.now())).toBeLessThan(60_000);
+  });
+
   it('claims in batches of at most max and never hands out a job twice', async () => {
     await f.client.copyEnqueue(
       Array.from({ length: 1000 }, (_, i) => ({ kind: 'b', args: { i }, options: { queue: 'batch' } })),
