@@ -153,7 +153,10 @@ describe('ring and cleanup decisions', () => {
     }
     const [slot] = await readyRows(lateId);
     await seal();
-    expect(await pruneRing(f.pool, f.schema, NO_CARRY)).toMatchObject({ slot, outcome: 'unclaimed_ready_rows' });
+    expect(await pruneRing(f.pool, f.schema, NO_CARRY)).toMatchObject({
+      slot,
+      outcome: 'unclaimed_ready_rows',
+    });
     expect(await pruneRing(f.pool, f.schema, CARRY)).toMatchObject({ slot, outcome: 'carried', carried: 1 });
     const current = (await f.pool.query(`select awa.current_slot() as s`)).rows[0].s as number;
     expect(await readyRows(lateId)).toEqual([current]);

@@ -236,10 +236,9 @@ describe('telemetry with an SDK registered', () => {
       );
     const generationBefore = await generation();
 
-    const b = (await start('tel_rescue', { rescueIntervalMs: 50, ringIntervalMs: 20, ringSlotMinRows: 0 })).register(
-      kind,
-      () => {},
-    );
+    const b = (
+      await start('tel_rescue', { rescueIntervalMs: 50, ringIntervalMs: 20, ringSlotMinRows: 0 })
+    ).register(kind, () => {});
     const rescued: RescuedAttempt[] = [];
     let pruneCalls = 0;
     b.on('rescue', (list) => rescued.push(...list));
