@@ -14,36 +14,47 @@ export interface ContextDeps {
   waitForCallback(jobId: string, runLease: number, timeoutMs: number, signal: AbortSignal): Promise<unknown>;
 }
 
-export function jobContext(attempt: Attempt, deps: ContextDeps): JobContext {
-  const { batch, job } = attempt;
-  const ref: AttemptRef = {
-    claimSlot: batch.claimSlot,
-    batchId: batch.batchId,
-    idx: job.idx,
-    jobId: job.id,
-    runLease: job.runLease,
-  };
-  return {
-    get signal() {
-      return attempt.signal;
-    },
-    progress(value: unknown) {
-      deps.reportProgress({ ...ref, progress: value });
-    },
-    async registerCallback(options?: { timeoutMs?: number }) {
+/**
+ * The context of one attempt. Its members are getters that make their function when read: a handler that
+ * never touches its context (most short ones) costs one small object, not four closures and a reference built
+ * for every job, and a handler that destructures it (`async (job, { signal, progress }) => …`) still gets
+ * functions that need no `this`.
+ */
+class AttemptContext implements JobContext {
+  constructor(
+    private readonly attempt: Attempt,
+    private readonly deps: ContextDeps,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.attempt.signal;
+  }
+
+  get progress(): (value: unknown) => void {
+    const ref = attemptRef(this.attempt);
+    return (value) => this.deps.reportProgress({ ...ref, progress: value });
+  }
+
+  get registerCallback(): (options?: { timeoutMs?: number }) => Promise<string> {
+    const { attempt, deps } = this;
+    return async (options) => {
       const timeoutMs = timeoutOption(options);
-      const token = await deps.registerCallback(ref, timeoutMs);
+      const token = await deps.registerCallback(attemptRef(attempt), timeoutMs);
       if (!token) {
         throw new AwaError(
           'AWA_ATTEMPT_CLOSED',
-          `Attempt ${job.runLease} of job ${job.id} is no longer open (cancelled, rescued or settled): no callback was registered.`,
+          `Attempt ${attempt.job.runLease} of job ${attempt.job.id} is no longer open (cancelled, rescued or settled): no callback was registered.`,
         );
       }
       attempt.callbackToken = token;
       deps.callbackRegistered(attempt);
       return token;
-    },
-    waitForCallback(token: string, options?: { timeoutMs?: number }) {
+    };
+  }
+
+  get waitForCallback(): (token: string, options?: { timeoutMs?: number }) => Promise<unknown> {
+    const { attempt, deps } = this;
+    return (token, options) => {
       if (token !== attempt.callbackToken) {
         return Promise.reject(
           new AwaError(
@@ -52,8 +63,27 @@ export function jobContext(attempt: Attempt, deps: ContextDeps): JobContext {
           ),
         );
       }
-      return deps.waitForCallback(job.id, job.runLease, timeoutOption(options), attempt.signal);
-    },
+      return deps.waitForCallback(
+        attempt.job.id,
+        attempt.job.runLease,
+        timeoutOption(options),
+        attempt.signal,
+      );
+    };
+  }
+}
+
+export function jobContext(attempt: Attempt, deps: ContextDeps): JobContext {
+  return new AttemptContext(attempt, deps);
+}
+
+function attemptRef({ batch, job }: Attempt): AttemptRef {
+  return {
+    claimSlot: batch.claimSlot,
+    batchId: batch.batchId,
+    idx: job.idx,
+    jobId: job.id,
+    runLease: job.runLease,
   };
 }
 

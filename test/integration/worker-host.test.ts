@@ -568,14 +568,16 @@ describe('WorkerHost', () => {
     expect(rows).toEqual([]);
   });
 
-  it('ctx.progress() of an inline handler reaches the database through the attempt fence; the latest value wins', async () => {
+  it('ctx.progress() of an inline handler, destructured or not, reaches the database through the attempt fence; the latest value wins', async () => {
     const kind = defineJob({ kind: 'wh_progress', queue: 'q_progress' });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let started!: (ctx: JobContext) => void;
     const hasStarted = new Promise<JobContext>((r) => (started = r));
     const h = host('q_progress').register(kind, async (_j, ctx) => {
-      ctx.progress({ step: 1 });
+      // Destructured, as handlers often take it: its functions must not need `this`.
+      const { progress } = ctx;
+      progress({ step: 1 });
       ctx.progress({ step: 2, of: 3 });
       started(ctx);
       await gate;
