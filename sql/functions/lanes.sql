@@ -201,6 +201,8 @@ declare
 begin
   select r.generation, r.slot into generation, slot
     from {{schema}}.ring_rotations r order by r.generation desc limit 1;
+  -- Two statements rather than one with "slot = this one, unless the ring turned": a condition that may be
+  -- switched off prunes nothing, and the generic plan would read all sixteen partitions every time.
   if v_since = generation then
     select greatest(v_cached, coalesce(max(b.last_seq), 0)), coalesce(bool_or(b.gaps is not null), false)
       into high, gapped
