@@ -3,7 +3,9 @@
 -- not inserted and its row reports the job holding the key. Runnable jobs are appended to the ready ring, one
 -- lane reservation per (queue, priority), keeping input order within a lane; future ones go to deferred_jobs.
 -- Returns one row per input, in input order: the job id and whether it was inserted. Nothing here waits for
--- another producer (see reserve_lane()), except a producer of the same unique key.
+-- another producer (see reserve_lane()), except a producer of the same unique key. One runnable job that is
+-- not unique, the commonest call, does not come here: src/storage/enqueue.ts inserts its row from
+-- reserve_lane() in a statement of its own.
 --
 -- The input arrays are read with unnest(), never subscripted in a loop: an element of a jsonb array is found
 -- by walking the array, so p_args[i] for every i would cost O(n²).
@@ -22,18 +24,6 @@ declare
   g record;
   u record;
 begin
-  -- The common case, one runnable job that is not unique (an application enqueuing inside its own
-  -- transaction): one reservation and one insert, nothing else.
-  if v_n = 1 and (p_run_ats[1] is null or p_run_ats[1] <= v_now) and not coalesce(p_metas[1] ? 'unique', false) then
-    g := {{schema}}.reserve_lane(p_queues[1], p_priorities[1], 1);
-    insert into {{schema}}.ready_entries (slot, lane_id, lane_seq, kind, queue, priority, args, max_attempts, meta)
-      values (g.slot, g.lane_id, g.first_seq, p_kinds[1], p_queues[1], p_priorities[1], p_args[1], p_max_attempts[1],
-              p_metas[1])
-      returning ready_entries.job_id into job_id;
-    inserted := true;
-    return next;
-    return;
-  end if;
   select array_agg(nextval('{{schema}}.job_id_seq')) into v_ids from generate_series(1, v_n);
   if exists (select 1 from unnest(p_metas) m where m ? 'unique') then
     -- The common case in one statement: the first row of the call naming a key takes it when nobody holds it

@@ -4,7 +4,7 @@
 // (docs/architecture.md, "Lanes, gaps and the floor"). Two scenes, each with two worker host processes:
 //   1. one producer holds its transaction open ~10 s while others commit 3,000 jobs: those are picked up at
 //      normal latency (not after the 10 s), then the held job runs once it commits;
-//   2. producers loop begin → enqueueMany → ledger row in the same transaction → commit or rollback, while a
+//   2. producers loop begin → enqueueMany (one job or several) → ledger row in the same transaction → commit or rollback, while a
 //      killer terminates producer backends mid-transaction: the ledger (what committed, by the database's
 //      word) is exactly the set of jobs that exist, ran, and completed once, and every lane's floor reaches
 //      its high-water afterwards.
@@ -325,7 +325,9 @@ describe('chaos: concurrent producers in their own transactions', () => {
             producers.add(c);
           }
           stats.transactions++;
-          const n = 1 + Math.floor(rand() * 20);
+          // Half the transactions enqueue one job (the single-row statement), half 2–20 (the enqueue()
+          // function): the killer interrupts both paths.
+          const n = rand() < 0.5 ? 1 : 2 + Math.floor(rand() * 19);
           const uids = Array.from({ length: n }, (_, k) => `churn-${p}-${i}-${k}`);
           await c.query('begin');
           const res = await client.enqueueMany(
