@@ -78,6 +78,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     unique: values.unique === true,
     otelSample: (values['otel-sample'] as number | undefined) ?? 1,
     shards: int(values.shards, 1, 'shards'),
+    handlerUs: int(values['handler-us'], 0, 'handler-us', 0),
   };
   if (name === 'latency' && opts.duration * 1000 <= WARMUP_MS)
     throw new BenchUsageError(
@@ -85,6 +86,8 @@ export async function benchCommand(argv: string[]): Promise<void> {
     );
   if (opts.shards > MAX_ENQUEUE_SHARDS)
     throw new BenchUsageError(`--shards must be from 1 to ${MAX_ENQUEUE_SHARDS}, got ${opts.shards}`);
+  if (opts.handlerUs > 0 && (name !== 'drain' || opts.processes > 0))
+    throw new BenchUsageError('--handler-us applies to drain with in-process workers (not --processes)');
   if (!(opts.otelSample > 0 && opts.otelSample <= 1))
     throw new BenchUsageError(`--otel-sample must be a fraction in (0, 1], got ${opts.otelSample}`);
   const runs = int(values.runs, 1, 'runs');

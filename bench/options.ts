@@ -43,6 +43,11 @@ export const benchOptions: Record<string, BenchOption> = {
     description:
       'with --otel sdk|both: fraction of root traces the SDK records (a ParentBased(TraceIdRatioBased) sampler; default 1, every span)',
   },
+  'handler-us': {
+    type: 'number',
+    description:
+      'drain (in-process workers): µs of CPU each handler call spends, for every system (default 0, a no-op)',
+  },
   unique: {
     type: 'boolean',
     description:

@@ -3,7 +3,8 @@ import { makeArgs, round, type Scenario } from '../scenario.js';
 import { sleep } from '../pace.js';
 import { ServerCpu } from '../server-cpu.js';
 
-// Drain: N no-op jobs are loaded first (untimed), then workers start and the clock runs until the
+// Drain: N no-op jobs are loaded first (untimed), then workers start (with --handler-us, each handler call
+// keeps the thread busy that long, as a handler with CPU work of its own would) and the clock runs until the
 // database says every job is settled, so a system that runs handlers fast but acknowledges slowly is
 // not flattered. With --processes P (awa) the workers are P child processes of concurrency C/P each,
 // spawned and loaded before the clock starts; as in-process, the clock includes the worker hosts' start.
@@ -12,6 +13,12 @@ import { ServerCpu } from '../server-cpu.js';
 // them (awa), `extra` also has the workers' Node CPU per job (the worker processes', or the whole harness
 // process's in-process) and the jobs per claim call and per completion flush; for every system, when
 // PostgreSQL runs on this machine, `extra.pgCpuUsPerJob` is the server's CPU per job over the drain.
+
+/** Keeps the thread busy for `ms`: a handler doing CPU work of its own (--handler-us). */
+function busy(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
 
 export const drainScenario: Scenario = {
   kind: 'system',
@@ -36,10 +43,13 @@ export const drainScenario: Scenario = {
     const bar = progress(`drain ${adapter.label}`, opts.jobs);
     const t0 = performance.now();
     if (fleet) fleet.start();
-    else
+    else {
+      const spend = opts.handlerUs / 1000;
       await adapter.startWorkers(opts.concurrency, () => {
         handled++;
+        if (spend > 0) busy(spend);
       });
+    }
     // Progress is counted in memory (handler calls here, or the processes' reports of committed
     // completions); the database is asked only once they are all in, so the polling itself does not
     // compete with the drain.
@@ -74,7 +84,7 @@ export const drainScenario: Scenario = {
       extra: {
         ...(fleet
           ? { processes: opts.processes, concurrencyPerProcess: perProcess }
-          : { handlerCalls: handled }),
+          : { handlerCalls: handled, ...(opts.handlerUs > 0 ? { handlerUs: opts.handlerUs } : {}) }),
         ...steady,
         ...cost,
         ...server,

@@ -272,6 +272,16 @@ describe('awa bench', () => {
     expectDrainCosts(row, 1000);
   });
 
+  it('drain --handler-us 500: every handler call spends its 0.5 ms, so 2000 jobs take at least 1 s', async () => {
+    const run = await bench('drain --system awa --jobs 2000 --handler-us 500 --runs 1 --json'.split(' '));
+    const row = expectOneCleanRun(run, 'drain', 'awa');
+    expect(row.extra.handlerCalls).toBe(2000);
+    expect(row.extra.handlerUs).toBe(500);
+    // Handlers run on the harness's thread one at a time: their CPU alone is 2000 × 0.5 ms.
+    expect(row.seconds).toBeGreaterThanOrEqual(1);
+    expect(row.extra.nodeCpuUsPerJob).toBeGreaterThanOrEqual(500);
+  });
+
   for (const system of ['awa', 'baseline']) {
     it(`producers (${system}): the jobs in the database equal the committed transactions`, async () => {
       const run = await bench(
@@ -404,6 +414,14 @@ describe('awa bench', () => {
       [
         ['producers', '--system', 'awa', '--processes', '2'],
         'awa bench: --processes applies to the drain scenario only\n',
+      ],
+      [
+        ['drain', '--system', 'awa', '--processes', '2', '--handler-us', '5'],
+        'awa bench: --handler-us applies to drain with in-process workers (not --processes)\n',
+      ],
+      [
+        ['latency', '--system', 'awa', '--handler-us', '5'],
+        'awa bench: --handler-us applies to drain with in-process workers (not --processes)\n',
       ],
       [['drain', '--system', 'nope'], /^awa bench: --system must be one of awa, .*, got "nope"\n$/],
       // The first second of a latency run is warm-up: one second would measure nothing.
