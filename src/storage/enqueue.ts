@@ -9,7 +9,8 @@ import type { Schema } from './schema.js';
 // - Anything else (several jobs, scheduled ones, unique ones): one call of the enqueue() SQL function.
 // The first is the second's single-job case without the function around it: no arrays to build and take
 // apart, no set-returning call whose rows are collected first, no nested PL/pgSQL call returning a record.
-// The server's CPU per producer transaction is about a tenth lower (docs/benchmarking.md).
+// 32 producers each enqueuing one job per transaction commit about 8 % more transactions a second
+// (docs/benchmarking.md, "One job, one statement").
 
 export interface EnqueueResult {
   /** The job's id; for a duplicate of a unique job, the id of the job holding the key. */

@@ -4,10 +4,10 @@
 // (docs/architecture.md, "Lanes, gaps and the floor"). Two scenes, each with two worker host processes:
 //   1. one producer holds its transaction open ~10 s while others commit 3,000 jobs: those are picked up at
 //      normal latency (not after the 10 s), then the held job runs once it commits;
-//   2. producers loop begin → enqueueMany (one job or several) → ledger row in the same transaction → commit or rollback, while a
-//      killer terminates producer backends mid-transaction: the ledger (what committed, by the database's
-//      word) is exactly the set of jobs that exist, ran, and completed once, and every lane's floor reaches
-//      its high-water afterwards.
+//   2. producers loop begin → enqueueMany (one job or several) → ledger row in the same transaction →
+//      commit or rollback, while a killer terminates producer backends mid-transaction: the ledger (what
+//      committed, by the database's word) is exactly the set of jobs that exist, ran, and completed once,
+//      and every lane's floor reaches its high-water afterwards.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AwaClient, Priority } from '../../src/index.js';
