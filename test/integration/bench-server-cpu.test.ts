@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerCpu } from '../../bench/server-cpu.js';
+import { processUid } from '../../src/embedded/processes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { until } from '../helpers/wait.js';
 
@@ -23,14 +24,13 @@ function ownCpuMs(pid: number): number {
   return (Number(f[11]) + Number(f[12])) * 10;
 }
 
-/** The uid and gid the server's backends run as (read from one of them). */
-async function serverUser(url: string): Promise<{ uid: number; gid: number }> {
+/** The uid the server's backends run as (read from one of them). */
+async function serverUid(url: string): Promise<number> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     const { rows } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
-    const status = readFileSync(`/proc/${rows[0]!.pid}/status`, 'utf8');
-    return { uid: Number(/^Uid:\s+(\d+)/m.exec(status)![1]), gid: Number(/^Gid:\s+(\d+)/m.exec(status)![1]) };
+    return processUid(rows[0]!.pid)!;
   } finally {
     await client.end();
   }
@@ -52,7 +52,7 @@ describe('bench: PostgreSQL CPU over a stretch', () => {
     const dir = mkdtempSync(join(tmpdir(), 'awa-foreign-'));
     chmodSync(dir, 0o755);
     symlinkSync('/bin/sh', join(dir, 'postgres'));
-    const as = process.getuid?.() === 0 ? await serverUser(db.url) : {};
+    const as = process.getuid?.() === 0 ? { uid: await serverUid(db.url) } : {};
     const foreign = spawn(join(dir, 'postgres'), ['-c', 'while :; do :; done'], { stdio: 'ignore', ...as });
     const foreignGone = new Promise((resolve) => foreign.once('exit', resolve));
     try {
