@@ -3,7 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { JobRow } from '../model/enqueue-options.js';
-import { enqueueRows } from './enqueue.js';
+import { appendsToLane, enqueueRows } from './enqueue.js';
 import type { Schema } from './schema.js';
 
 // The bulk producer: rows stream through COPY straight into the ring's current ready partition. Input is
@@ -25,7 +25,7 @@ export async function copyEnqueueChunk(
   // Scheduled and unique jobs go through enqueue(): the backlog table, and the unique key's claim.
   const viaEnqueue: JobRow[] = [];
   for (const row of rows) {
-    if (row.runAt || row.unique) {
+    if (!appendsToLane(row)) {
       viaEnqueue.push(row);
       continue;
     }

@@ -19,6 +19,12 @@ export interface EnqueueResult {
   inserted: boolean;
 }
 
+/** Whether a job goes straight to its lane (runnable now, no unique key to take) rather than through the
+ * enqueue() function: the single-row statement below, and COPY (copy-enqueue.ts), take only these. */
+export function appendsToLane(row: JobRow): boolean {
+  return row.runAt === null && !row.unique;
+}
+
 export async function enqueueRows(
   db: Queryable,
   schema: Schema,
@@ -26,7 +32,7 @@ export async function enqueueRows(
 ): Promise<EnqueueResult[]> {
   if (rows.length === 0) return [];
   const first = rows[0]!;
-  if (rows.length === 1 && first.runAt === null && !first.unique) return [await appendOne(db, schema, first)];
+  if (rows.length === 1 && appendsToLane(first)) return [await appendOne(db, schema, first)];
   const { rows: out } = await db.query<{ id: string; inserted: boolean }>({
     name: `awa-enqueue-${schema.name}`,
     text: `select job_id::text as id, inserted from ${schema.ident}.enqueue($1, $2, $3, $4::jsonb[], $5, $6, $7::jsonb[])`,
