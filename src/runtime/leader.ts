@@ -73,6 +73,8 @@ export class MaintenanceLeader {
   private cronTimer: NodeJS.Timeout | null = null;
   private readonly cron: CronEvaluator;
   private busy: Promise<unknown> = Promise.resolve();
+  /** An election under way: stop() waits for it, so a connection it opens never outlives stop(). */
+  private standing: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly source: { connectionString?: string; pool?: pg.Pool },
@@ -89,7 +91,7 @@ export class MaintenanceLeader {
 
   start(): void {
     this.stopped = false;
-    void this.stand();
+    this.standNow();
   }
 
   /** Stops standing and releases leadership; returns within stopTimeoutMs whatever the database is doing
@@ -98,6 +100,7 @@ export class MaintenanceLeader {
     this.stopped = true;
     if (this.electionTimer) clearTimeout(this.electionTimer);
     this.clearTicks();
+    await settlesWithin(this.standing, this.cfg.stopTimeoutMs);
     const conn = this.conn;
     this.conn = null;
     if (!conn) return;
@@ -118,13 +121,18 @@ export class MaintenanceLeader {
     return this.serial(() => this.promote());
   }
 
+  private standNow(): void {
+    this.standing = this.stand();
+  }
+
   private async stand(): Promise<void> {
     if (this.stopped || this.conn) return;
     let conn: Dedicated | null = null;
     try {
       conn = await openDedicated(this.source, 'awa-leader', (err) => this.lost(err));
       await boundLockWaits(conn.client, LEADER_LOCK_TIMEOUT_MS);
-      if (!this.stopped && (await tryAcquireLeadership(conn.client, this.cfg.schema))) {
+      // stop() may have come while the lock was being taken: then closing the session gives it up.
+      if ((await tryAcquireLeadership(conn.client, this.cfg.schema)) && !this.stopped) {
         this.conn = conn;
         this.events.onLeadership(true);
         this.scheduleTicks();
@@ -150,7 +158,7 @@ export class MaintenanceLeader {
 
   private scheduleElection(): void {
     if (this.stopped) return;
-    this.electionTimer = setTimeout(() => void this.stand(), this.cfg.electionIntervalMs);
+    this.electionTimer = setTimeout(() => this.standNow(), this.cfg.electionIntervalMs);
   }
 
   private scheduleTicks(): void {

@@ -41,6 +41,8 @@ export class Liveness {
   private sweepTimer: NodeJS.Timeout | null = null;
   private snapshotTimer: NodeJS.Timeout | null = null;
   private readonly suspect = new Set<string>();
+  /** Writes under way (heartbeat, sweep, descriptor report): stop() waits for them, so none outlives it. */
+  private readonly writing = new Set<Promise<void>>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -56,18 +58,27 @@ export class Liveness {
   }
 
   start(): void {
-    this.heartbeatTimer = setInterval(() => void this.beat(), this.cfg.heartbeatIntervalMs);
-    this.sweepTimer = setInterval(() => void this.sweep(), this.cfg.sweepMs);
+    this.heartbeatTimer = setInterval(() => this.track(this.beat()), this.cfg.heartbeatIntervalMs);
+    this.sweepTimer = setInterval(() => this.track(this.sweep()), this.cfg.sweepMs);
     this.snapshotTimer = setInterval(() => {
-      reportDescriptors(this.pool, this.cfg.schema, this.cfg.instanceId, this.sources.descriptors()).catch(
-        (err: unknown) => this.onError(err),
+      this.track(
+        reportDescriptors(this.pool, this.cfg.schema, this.cfg.instanceId, this.sources.descriptors()).catch(
+          (err: unknown) => this.onError(err),
+        ),
       );
     }, this.cfg.snapshotIntervalMs);
   }
 
-  stop(): void {
+  /** Stops the timers and waits for the writes they started (each catches its own failure). */
+  async stop(): Promise<void> {
     for (const t of [this.heartbeatTimer, this.sweepTimer, this.snapshotTimer]) if (t) clearInterval(t);
     this.heartbeatTimer = this.sweepTimer = this.snapshotTimer = null;
+    await Promise.all(this.writing);
+  }
+
+  private track(write: Promise<void>): void {
+    this.writing.add(write);
+    void write.finally(() => this.writing.delete(write));
   }
 
   /** A claim of `queue` failed in a way that may have committed: reconcile before its next claim. */

@@ -18,6 +18,8 @@ export class Wakeup {
   private delayMs = 0;
   private timer: NodeJS.Timeout | null = null;
   private lent = false;
+  /** A (re)connect under way: stop() waits for it, so the connection it opens is closed before stop returns. */
+  private connecting: Promise<void> | null = null;
 
   constructor(
     private readonly source: { connectionString?: string; pool?: pg.Pool },
@@ -52,11 +54,20 @@ export class Wakeup {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    await this.connecting?.catch(() => {});
     await this.conn?.close();
     this.conn = null;
   }
 
-  private async connect(): Promise<void> {
+  private connect(): Promise<void> {
+    const attempt = this.open().finally(() => {
+      if (this.connecting === attempt) this.connecting = null;
+    });
+    this.connecting = attempt;
+    return attempt;
+  }
+
+  private async open(): Promise<void> {
     const conn = await openDedicated(this.source, 'awa-listen', (err) => this.lost(err));
     try {
       await listenForJobs(conn.client, this.schema, this.on);

@@ -320,7 +320,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     // Handlers that ignored their abort may still return; their receipts stay open for rescue.
     this.batcher.close();
     await raceTimeout(this.progress.flush(), STOP_STEP_MS);
-    this.liveness.stop();
+    await raceTimeout(this.liveness.stop(), STOP_STEP_MS);
     // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
     // the leader rescues them at once instead of waiting out the staleness window.
     await raceTimeout(
