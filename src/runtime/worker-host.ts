@@ -106,6 +106,8 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private readonly wakeup: Wakeup;
   private readonly warnedKinds = new Set<string>();
   private state: State = 'new';
+  private starting: Promise<void> | null = null;
+  private stopping: Promise<void> | null = null;
   private executor: PoolExecutor | null = null;
   /** Contexts of pool jobs running now, so progress from a thread reaches the attempt's fenced write. */
   private readonly poolContexts = new Map<string, { runLease: number; ctx: JobContext }>();
@@ -272,6 +274,11 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     if (this.state !== 'new')
       throw new AwaError('AWA_HOST_STATE', `start() called on a host that is ${this.state}`);
     this.state = 'starting';
+    this.starting = this.startUp();
+    await this.starting;
+  }
+
+  private async startUp(): Promise<void> {
     try {
       await this.startThreadPool();
       await withClient(
@@ -303,10 +310,26 @@ export class WorkerHost extends EventEmitter<HostEvents> {
    * Graceful stop: stop claiming → let running jobs finish (up to shutdownTimeoutMs, then abort their
    * signals) → flush results → release leadership → close connections. Jobs still running at the end
    * keep open receipts and are rescued later; nothing is lost. Every database step after the drain is
-   * bounded, so stop() returns within shutdownTimeoutMs plus a few seconds whatever the database is doing.
+   * bounded, so stop() returns within shutdownTimeoutMs plus a few seconds whatever the database is doing
+   * (and a start() still under way, which finishes first). Every call resolves when the one stop has ended.
    */
-  async stop(): Promise<void> {
-    if (this.state === 'stopped' || this.state === 'stopping') return;
+  stop(): Promise<void> {
+    // Every caller waits for the same stop, not just the first.
+    this.stopping ??= this.shutDown();
+    return this.stopping;
+  }
+
+  private async shutDown(): Promise<void> {
+    // A start under way finishes first (or fails and cleans up after itself); stopping under it would leave
+    // whatever it starts afterwards running.
+    await this.starting?.catch(() => {});
+    if (this.state === 'stopped') return;
+    if (this.state === 'new') {
+      // Never started: nothing runs and nothing is registered; only a pool of its own to end.
+      this.state = 'stopped';
+      if (this.ownsPool) await this.pool.end().catch(() => {});
+      return;
+    }
     this.state = 'stopping';
     this.gauges?.stop();
     this.gauges = null;

@@ -391,6 +391,51 @@ describe('WorkerHost', () => {
     expect((await job(late)).state).toBe('available');
   });
 
+  it('stop() called while start() is under way: start() completes, then everything it started stops; a second stop() resolves with the first', async () => {
+    const kind = defineJob({ kind: 'wh_start_stop', queue: 'q_start_stop' });
+    // Every session of this host carries its own name (the URL's parameter wins over the host's default).
+    const name = 'wh_start_stop';
+    const sessions = async () =>
+      Number(
+        (
+          await client.pool.query<{ n: string }>(
+            'select count(*) as n from pg_stat_activity where application_name = $1',
+            [name],
+          )
+        ).rows[0]!.n,
+      );
+    let handled = 0;
+    const h = host('q_start_stop', {
+      connectionString: `${db.url}${db.url.includes('?') ? '&' : '?'}application_name=${name}`,
+    }).register(kind, () => void handled++);
+    const early = (await client.enqueue(kind, {})).id;
+    const order: string[] = [];
+    const starting = h.start().then(() => order.push('start resolved'));
+    const stopping = h.stop().then(() => order.push('first stop resolved'));
+    const again = h.stop().then(() => order.push('second stop resolved'));
+    await Promise.all([starting, stopping, again]);
+    expect(order).toEqual(['start resolved', 'first stop resolved', 'second stop resolved']);
+    expect(await sessions()).toBe(0);
+    expect(await leaderLockHolders(client.pool)).toEqual([]);
+    // Nothing of it runs on: a job enqueued now is never claimed. (The one enqueued before may have been
+    // claimed in the moment between start and stop: then it ran and completed, or was handed back unstarted,
+    // snoozed to now.)
+    const late = (await client.enqueue(kind, {})).id;
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await job(late)).state).toBe('available');
+    expect(['available', 'scheduled', 'completed']).toContain((await job(early)).state);
+    expect(handled).toBe((await job(early)).state === 'completed' ? 1 : 0);
+    expect(await sessions()).toBe(0);
+    await expect(h.start()).rejects.toMatchObject({ code: 'AWA_HOST_STATE' });
+    // A host stopped before it ever started takes no connection on the way, and cannot start afterwards.
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    const unstarted = new WorkerHost({ pool, queues: { q_start_stop: 1 } });
+    await unstarted.stop();
+    expect(pool.totalCount).toBe(0);
+    await expect(unstarted.start()).rejects.toMatchObject({ code: 'AWA_HOST_STATE' });
+    await pool.end();
+  });
+
   it('a claim in flight when stop() begins hands its jobs back unstarted: snoozed to now, no attempt spent', async () => {
     const kind = defineJob({ kind: 'wh_inflight', queue: 'q_inflight' });
     const ran: string[] = [];
