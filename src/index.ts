@@ -11,6 +11,7 @@ export {
   SchemaTooNewError,
   DatabaseError,
   TransactionRequiredError,
+  ClientClosedError,
   DashboardConfigError,
   InvalidRequestError,
   type AwaErrorCode,

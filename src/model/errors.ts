@@ -19,6 +19,7 @@ export type AwaErrorCode =
   | 'AWA_INSTANCE_REREGISTERED'
   | 'AWA_CLAIM_LOST'
   | 'AWA_TRANSACTION_REQUIRED'
+  | 'AWA_CLIENT_CLOSED'
   | 'AWA_ATTEMPT_CLOSED'
   | 'AWA_INVALID_CALLBACK'
   | 'AWA_EMBEDDED_START_FAILED';
@@ -135,6 +136,16 @@ export class TransactionRequiredError extends AwaError {
     super(
       'AWA_TRANSACTION_REQUIRED',
       `${operation}({ client }) needs an open transaction on that client: run BEGIN on it first, or omit client and Awa runs the load in a transaction of its own.`,
+    );
+  }
+}
+
+/** A call on an AwaClient after its close(). */
+export class ClientClosedError extends AwaError {
+  constructor(operation: string) {
+    super(
+      'AWA_CLIENT_CLOSED',
+      `${operation}() was called on an AwaClient after close(): create a new AwaClient (one per process, closed at shutdown, is the usual shape).`,
     );
   }
 }

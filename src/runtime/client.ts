@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { InvalidOptionError } from '../model/errors.js';
+import { ClientClosedError, InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
@@ -124,6 +124,7 @@ export class AwaClient {
   /** Queues whose lanes are known to exist (see prepareLanes). */
   private readonly laneQueues = new Set<string>();
   private readonly telemetry = new ProducerTelemetry(telemetryScope());
+  private closing: Promise<void> | null = null;
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
@@ -149,6 +150,7 @@ export class AwaClient {
 
   /** Applies pending migrations under an advisory lock (safe to run from several processes). */
   async migrate(): Promise<MigrateResult> {
+    this.assertOpen('migrate');
     return withClient(this.pool, this.target, (client) => applyMigrations(client, this.schema));
   }
 
@@ -499,8 +501,11 @@ export class AwaClient {
     return this.run('removeCron', undefined, (db) => removeSchedule(db, this.schema, name));
   }
 
-  async close(): Promise<void> {
-    if (this.ownsPool) await this.pool.end();
+  /** Ends the client's own pool (a pool passed in stays the caller's). Safe to call more than once; every
+   * call after the first waits for the same end. Calls made after it fail with ClientClosedError. */
+  close(): Promise<void> {
+    this.closing ??= this.ownsPool ? this.pool.end() : Promise.resolve();
+    return this.closing;
   }
 
   private kindOf(kind: JobKind<unknown> | string): JobKind<unknown> {
@@ -545,7 +550,12 @@ export class AwaClient {
     return this.wrap(op, () => fn(client ?? this.pool));
   }
 
+  private assertOpen(op: string): void {
+    if (this.closing) throw new ClientClosedError(op);
+  }
+
   private async wrap<T>(op: string, fn: () => Promise<T>): Promise<T> {
+    this.assertOpen(op);
     try {
       return await fn();
     } catch (err) {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   AwaClient,
+  ClientClosedError,
   ConnectionError,
   defineJob,
   InvalidArgsError,
@@ -162,6 +163,34 @@ describe('enqueue', () => {
       expect((err as Error).message).toContain('DATABASE_URL');
     } finally {
       await dead.close();
+    }
+  });
+
+  it('close() is idempotent; every call after it, on its own pool or one passed in, fails with ClientClosedError', async () => {
+    const own = new AwaClient({ connectionString: f.url });
+    const pool = new pg.Pool({ connectionString: f.url, max: 2 });
+    const lent = new AwaClient({ pool });
+    try {
+      for (const c of [own, lent]) {
+        expect((await c.enqueue('close_probe', {})).id).toMatch(/^\d+$/);
+        await Promise.all([c.close(), c.close()]);
+        await c.close();
+        for (const call of [
+          () => c.enqueue('close_probe', {}),
+          () => c.getJob('1'),
+          () => c.migrate(),
+          () => c.copyEnqueue([{ kind: 'close_probe', args: {} }]),
+        ]) {
+          const err = await call().catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(ClientClosedError);
+          expect((err as ClientClosedError).code).toBe('AWA_CLIENT_CLOSED');
+          expect((err as Error).message).toContain('new AwaClient');
+        }
+      }
+      // A pool passed in is the caller's: closing the client leaves it usable.
+      expect((await pool.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await pool.end();
     }
   });
 
