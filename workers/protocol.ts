@@ -1,7 +1,14 @@
 import type { MessagePort } from 'node:worker_threads';
 import { Unpackr } from 'msgpackr';
 import type { JobContext } from '../src/model/job.js';
-import { CancelJob, FailJob, MAX_DELAY_MS, RetryAfter, Snooze } from '../src/model/outcomes.js';
+import {
+  CancelJob,
+  FailJob,
+  MAX_DELAY_MS,
+  RetryAfter,
+  Snooze,
+  unreadableThrow,
+} from '../src/model/outcomes.js';
 
 // The wire between the coordinator's PoolExecutor (src/runtime/pool-executor.ts) and the pool thread
 // (workers/pool-worker.ts). One Piscina task carries a batch of jobs plus a MessagePort private to that
@@ -67,11 +74,8 @@ export function toWireError(thrown: unknown): WireError {
   try {
     return describeThrown(thrown);
   } catch (err) {
-    return {
-      type: 'Error',
-      name: 'Error',
-      message: `the handler threw a value that could not be read: ${safeText(err, (e) => (e as Error).message)}`,
-    };
+    const unreadable = unreadableThrow(err);
+    return { type: 'Error', name: unreadable.name, message: unreadable.message };
   }
 }
 

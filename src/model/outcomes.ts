@@ -11,6 +11,20 @@ export function isValidDelay(delayMs: unknown): delayMs is number {
   return typeof delayMs === 'number' && Number.isFinite(delayMs) && delayMs >= 0 && delayMs <= MAX_DELAY_MS;
 }
 
+/** The error an attempt fails with when what its handler threw cannot be read at all (a getter or a proxy
+ * trap that throws, a value that cannot be printed). `readError` is what reading it threw. */
+export function unreadableThrow(readError: unknown): Error {
+  let reason: string;
+  try {
+    reason = String((readError as { message?: unknown } | null)?.message ?? readError);
+  } catch {
+    reason = `(a ${typeof readError} that cannot be printed)`;
+  }
+  const err = new Error(`the handler threw a value that could not be read: ${reason}`);
+  err.name = 'UnreadableThrow';
+  return err;
+}
+
 function validDelay(name: string, delayMs: number): number {
   if (!isValidDelay(delayMs)) {
     throw new InvalidOptionError(

@@ -5,6 +5,7 @@ import {
   MAX_DELAY_MS,
   RetryAfter,
   Snooze,
+  unreadableThrow,
   WaitForCallback,
 } from '../model/outcomes.js';
 import type { Outcome } from '../storage/index.js';
@@ -19,12 +20,28 @@ export interface Decision {
 
 const COMPLETED: Decision = { outcome: 'completed' };
 
+/** Never throws: a thrown value that cannot be read (a getter or proxy trap that throws) fails the attempt
+ * with an UnreadableThrow instead, through the same retry rule. */
 export function decide(
   thrown: unknown,
   failed: boolean,
   attempt: number,
   maxAttempts: number,
   now = Date.now(),
+): Decision {
+  try {
+    return decideFor(thrown, failed, attempt, maxAttempts, now);
+  } catch (readError) {
+    return decideFor(unreadableThrow(readError), true, attempt, maxAttempts, now);
+  }
+}
+
+function decideFor(
+  thrown: unknown,
+  failed: boolean,
+  attempt: number,
+  maxAttempts: number,
+  now: number,
 ): Decision {
   if (!failed) return thrown instanceof WaitForCallback ? { outcome: 'wait' } : COMPLETED;
   // The delay was checked when the outcome was made, but it is a plain field a handler can overwrite.
@@ -46,16 +63,27 @@ export function decide(
   return { outcome: 'retry', error };
 }
 
+/** Longest error text kept per attempt, and per stack line: a handler that throws an error carrying a whole
+ * response body must not write megabytes into the job's history at every attempt. */
+export const MAX_ERROR_CHARS = 4_096;
+const MAX_STACK_LINE_CHARS = 512;
+const STACK_LINES = 8;
+
 /** A handler may throw anything, including non-Errors; record something readable either way. */
 export function errorRecord(thrown: unknown, attempt: number, now = Date.now()): Record<string, unknown> {
   const at = new Date(now).toISOString();
   if (thrown instanceof Error) {
+    const message: unknown = thrown.message;
     return {
       attempt,
       at,
-      error: thrown.message,
-      name: thrown.name,
-      stack: thrown.stack?.split('\n').slice(0, 8).join('\n'),
+      error: typeof message === 'string' ? clip(message, MAX_ERROR_CHARS) : message,
+      name: clip(String(thrown.name), MAX_STACK_LINE_CHARS),
+      stack: thrown.stack
+        ?.split('\n')
+        .slice(0, STACK_LINES)
+        .map((line) => clip(line, MAX_STACK_LINE_CHARS))
+        .join('\n'),
     };
   }
   let text: string;
@@ -64,5 +92,9 @@ export function errorRecord(thrown: unknown, attempt: number, now = Date.now()):
   } catch {
     text = String(thrown);
   }
-  return { attempt, at, error: `non-Error thrown: ${text}`, name: typeof thrown };
+  return { attempt, at, error: clip(`non-Error thrown: ${text}`, MAX_ERROR_CHARS), name: typeof thrown };
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
 }

@@ -281,6 +281,57 @@ describe('WorkerHost', () => {
     ]);
   });
 
+  it('a thrown value that cannot be read (a throwing getter, a revoked proxy, an unprintable object) fails its own attempt with a readable error; the host runs on', async () => {
+    const kind = defineJob<{ how: string }>({ kind: 'wh_unreadable', queue: 'q_unreadable', maxAttempts: 1 });
+    const throwers: Record<string, () => unknown> = {
+      getter: () => {
+        const e = new Error('hidden');
+        Object.defineProperty(e, 'message', {
+          get() {
+            throw new Error('message getter exploded');
+          },
+        });
+        return e;
+      },
+      proxy: () => {
+        const { proxy, revoke } = Proxy.revocable({}, {});
+        revoke();
+        return proxy;
+      },
+      unprintable: () => ({
+        toJSON() {
+          throw new Error('no JSON');
+        },
+        toString() {
+          throw new Error('no string');
+        },
+      }),
+    };
+    const h = host('q_unreadable').register(kind, (job) => {
+      if (job.args.how === 'plain') throw new Error('plain');
+      throw throwers[job.args.how]!();
+    });
+    const ids = new Map<string, string>();
+    for (const how of Object.keys(throwers)) ids.set(how, (await client.enqueue(kind, { how })).id);
+    const after = (await client.enqueue(kind, { how: 'plain' })).id;
+    const failures = [...ids.values(), after].map((id) => settled(h, id, 'failed'));
+    await start(h);
+    await Promise.all(failures);
+    for (const [how, id] of ids) {
+      const j = await job(id);
+      expect(j.state, how).toBe('failed');
+      expect(errorsOf(j), how).toEqual([
+        expect.objectContaining({
+          attempt: 1,
+          error: expect.stringMatching(/^the handler threw a value that could not be read: .+/),
+          name: 'UnreadableThrow',
+        }),
+      ]);
+    }
+    // Claimed with them, settled in the same flushes: untouched by its neighbours.
+    expect(errorsOf(await job(after))).toEqual([expect.objectContaining({ error: 'plain', name: 'Error' })]);
+  });
+
   it('keeps a scheduled job scheduled until runAt, then runs it', async () => {
     const kind = defineJob({ kind: 'wh_scheduled', queue: 'q_scheduled' });
     const starts: { at: number; readyAt: number }[] = [];

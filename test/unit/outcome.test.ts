@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CancelJob, FailJob, RetryAfter, Snooze } from '../../src/index.js';
-import { decide, errorRecord } from '../../src/runtime/outcome.js';
+import { decide, errorRecord, MAX_ERROR_CHARS } from '../../src/runtime/outcome.js';
+import { errorType } from '../../src/runtime/telemetry/producer.js';
 
 const NOW = Date.parse('2030-01-02T03:04:05.678Z');
 const AT = '2030-01-02T03:04:05.678Z';
@@ -100,6 +101,46 @@ describe('decide', () => {
   });
 });
 
+describe('decide on a value that cannot be read', () => {
+  const revoked = () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    return proxy;
+  };
+  const getter = () => {
+    const e = new Error('hidden');
+    Object.defineProperty(e, 'stack', {
+      get() {
+        throw new Error('stack getter exploded');
+      },
+    });
+    return e;
+  };
+
+  it('never throws: the attempt fails as an UnreadableThrow that says what reading it threw, under the retry rule', () => {
+    for (const thrown of [revoked(), getter()]) {
+      expect(decide(thrown, true, 1, 3, NOW)).toEqual({
+        outcome: 'retry',
+        error: expect.objectContaining({
+          attempt: 1,
+          at: AT,
+          name: 'UnreadableThrow',
+          error: expect.stringMatching(/^the handler threw a value that could not be read: ./),
+        }),
+      });
+      expect(decide(thrown, true, 3, 3, NOW).outcome).toBe('failed');
+    }
+    expect(decide(getter(), true, 1, 3, NOW).error!.error).toBe(
+      'the handler threw a value that could not be read: stack getter exploded',
+    );
+  });
+
+  it('errorType (telemetry) names it without reading it', () => {
+    expect(errorType(revoked())).toBe('UnreadableThrow');
+    expect(errorType(getter())).toBe('Error');
+  });
+});
+
 describe('errorRecord', () => {
   it('survives values JSON cannot encode', () => {
     const circular: Record<string, unknown> = {};
@@ -111,6 +152,20 @@ describe('errorRecord', () => {
       name: 'object',
     });
     expect(errorRecord(10n, 2, NOW)).toMatchObject({ error: 'non-Error thrown: 10', name: 'bigint' });
+  });
+
+  it('clips a huge message and huge stack lines, saying how much was cut', () => {
+    const err = new Error('x'.repeat(MAX_ERROR_CHARS + 10));
+    const r = errorRecord(err, 1, NOW);
+    expect(r.error).toBe(`${'x'.repeat(MAX_ERROR_CHARS)}… (10 more characters)`);
+    // The stack's first line repeats the message: clipped too.
+    expect((r.stack as string).split('\n')[0]!.length).toBeLessThan(600);
+    expect(errorRecord('y'.repeat(MAX_ERROR_CHARS * 2), 1, NOW).error).toMatch(
+      /^non-Error thrown: y+… \(\d+ more characters\)$/,
+    );
+    expect((errorRecord('y'.repeat(MAX_ERROR_CHARS * 2), 1, NOW).error as string).length).toBeLessThan(
+      MAX_ERROR_CHARS + 40,
+    );
   });
 
   it('keeps at most 8 stack lines', () => {

@@ -193,11 +193,16 @@ export class ConsumerTelemetry {
       if (outcome === 'retry' || outcome === 'failed') {
         const type = errorType(thrown);
         span.setAttribute(ATTR.errorType, type);
-        if (thrown instanceof Error) span.recordException(thrown);
-        span.setStatus({
-          code: SpanStatusCode.ERROR,
-          message: thrown instanceof Error ? thrown.message : type,
-        });
+        let message = type;
+        try {
+          if (thrown instanceof Error) {
+            span.recordException(thrown);
+            message = String(thrown.message);
+          }
+        } catch {
+          // What the handler threw cannot be read (the attempt failed as an UnreadableThrow): its type says so.
+        }
+        span.setStatus({ code: SpanStatusCode.ERROR, message });
       }
     }
     span.end();

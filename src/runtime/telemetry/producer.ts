@@ -186,9 +186,14 @@ export class SendScope {
   }
 }
 
-/** A low-cardinality name for an error: its code (AwaError, pg) or its class name. */
+/** A low-cardinality name for an error: its code (AwaError, pg) or its class name. Never throws: a value
+ * whose properties cannot be read (a getter or proxy trap that throws) is an UnreadableThrow. */
 export function errorType(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && code.length > 0 && code.length <= 40) return code;
-  return err instanceof Error ? err.name : typeof err;
+  try {
+    const code = (err as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && code.length > 0 && code.length <= 40) return code;
+    return err instanceof Error ? String(err.name) : typeof err;
+  } catch {
+    return 'UnreadableThrow';
+  }
 }
