@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineJob, InvalidArgsError, PayloadTooLargeError } from '../../src/index.js';
+import {
+  defineJob,
+  InvalidArgsError,
+  PayloadNotSerialisableError,
+  PayloadTooLargeError,
+} from '../../src/index.js';
 import { buildJobRow, toJobRow, type JobOptions } from '../../src/model/enqueue-options.js';
 import { optionError } from '../helpers/option-error.js';
 
@@ -119,5 +124,23 @@ describe('toJobRow', () => {
     await expect(toJobRow(kind, { s: 'x'.repeat(100) }, undefined, 64, NOW)).rejects.toBeInstanceOf(
       PayloadTooLargeError,
     );
+  });
+
+  it('a schema whose validator throws is an InvalidArgsError; args that cannot even be read, a PayloadNotSerialisableError', async () => {
+    const brittle = defineJob({
+      kind: 'brittle',
+      schema: z.object({ id: z.number() }).refine(() => {
+        throw new Error('refine exploded');
+      }),
+    });
+    const thrown = await toJobRow(brittle, { id: 1 }, undefined, 1024, NOW).catch((e: unknown) => e);
+    expect(thrown).toBeInstanceOf(InvalidArgsError);
+    expect((thrown as Error).message).toContain("the kind's schema threw while validating: refine exploded");
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const unreadable = await toJobRow(kind, proxy, undefined, 1024, NOW).catch((e: unknown) => e);
+    expect(unreadable).toBeInstanceOf(PayloadNotSerialisableError);
+    expect((unreadable as PayloadNotSerialisableError).code).toBe('AWA_PAYLOAD_NOT_SERIALISABLE');
+    expect((unreadable as Error).message).toContain('args cannot be read (');
   });
 });
