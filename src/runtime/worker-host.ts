@@ -465,19 +465,20 @@ export class WorkerHost extends EventEmitter<HostEvents> {
         this.complete(attempt, err, true);
       }, deadlineMs);
     }
-    let result: unknown;
     try {
       // The handler runs in its span's context, so the spans it starts are the execution's children.
-      result = runInSpan(exec.parent, exec.span, () => entry.handle(jobView(queue, c), ctx));
-    } catch (err) {
-      return this.complete(attempt, err, true);
-    }
-    if (isThenable(result))
+      const result = runInSpan(exec.parent, exec.span, () => entry.handle(jobView(queue, c), ctx));
+      // What the handler returned is its own: reading its `then` or calling it may throw too (a revoked
+      // proxy, a hostile thenable). That fails this attempt; it must not escape into the claim loop, which
+      // would leave the rest of the batch unstarted and holding its permits.
+      if (!isThenable(result)) return this.complete(attempt, undefined, false);
       result.then(
         () => this.complete(attempt, undefined, false),
         (err: unknown) => this.complete(attempt, err, true),
       );
-    else this.complete(attempt, undefined, false);
+    } catch (err) {
+      this.complete(attempt, err, true);
+    }
   }
 
   /**

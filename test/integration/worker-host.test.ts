@@ -332,6 +332,43 @@ describe('WorkerHost', () => {
     expect(errorsOf(await job(after))).toEqual([expect.objectContaining({ error: 'plain', name: 'Error' })]);
   });
 
+  it('a handler returning what cannot be awaited (a revoked proxy, a thenable whose then throws) fails its own attempt; its batch-mates run and the host claims on', async () => {
+    const kind = defineJob<{ how: string }>({ kind: 'wh_bad_return', queue: 'q_bad_return', maxAttempts: 1 });
+    const h = host('q_bad_return').register(kind, (job): unknown => {
+      if (job.args.how === 'revoked') {
+        const { proxy, revoke } = Proxy.revocable({}, {});
+        revoke();
+        return proxy;
+      }
+      if (job.args.how === 'then-getter')
+        return {
+          get then() {
+            throw new Error('then getter exploded');
+          },
+        };
+      if (job.args.how === 'then-throws')
+        return {
+          then() {
+            throw new Error('then() exploded');
+          },
+        };
+      return undefined;
+    });
+    const hows = ['revoked', 'then-getter', 'then-throws', 'plain'];
+    // One claim takes all four: a throw escaping one of them would strand the rest unstarted.
+    const ids = (await client.enqueueMany(hows.map((how) => ({ kind, args: { how } })))).map((r) => r.id);
+    const outcomes = ids.map((id, i) => settled(h, id, hows[i] === 'plain' ? 'completed' : 'failed'));
+    await start(h);
+    await Promise.all(outcomes);
+    expect(errorsOf(await job(ids[0]!))[0]).toMatchObject({ name: 'TypeError' });
+    expect(errorsOf(await job(ids[1]!))[0]).toMatchObject({ error: 'then getter exploded' });
+    expect(errorsOf(await job(ids[2]!))[0]).toMatchObject({ error: 'then() exploded' });
+    expect((await job(ids[3]!)).state).toBe('completed');
+    const later = (await client.enqueue(kind, { how: 'plain' })).id;
+    await settled(h, later, 'completed');
+    expect(hostErrors).toEqual([]);
+  });
+
   it('keeps a scheduled job scheduled until runAt, then runs it', async () => {
     const kind = defineJob({ kind: 'wh_scheduled', queue: 'q_scheduled' });
     const starts: { at: number; readyAt: number }[] = [];
