@@ -6,6 +6,7 @@ import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_
 import { Packr, Unpackr } from 'msgpackr';
 import { move } from 'piscina';
 import type { Job } from '../src/model/job.js';
+import { encodeProgress } from '../src/model/payload.js';
 import {
   ownBytes,
   toWireError,
@@ -125,7 +126,7 @@ export default async function runBatch(task: PoolTask): Promise<Uint8Array | nul
         settle(i, new Error(`the pool's handlers module has no handler for job kind "${job.kind}"`), true);
         continue;
       }
-      const ctx = jobContext(port, i, signal);
+      const ctx = jobContext(port, i, job.kind, signal);
       let result: unknown;
       try {
         result = handle(job, ctx);
@@ -151,13 +152,15 @@ export default async function runBatch(task: PoolTask): Promise<Uint8Array | nul
   }
 }
 
-function jobContext(port: MessagePort, i: number, signal: AbortSignal): PoolJobContext {
+function jobContext(port: MessagePort, i: number, kind: string, signal: AbortSignal): PoolJobContext {
   return {
     signal,
     log(...args: unknown[]) {
       port.postMessage({ t: 'log', i, line: format(...args) } satisfies ThreadMessage);
     },
     progress(value: unknown) {
+      // Checked here, so a value that cannot be stored throws at this call, as it does inline.
+      encodeProgress(kind, value);
       port.postMessage({ t: 'progress', i, v: value } satisfies ThreadMessage);
     },
   };

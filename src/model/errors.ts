@@ -57,21 +57,26 @@ export class InvalidOptionError extends AwaError {
   }
 }
 
+/** What a payload error is about: a job's args (the default) or a handler's progress report. */
+export type PayloadSubject = 'Args' | 'Progress';
+
 export class PayloadTooLargeError extends AwaError {
-  constructor(kind: string, bytes: number, limit: number) {
+  constructor(kind: string, bytes: number, limit: number, subject: PayloadSubject = 'Args') {
     super(
       'AWA_PAYLOAD_TOO_LARGE',
-      `Args for job kind "${kind}" are ${bytes} bytes encoded; the limit is ${limit}. ` +
-        'Store large data elsewhere and pass a reference, or raise maxPayloadBytes.',
+      `${subject} for job kind "${kind}" ${subject === 'Args' ? 'are' : 'is'} ${bytes} bytes encoded; the limit is ${limit}. ` +
+        (subject === 'Args'
+          ? 'Store large data elsewhere and pass a reference, or raise maxPayloadBytes.'
+          : 'Report a small status (counts, a percentage, a stage name) and keep results elsewhere.'),
     );
   }
 }
 
 export class PayloadNotSerialisableError extends AwaError {
-  constructor(kind: string, reason: string) {
+  constructor(kind: string, reason: string, subject: PayloadSubject = 'Args') {
     super(
       'AWA_PAYLOAD_NOT_SERIALISABLE',
-      `Args for job kind "${kind}" cannot be stored as JSON: ${reason}. Pass plain JSON data.`,
+      `${subject} for job kind "${kind}" cannot be stored as JSON: ${reason}. Pass plain JSON data.`,
     );
   }
 }

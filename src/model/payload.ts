@@ -1,4 +1,4 @@
-import { PayloadNotSerialisableError, PayloadTooLargeError } from './errors.js';
+import { PayloadNotSerialisableError, PayloadTooLargeError, type PayloadSubject } from './errors.js';
 import { hasUnstorable, unstorablePath } from './jsonb.js';
 
 // Job args are stored as JSON. JSON.stringify silently drops functions and undefined and turns NaN into
@@ -9,14 +9,7 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 
 export function encodeArgs(kind: string, args: unknown, maxBytes: number, label = 'args'): string {
   if (args === undefined) throw new PayloadNotSerialisableError(kind, 'args are undefined');
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(args, strictReplacer);
-  } catch (err) {
-    if (err instanceof Unserialisable) throw new PayloadNotSerialisableError(kind, err.reason);
-    throw new PayloadNotSerialisableError(kind, err instanceof Error ? err.message : String(err));
-  }
-  if (text === undefined) throw new PayloadNotSerialisableError(kind, `a ${typeof args} is not JSON`);
+  const text = stringifyStrict(kind, args, 'Args');
   if (hasUnstorable(text)) {
     const where = unstorablePath(args, label) ?? label;
     throw new PayloadNotSerialisableError(
@@ -29,6 +22,43 @@ export function encodeArgs(kind: string, args: unknown, maxBytes: number, label 
     const bytes = Buffer.byteLength(text);
     if (bytes > maxBytes) throw new PayloadTooLargeError(kind, bytes, maxBytes);
   }
+  return text;
+}
+
+/** Longest progress report a handler may make (ctx.progress), encoded. */
+export const MAX_PROGRESS_BYTES = 64 * 1024;
+
+/**
+ * A handler's progress report → JSON text, checked when the handler makes it (so a bad value throws at the
+ * ctx.progress() call, not later in a background write): the same rules as args, except that U+0000 and lone
+ * surrogates are replaced when written rather than refused (the runtime writes progress on its own).
+ */
+export function encodeProgress(kind: string, value: unknown): string {
+  const text = stringifyStrict(kind, value === undefined ? null : value, 'Progress');
+  if (text.length * 3 > MAX_PROGRESS_BYTES) {
+    const bytes = Buffer.byteLength(text);
+    if (bytes > MAX_PROGRESS_BYTES)
+      throw new PayloadTooLargeError(kind, bytes, MAX_PROGRESS_BYTES, 'Progress');
+  }
+  return text;
+}
+
+function stringifyStrict(kind: string, value: unknown, subject: PayloadSubject): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value, strictReplacer);
+  } catch (err) {
+    if (err instanceof Unserialisable) throw new PayloadNotSerialisableError(kind, err.reason, subject);
+    let reason: string;
+    try {
+      reason = err instanceof Error ? err.message : String(err);
+    } catch {
+      reason = 'the value cannot be read';
+    }
+    throw new PayloadNotSerialisableError(kind, reason, subject);
+  }
+  if (text === undefined)
+    throw new PayloadNotSerialisableError(kind, `a ${typeof value} is not JSON`, subject);
   return text;
 }
 

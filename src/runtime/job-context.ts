@@ -1,5 +1,6 @@
 import { AwaError } from '../model/errors.js';
 import type { JobContext } from '../model/job.js';
+import { encodeProgress } from '../model/payload.js';
 import type { AttemptRef, ProgressWrite } from '../storage/index.js';
 import type { Attempt } from './attempts.js';
 
@@ -32,7 +33,9 @@ class AttemptContext implements JobContext {
 
   get progress(): (value: unknown) => void {
     const ref = attemptRef(this.attempt);
-    return (value) => this.deps.reportProgress({ ...ref, progress: value });
+    const kind = this.attempt.job.kind;
+    // Encoded now: a value that cannot be stored throws at the handler's call, not in a write later.
+    return (value) => this.deps.reportProgress({ ...ref, progressJson: encodeProgress(kind, value) });
   }
 
   get registerCallback(): (options?: { timeoutMs?: number }) => Promise<string> {

@@ -375,7 +375,12 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       },
       onProgress: (jobId, runLease, value) => {
         const run = this.poolContexts.get(jobId);
-        if (run?.runLease === runLease) run.ctx.progress(value);
+        try {
+          if (run?.runLease === runLease) run.ctx.progress(value);
+        } catch (err) {
+          // The thread checked it already; a value that still cannot be stored is reported, not thrown here.
+          this.reportError(err);
+        }
         this.emit('progress', jobId, runLease, value);
       },
       onError: (err) => this.reportError(err),

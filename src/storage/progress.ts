@@ -8,21 +8,15 @@ export interface ProgressWrite {
   idx: number;
   jobId: string;
   runLease: number;
-  progress: unknown;
+  /** The report as JSON text (encodeProgress: checked when the handler made it). */
+  progressJson: string;
 }
 
 /** Writes an attempt's progress through the fence; false when the attempt is no longer open. */
 export async function writeProgress(db: Queryable, schema: Schema, w: ProgressWrite): Promise<boolean> {
   const { rows } = await db.query<{ ok: boolean }>(
     `select ${schema.ident}.set_progress($1, $2, $3, $4, $5, $6::jsonb) as ok`,
-    [
-      w.claimSlot,
-      w.batchId,
-      w.idx,
-      w.jobId,
-      w.runLease,
-      toStorableJson(JSON.stringify(w.progress ?? null) ?? 'null'),
-    ],
+    [w.claimSlot, w.batchId, w.idx, w.jobId, w.runLease, toStorableJson(w.progressJson)],
   );
   return rows[0]?.ok === true;
 }

@@ -301,6 +301,7 @@ describe('pool execution', () => {
     );
     await h.stop(); // drains for 100 ms, then aborts every running attempt
     ids.forEach((id, i) => {
+      expect(logs).toContainEqual([id, `job ${i + 1} progress refused: AWA_PAYLOAD_NOT_SERIALISABLE`]);
       expect(logs).toContainEqual([id, `job ${i + 1} waiting for its signal`]);
       expect(logs).toContainEqual([id, `job ${i + 1} saw abort: worker host is stopping`]);
     });

@@ -291,13 +291,15 @@ describe('recovery', () => {
     await registerInstance(f.pool, f.schema, 'prog', [{ queue: 'pq', dlq: false, concurrency: 1 }], 'test');
     const batch = await claim('pq', 'prog');
     const w = { claimSlot: batch.claimSlot, batchId: batch.batchId, idx: 1, jobId: id, runLease: 1 };
-    expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 10 } })).toBe(true);
-    expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 50 } })).toBe(true);
-    expect(await writeProgress(f.pool, f.schema, { ...w, runLease: 7, progress: { pct: 99 } })).toBe(false);
+    expect(await writeProgress(f.pool, f.schema, { ...w, progressJson: '{"pct": 10}' })).toBe(true);
+    expect(await writeProgress(f.pool, f.schema, { ...w, progressJson: '{"pct": 50}' })).toBe(true);
+    expect(await writeProgress(f.pool, f.schema, { ...w, runLease: 7, progressJson: '{"pct": 99}' })).toBe(
+      false,
+    );
     expect(await attemptProgress(f.pool, id, 1)).toEqual({ pct: 50 });
     expect(await attemptProgress(f.pool, id, 7)).toBeUndefined();
     await finishAttempts(f.pool, f.schema, [settlement(batch, 0)]);
-    expect(await writeProgress(f.pool, f.schema, { ...w, progress: { pct: 100 } })).toBe(false);
+    expect(await writeProgress(f.pool, f.schema, { ...w, progressJson: '{"pct": 100}' })).toBe(false);
     const cleaned = await f.pool.query(`select attempt_states from awa.cleanup(3600, 3600, 3600, 100)`);
     expect(cleaned.rows[0].attempt_states).toBe('1');
   });

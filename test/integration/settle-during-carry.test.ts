@@ -91,7 +91,7 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
 
   it('a progress write that arrives mid-carry is kept, not taken for a closed attempt', async () => {
     const { batch, attempt } = await openReceipt('carry_progress');
-    const write = () => writeProgress(f.pool, f.schema, { ...attempt, progress: { n: 1 } });
+    const write = () => writeProgress(f.pool, f.schema, { ...attempt, progressJson: '{"n": 1}' });
     expect(await duringCarry(batch, write, 'set_progress')).toBe(true);
     const { rows } = await f.pool.query(
       `select claim_slot, progress from awa.attempt_state where job_id = $1 and run_lease = $2`,

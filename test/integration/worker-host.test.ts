@@ -21,6 +21,7 @@ import {
   type Settlement,
   type WorkerOptions,
 } from '../../src/index.js';
+import { MAX_PROGRESS_BYTES } from '../../src/model/payload.js';
 import { attemptProgress } from '../helpers/attempt-state.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
@@ -703,6 +704,7 @@ describe('WorkerHost', () => {
 
   it('ctx.progress() of an inline handler, destructured or not, reaches the database through the attempt fence; the latest value wins', async () => {
     const kind = defineJob({ kind: 'wh_progress', queue: 'q_progress' });
+    const refused: string[] = [];
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let started!: (ctx: JobContext) => void;
@@ -712,6 +714,17 @@ describe('WorkerHost', () => {
       const { progress } = ctx;
       progress({ step: 1 });
       ctx.progress({ step: 2, of: 3 });
+      // What cannot be stored throws at the call, typed, and leaves the last good report in place.
+      const circular: Record<string, unknown> = {};
+      circular.self = circular;
+      for (const bad of [{ n: 10n }, circular, { s: 'x'.repeat(MAX_PROGRESS_BYTES) }]) {
+        try {
+          ctx.progress(bad);
+          refused.push('accepted');
+        } catch (err) {
+          refused.push((err as AwaError).code);
+        }
+      }
       started(ctx);
       await gate;
     });
@@ -724,6 +737,11 @@ describe('WorkerHost', () => {
       async () => (await attemptProgress(client.pool, id, 1)) !== undefined,
     );
     expect(await attemptProgress(client.pool, id, 1)).toEqual({ step: 2, of: 3 });
+    expect(refused).toEqual([
+      'AWA_PAYLOAD_NOT_SERIALISABLE',
+      'AWA_PAYLOAD_NOT_SERIALISABLE',
+      'AWA_PAYLOAD_TOO_LARGE',
+    ]);
     release();
     await done;
     // A report after the attempt closed is refused by the fence: stop() flushes it, nothing changes.
