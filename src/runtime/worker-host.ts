@@ -238,10 +238,10 @@ export class WorkerHost extends EventEmitter<HostEvents> {
             stopTimeoutMs: STOP_STEP_MS,
           },
           {
-            onLeadership: (isLeader) => this.emit('leadership', isLeader),
-            onPrune: (result) => this.emit('prune', result),
-            onRescue: (rescued) => this.emit('rescue', rescued),
-            onCron: (fires) => this.emit('cron', fires),
+            onLeadership: (isLeader) => this.notify('leadership', isLeader),
+            onPrune: (result) => this.notify('prune', result),
+            onRescue: (rescued) => this.notify('rescue', rescued),
+            onCron: (fires) => this.notify('cron', fires),
             onError: (err) => this.reportError(err),
           },
           new MaintenanceTelemetry(this.scope),
@@ -370,7 +370,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     const executor = new PoolExecutor({
       ...tp,
       onLog: (jobId, line) => {
-        if (this.listenerCount('log') > 0) this.emit('log', jobId, line);
+        if (this.listenerCount('log') > 0) this.notify('log', jobId, line);
         else console.error(`[awa] job ${jobId}: ${line}`);
       },
       onProgress: (jobId, runLease, value) => {
@@ -381,7 +381,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
           // The thread checked it already; a value that still cannot be stored is reported, not thrown here.
           this.reportError(err);
         }
-        this.emit('progress', jobId, runLease, value);
+        this.notify('progress', jobId, runLease, value);
       },
       onError: (err) => this.reportError(err),
     });
@@ -571,7 +571,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       else if (item.outcome === 'cancelled') s.cancelled++;
       else if (item.outcome === 'wait') s.parked++;
       else s.snoozed++;
-      if (listen) this.emit('settled', item, ok);
+      if (listen) this.notify('settled', item, ok);
     }
     if (this.state === 'running') for (const d of this.dispatchers.values()) d.resume();
   }
@@ -582,13 +582,43 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   }
 
   private reportError(err: unknown): void {
-    if (this.listenerCount('error') > 0) this.emit('error', err);
+    if (this.listenerCount('error') > 0) this.notify('error', err);
     else console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`);
+  }
+
+  /**
+   * Emits to the application's listeners. A listener that throws must not throw into the host: the emit
+   * sits inside a flush, an election or a thread's message handler, and a throw there would skip the rest of
+   * that work (a flush's bookkeeping, the leader's maintenance) or end the process. It is reported as an
+   * 'error' (AWA_LISTENER_FAILED); one thrown by an 'error' listener goes to stderr.
+   */
+  private notify<E extends keyof HostEvents>(event: E, ...args: HostEvents[E]): void {
+    try {
+      (this.emit as (e: E, ...a: HostEvents[E]) => boolean)(event, ...args);
+    } catch (err) {
+      if (event === 'error') {
+        console.error(`[awa] an 'error' listener threw: ${describe(err)}`);
+        return;
+      }
+      this.reportError(
+        new AwaError('AWA_LISTENER_FAILED', `A listener of the "${event}" event threw: ${describe(err)}`, {
+          cause: err,
+        }),
+      );
+    }
   }
 }
 
 /** Upper bound of each database step of stop() after the drain. */
 const STOP_STEP_MS = 5_000;
+
+function describe(err: unknown): string {
+  try {
+    return err instanceof Error ? err.message : String(err);
+  } catch {
+    return 'a value that cannot be printed';
+  }
+}
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';

@@ -370,6 +370,52 @@ describe('WorkerHost', () => {
     expect(hostErrors).toEqual([]);
   });
 
+  it('a listener that throws (on settled, leadership, error) is reported, never thrown into the host: retries are still promoted and every job ends', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'wh_listener', queue: 'q_listener', maxAttempts: 2 });
+    const h = host('q_listener', { leaderElectionIntervalMs: 50 }).register(kind, (job) => {
+      if (job.attempt === 1 && job.args.n % 5 === 0) throw new RetryAfter(50);
+    });
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on('uncaughtException', onUncaught);
+    const thrown = { settled: 0, leadership: 0, error: 0 };
+    h.on('settled', () => {
+      thrown.settled++;
+      throw new Error('settled listener bug');
+    });
+    h.on('leadership', () => {
+      thrown.leadership++;
+      throw new Error('leadership listener bug');
+    });
+    // The 'error' listener the host() helper added records what the host reports; this one throws too.
+    h.on('error', () => {
+      thrown.error++;
+      throw new Error('error listener bug');
+    });
+    try {
+      const ids = (
+        await client.enqueueMany(Array.from({ length: 20 }, (_, n) => ({ kind, args: { n } })))
+      ).map((r) => r.id);
+      await start(h);
+      // The four retried jobs run again only if the leader, whose election the leadership listener broke,
+      // still promotes them.
+      await waitFor('every job to complete', async () =>
+        (await Promise.all(ids.map(async (id) => (await job(id)).state))).every((s) => s === 'completed'),
+      );
+      expect(thrown.settled).toBe(24);
+      expect(thrown.leadership).toBeGreaterThanOrEqual(1);
+      expect(thrown.error).toBeGreaterThanOrEqual(thrown.settled + thrown.leadership);
+      const reported = hostErrors.filter((e) => (e as AwaError).code === 'AWA_LISTENER_FAILED');
+      expect(reported.length).toBe(thrown.settled + thrown.leadership);
+      expect((reported[0] as Error).message).toMatch(
+        /^A listener of the "(settled|leadership)" event threw: /,
+      );
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+    }
+  });
+
   it('keeps a scheduled job scheduled until runAt, then runs it', async () => {
     const kind = defineJob({ kind: 'wh_scheduled', queue: 'q_scheduled' });
     const starts: { at: number; readyAt: number }[] = [];
