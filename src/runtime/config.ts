@@ -266,14 +266,15 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
     options.priorityAgingMs === undefined
       ? 60_000
       : validatePositive('priorityAgingMs', options.priorityAgingMs);
+  const maintenance = options.maintenance ?? true;
   return {
     ...ints,
     connectionString,
-    pool: options.pool,
+    pool: options.pool === undefined ? undefined : validateUserPool(options.pool, maintenance),
     schema: resolveSchema(options.schema),
     queues,
     priorityAgingSeconds: Math.max(1, Math.round(agingMs / 1000)),
-    maintenance: options.maintenance ?? true,
+    maintenance,
     poolSize:
       options.poolSize === undefined
         ? Math.min(4 + queues.size * 2, 50)
@@ -285,6 +286,34 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
     cron: validateCronList('cron', options.cron),
     cronMissedAfterMs: resolveCronMissedAfter(options.cronMissedAfterMs, ints.cronIntervalMs),
   };
+}
+
+/**
+ * A pool passed in lends the host its long-held connections: LISTEN always, the leader's when it takes part
+ * in maintenance. Claims and completion flushes need one more; with fewer, every claimed job would wait for a
+ * flush that never gets a connection (running for good, no error), so a smaller pool is refused here.
+ */
+function validateUserPool(pool: unknown, maintenance: boolean): pg.Pool {
+  const p = pool as Partial<pg.Pool> | null;
+  if (
+    typeof p !== 'object' ||
+    p === null ||
+    typeof p.connect !== 'function' ||
+    typeof p.query !== 'function'
+  ) {
+    throw new InvalidOptionError('pool', 'must be a pg.Pool');
+  }
+  const max = p.options?.max ?? 10;
+  const need = maintenance ? 3 : 2;
+  if (max < need) {
+    throw new InvalidOptionError(
+      'pool',
+      `allows ${max} connection(s); a host needs at least ${need} of it: one held for LISTEN,` +
+        `${maintenance ? ' one held by the maintenance leader,' : ''} and one for claims and completions ` +
+        "(a few more let them run side by side). Raise the pool's max, or pass connectionString instead.",
+    );
+  }
+  return pool as pg.Pool;
 }
 
 /** A single late heartbeat (GC pause, slow network) must not get a live worker's jobs rescued. */

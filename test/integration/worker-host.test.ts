@@ -903,6 +903,44 @@ describe('WorkerHost', () => {
       expect(field({ connectionString: url, queues: {} })).toBe('queues');
     });
 
+    it('rejects a pool too small to serve it (LISTEN and the leader each hold one of its connections), naming the field; a pool of the least size drains', async () => {
+      const pools = [1, 2, 3].map((max) => new pg.Pool({ connectionString: db.url, max }));
+      const [one, two, three] = pools as [pg.Pool, pg.Pool, pg.Pool];
+      try {
+        for (const [pool, maintenance] of [
+          [two, true],
+          [one, false],
+        ] as const) {
+          const err = optionError(() => new WorkerHost({ pool, maintenance, queues: { q_small_pool: 4 } }));
+          expect(err.field).toBe('pool');
+          expect(err.message).toContain(`needs at least ${maintenance ? 3 : 2}`);
+        }
+        expect(optionError(() => new WorkerHost({ pool: {} as pg.Pool })).field).toBe('pool');
+        // The least size works, with and without maintenance: every job of a claim completes.
+        const kind = defineJob({ kind: 'wh_small_pool', queue: 'q_small_pool' });
+        for (const [pool, maintenance] of [
+          [three, true],
+          [two, false],
+        ] as const) {
+          const h = new WorkerHost({ pool, maintenance, queues: { q_small_pool: 4 }, ...FAST });
+          h.on('error', (err) => hostErrors.push(err));
+          h.register(kind, () => {});
+          const ids = (await client.enqueueMany(Array.from({ length: 10 }, () => ({ kind, args: {} })))).map(
+            (r) => r.id,
+          );
+          await start(h);
+          await waitFor(`the jobs to complete on a pool of ${pool.options.max}`, async () =>
+            (await Promise.all(ids.map(async (id) => (await job(id)).state))).every(
+              (st) => st === 'completed',
+            ),
+          );
+          await h.stop();
+        }
+      } finally {
+        await Promise.all(pools.map((p) => p.end()));
+      }
+    });
+
     it('rejects start() with ConnectionError when nothing listens at the address', async () => {
       const h = new WorkerHost({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' });
       const err = await h.start().then(
