@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { AwaError } from '../model/errors.js';
 import {
   boundLockWaits,
   cleanupHistory,
@@ -8,7 +9,7 @@ import {
   releaseLeadership,
   rescueAbandoned,
   rotateRing,
-  tryAcquireLeadership,
+  standForLeader,
   type PruneResult,
   type RescuedAttempt,
   type Schema,
@@ -24,6 +25,7 @@ import type { MaintenanceStep, MaintenanceTelemetry, StepClock } from './telemet
 
 export interface LeaderConfig {
   schema: Schema;
+  instanceId: string;
   electionIntervalMs: number;
   promoteIntervalMs: number;
   ringIntervalMs: number;
@@ -64,6 +66,10 @@ const CLEANUP_LIMIT = 5_000;
 
 export class MaintenanceLeader {
   private conn: Dedicated | null = null;
+  /** The backend of the leader session while this host leads (its instance row names it). */
+  private backendPid: number | null = null;
+  /** The silent instance this host was last refused the right to unseat (reported once). */
+  private refusedFor: string | null = null;
   private stopped = true;
   private electionTimer: NodeJS.Timeout | null = null;
   private promoteTimer: NodeJS.Timeout | null = null;
@@ -87,6 +93,11 @@ export class MaintenanceLeader {
 
   get isLeader(): boolean {
     return this.conn !== null;
+  }
+
+  /** The backend of this host's leader session while it leads, else null (reported by the heartbeat). */
+  get leaderPid(): number | null {
+    return this.conn ? this.backendPid : null;
   }
 
   start(): void {
@@ -131,19 +142,46 @@ export class MaintenanceLeader {
     try {
       conn = await openDedicated(this.source, 'awa-leader', (err) => this.lost(err));
       await boundLockWaits(conn.client, LEADER_LOCK_TIMEOUT_MS);
+      const standing = await standForLeader(
+        conn.client,
+        this.cfg.schema,
+        this.cfg.instanceId,
+        Math.ceil(this.cfg.heartbeatStalenessMs / 1000),
+      );
       // stop() may have come while the lock was being taken: then closing the session gives it up.
-      if ((await tryAcquireLeadership(conn.client, this.cfg.schema)) && !this.stopped) {
+      if (standing.outcome === 'leader' && !this.stopped) {
         this.conn = conn;
+        this.backendPid = standing.backendPid;
         this.events.onLeadership(true);
         this.scheduleTicks();
         return;
       }
       await conn.close();
+      if (standing.outcome === 'unseated' || standing.outcome === 'refused') this.reportUnseat(standing);
     } catch (err) {
       await conn?.close();
       this.events.onError(err);
     }
     this.scheduleElection();
+  }
+
+  /** A silent instance held the lock: say what was done about it (an operator will want to know either way;
+   * a refusal once per silent instance, not at every election). */
+  private reportUnseat(standing: { outcome: 'unseated' | 'refused'; instance: string }): void {
+    if (standing.outcome === 'refused' && this.refusedFor === standing.instance) return;
+    this.refusedFor = standing.outcome === 'refused' ? standing.instance : null;
+    const silent = `instance ${standing.instance}, silent for more than ${this.cfg.heartbeatStalenessMs} ms`;
+    this.events.onError(
+      standing.outcome === 'unseated'
+        ? new AwaError(
+            'AWA_LEADER_UNSEATED',
+            `This host ended the leader session of ${silent} (frozen or cut off with its connection still open): its lock is released and the next election takes it.`,
+          )
+        : new AwaError(
+            'AWA_LEADER_UNSEATED',
+            `The leader lock is held by ${silent}, and this database role may not end that session: grant it pg_signal_backend, or terminate the session (pg_stat_activity, application_name awa-leader); until then nothing is promoted, rescued or pruned.`,
+          ),
+    );
   }
 
   private lost(err: Error): void {

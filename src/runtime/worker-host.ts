@@ -197,7 +197,11 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       },
       this.receipts,
       {
-        snapshot: () => ({ inFlight: this.attempts.size, isLeader: this.isLeader }),
+        snapshot: () => ({
+          inFlight: this.attempts.size,
+          isLeader: this.isLeader,
+          leaderPid: this.leader?.leaderPid ?? null,
+        }),
         descriptors: () => hostDescriptors(this.config.queues, this.registry.entries()),
       },
       (err) => this.reportError(err),
@@ -221,6 +225,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
           source,
           {
             schema: c.schema,
+            instanceId: c.instanceId,
             electionIntervalMs: c.leaderElectionIntervalMs,
             promoteIntervalMs: c.promoteIntervalMs,
             ringIntervalMs: c.ringIntervalMs,

@@ -46,6 +46,8 @@ export async function registerInstance(
 export interface RuntimeSnapshot {
   inFlight: number;
   isLeader: boolean;
+  /** The backend of this instance's leader session while it leads, else null. */
+  leaderPid: number | null;
 }
 
 /** The liveness write, carrying the host's snapshot. Returns false when this instance has no row any more
@@ -57,9 +59,11 @@ export async function heartbeat(
   snapshot: RuntimeSnapshot,
 ): Promise<boolean> {
   const res = await db.query(
-    `update ${schema.ident}.runtime_instances set heartbeat_at = now(), in_flight = $2, is_leader = $3
+    `update ${schema.ident}.runtime_instances set heartbeat_at = now(), in_flight = $2, is_leader = $3,
+            leader_pid = $4,
+            leader_since = case when leader_pid is distinct from $4 then now() else leader_since end
       where instance_id = $1`,
-    [instanceId, snapshot.inFlight, snapshot.isLeader],
+    [instanceId, snapshot.inFlight, snapshot.isLeader, snapshot.leaderPid],
   );
   return (res.rowCount ?? 0) > 0;
 }

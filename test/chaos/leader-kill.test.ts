@@ -15,6 +15,7 @@ import {
   type Scene,
 } from './harness.js';
 import { verifyRun, type ExpectedJob } from './invariants.js';
+import { leaderLockHolders } from '../helpers/leader-lock.js';
 
 describe('chaos: the maintenance leader dies', () => {
   let db: Scene['db'];
@@ -143,4 +144,96 @@ describe('chaos: the maintenance leader dies', () => {
     expect(new Set(starts.map((l) => l.id)).size).toBe(SCHEDULED);
     for (const s of starts) expect(s.t).toBeGreaterThanOrEqual(runAtMs);
   }, 60_000);
+
+  it('SIGSTOP of the leader past the staleness window: a survivor ends its silent session, leads, rescues its attempts and promotes; the thawed process stands down', async () => {
+    const run = await Promise.all(
+      ['frozen-a', 'frozen-b'].map((id) =>
+        ChaosWorker.spawn(
+          logs.dir,
+          workerConfig(db.url, id, { sleepMs: 200, queues: { frozen: { concurrency: 5 } } }),
+        ),
+      ),
+    );
+    workers.push(...run);
+    await waitFor('a leader among the new workers', () => run.some((w) => w.isLeader()), 10_000);
+    const leader = run.find((w) => w.isLeader())!;
+    const survivor = run.find((w) => w !== leader)!;
+    const NOW = 150;
+    const SCHEDULED = 30;
+    const runAtMs = Date.now() + 5_000;
+    const uids = Array.from({ length: NOW + SCHEDULED }, (_, i) =>
+      i < NOW ? `frozen-now-${i}` : `frozen-sched-${i - NOW}`,
+    );
+    const ids = (
+      await client.enqueueMany(
+        uids.map((uid, i) => ({
+          kind: chaosSleep,
+          args: { uid },
+          // A queue of its own: the counts of the test above are in 'chaos'.
+          options: i < NOW ? { queue: 'frozen' } : { queue: 'frozen', runAt: new Date(runAtMs) },
+        })),
+      )
+    ).map((r) => r.id);
+    const expected: ExpectedJob[] = ids.map((id, i) => ({
+      id,
+      uid: uids[i]!,
+      kind: chaosSleep.kind,
+      state: 'completed',
+    }));
+    await waitFor('the leader to be mid-job', () => leader.running().length >= 2, 20_000, 5);
+    leader.freeze();
+    const frozenAt = leader.frozen[0]![0];
+    const stuck = leader.running();
+    expect(stuck.length).toBeGreaterThan(0);
+    // The frozen process's session still holds the lock (its socket is open); only a survivor that ends that
+    // session can lead. Staleness is 1.5 s in these workers.
+    await waitFor('the survivor to lead', () => survivor.isLeader(), 15_000);
+    const tookOverAt = survivor
+      .lines()
+      .find((l) => l.event === 'leadership' && l.isLeader && l.t >= frozenAt)!.t;
+    const [holder, ...others] = await leaderLockHolders(scene!.pool);
+    expect(others).toEqual([]);
+    const seat = await scene!.pool.query<{ instance_id: string }>(
+      'select instance_id from awa.runtime_instances where leader_pid = $1',
+      [holder!.pid],
+    );
+    expect(seat.rows.map((r) => r.instance_id)).toEqual([survivor.instanceId]);
+    const keys = new Set(stuck.map((a) => `${a.id}:${a.runLease}`));
+    await waitFor(
+      "the frozen leader's attempts to be rescued",
+      () => {
+        const rescued = new Set(
+          survivor
+            .lines()
+            .flatMap((l) => (l.event === 'rescue' ? l.rescued.map((r) => `${r.jobId}:${r.runLease}`) : [])),
+        );
+        return [...keys].every((k) => rescued.has(k));
+      },
+      20_000,
+    );
+    // Scheduled jobs fall due while the old leader is still frozen: only the new one can promote them.
+    await waitForTerminal(client, ['frozen'], NOW + SCHEDULED, 45_000, [survivor]);
+    leader.thaw();
+    await waitFor('the thawed process to stand down', () => !leader.isLeader(), 20_000);
+    await Promise.all(run.map((w) => w.stop()));
+
+    // Errors are expected here, and only these: the survivor's report of the session it ended, and the thawed
+    // process finding its leader session gone.
+    const report = await verifyRun(client, expected, run, { allowWorkerErrors: true });
+    printReport('sigstop-leader', report, {
+      workers: run.length,
+      stalledAttempts: stuck.length,
+      freezeToLeadMs: tookOverAt - frozenAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report).toMatchObject({ jobs: NOW + SCHEDULED, completed: NOW + SCHEDULED, failed: 0, lost: 0 });
+    const errors = (w: typeof leader) => w.lines().flatMap((l) => (l.event === 'error' ? [l.message] : []));
+    expect(errors(survivor).length).toBeGreaterThan(0);
+    for (const m of errors(survivor))
+      expect(m).toMatch(new RegExp(`^This host ended the leader session of instance ${leader.instanceId},`));
+    for (const m of errors(leader))
+      expect(m).toMatch(
+        /^(terminating connection due to administrator command|Connection terminated unexpectedly)$/,
+      );
+  }, 90_000);
 });

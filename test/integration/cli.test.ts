@@ -132,9 +132,9 @@ describe('awa migrate', () => {
 
   it('applies the migrations, then finds nothing to do', async () => {
     const first = await awa(['migrate'], { DATABASE_URL: fresh.url });
-    expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 12\n', stderr: '' });
+    expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 13\n', stderr: '' });
     const again = await awa(['migrate', '--database-url', fresh.url]);
-    expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 12)\n', stderr: '' });
+    expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 13)\n', stderr: '' });
     // The database is fully migrated: the schema_version table lists every version, the library has nothing
     // left to apply, and the schema works.
     const client = new AwaClient({ connectionString: fresh.url, poolSize: 1 });
@@ -142,8 +142,8 @@ describe('awa migrate', () => {
       const { rows } = await client.pool.query<{ version: number }>(
         'select version from awa.schema_version order by version',
       );
-      expect(rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
-      expect(await client.migrate()).toEqual({ from: 12, to: 12, applied: [], functions: false });
+      expect(rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+      expect(await client.migrate()).toEqual({ from: 13, to: 13, applied: [], functions: false });
       const id = (await client.enqueue('k', {}, { queue: 'q' })).id;
       expect((await client.getJob(id))?.state).toBe('available');
     } finally {

@@ -6,7 +6,7 @@ import { createTestDatabase } from '../helpers/database.js';
 
 // The migrations in sql/ on this branch, written out rather than read from the code under test: a new
 // migration adds its version (and name) here.
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
 const NAMES = [
   'engine',
   'recovery',
@@ -20,8 +20,9 @@ const NAMES = [
   'drained_mark',
   'producer_horizon',
   'receipt_generation',
+  'leader_seat',
 ];
-const LATEST = 12;
+const LATEST = 13;
 
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -85,7 +86,7 @@ describe('migrations', () => {
       expect(await migrate({ connectionString: old.url })).toEqual({
         from: 8,
         to: LATEST,
-        applied: [9, 10, 11, 12],
+        applied: [9, 10, 11, 12, 13],
         functions: true,
       });
       // Version 11 dropped the lane's xid mark and its sequence, and kept every other cursor.

@@ -563,7 +563,7 @@ describe('WorkerHost', () => {
     expect(await sessions()).toBe(0);
     await expect(h.start()).rejects.toMatchObject({ code: 'AWA_HOST_STATE' });
     // A host stopped before it ever started takes no connection on the way, and cannot start afterwards.
-    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    const pool = new pg.Pool({ connectionString: db.url, max: 3 });
     const unstarted = new WorkerHost({ pool, queues: { q_start_stop: 1 } });
     await unstarted.stop();
     expect(pool.totalCount).toBe(0);
