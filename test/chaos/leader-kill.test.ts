@@ -32,6 +32,35 @@ describe('chaos: the maintenance leader dies', () => {
     await closeScene(scene, workers);
   });
 
+  /** `now` jobs runnable at once and `scheduled` ones due at `runAtMs`, on `queue`; all must complete. */
+  const enqueueRun = async (
+    prefix: string,
+    queue: string,
+    now: number,
+    scheduled: number,
+    runAtMs: number,
+  ) => {
+    const uids = Array.from({ length: now + scheduled }, (_, i) =>
+      i < now ? `${prefix}-now-${i}` : `${prefix}-sched-${i - now}`,
+    );
+    const ids = (
+      await client.enqueueMany(
+        uids.map((uid, i) => ({
+          kind: chaosSleep,
+          args: { uid },
+          options: i < now ? { queue } : { queue, runAt: new Date(runAtMs) },
+        })),
+      )
+    ).map((r) => r.id);
+    const expected: ExpectedJob[] = ids.map((id, i) => ({
+      id,
+      uid: uids[i]!,
+      kind: chaosSleep.kind,
+      state: 'completed',
+    }));
+    return { expected, scheduledIds: new Set(ids.slice(now)) };
+  };
+
   it('SIGKILL of the leader, twice: another process takes over, rescues its attempts and promotes scheduled jobs', async () => {
     workers.push(
       ...(await Promise.all(
@@ -50,25 +79,7 @@ describe('chaos: the maintenance leader dies', () => {
     const NOW = 200;
     const SCHEDULED = 60;
     const runAtMs = Date.now() + 4_000;
-    const uids = Array.from({ length: NOW + SCHEDULED }, (_, i) =>
-      i < NOW ? `lead-now-${i}` : `lead-sched-${i - NOW}`,
-    );
-    const ids = (
-      await client.enqueueMany(
-        uids.map((uid, i) => ({
-          kind: chaosSleep,
-          args: { uid },
-          options: i < NOW ? {} : { runAt: new Date(runAtMs) },
-        })),
-      )
-    ).map((r) => r.id);
-    const expected: ExpectedJob[] = ids.map((id, i) => ({
-      id,
-      uid: uids[i]!,
-      kind: chaosSleep.kind,
-      state: 'completed',
-    }));
-    const scheduledIds = new Set(ids.slice(NOW));
+    const { expected, scheduledIds } = await enqueueRun('lead', 'chaos', NOW, SCHEDULED, runAtMs);
 
     const failovers: {
       from: string;
@@ -161,25 +172,8 @@ describe('chaos: the maintenance leader dies', () => {
     const NOW = 150;
     const SCHEDULED = 30;
     const runAtMs = Date.now() + 5_000;
-    const uids = Array.from({ length: NOW + SCHEDULED }, (_, i) =>
-      i < NOW ? `frozen-now-${i}` : `frozen-sched-${i - NOW}`,
-    );
-    const ids = (
-      await client.enqueueMany(
-        uids.map((uid, i) => ({
-          kind: chaosSleep,
-          args: { uid },
-          // A queue of its own: the counts of the test above are in 'chaos'.
-          options: i < NOW ? { queue: 'frozen' } : { queue: 'frozen', runAt: new Date(runAtMs) },
-        })),
-      )
-    ).map((r) => r.id);
-    const expected: ExpectedJob[] = ids.map((id, i) => ({
-      id,
-      uid: uids[i]!,
-      kind: chaosSleep.kind,
-      state: 'completed',
-    }));
+    // A queue of its own: the counts of the test above are in 'chaos'.
+    const { expected } = await enqueueRun('frozen', 'frozen', NOW, SCHEDULED, runAtMs);
     await waitFor('the leader to be mid-job', () => leader.running().length >= 2, 20_000, 5);
     leader.freeze();
     const frozenAt = leader.frozen[0]![0];
