@@ -12,6 +12,7 @@ import {
 } from '../../src/index.js';
 import { chaosHang, chaosHangQueue, chaosSleep, chaosThrow, type ThrowArgs } from '../fixtures/chaos-jobs.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { LATEST_VERSION, MIGRATION_VERSIONS } from '../helpers/migrations.js';
 import {
   ChaosWorker,
   logDir,
@@ -258,8 +259,8 @@ describe('chaos: bad input under load', () => {
     try {
       const results = await Promise.all(clients.map((c) => c.migrate()));
       // The migrations in sql/ on this branch, written out: a new migration adds its version here.
-      const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
-      const LATEST = 12;
+      const VERSIONS = MIGRATION_VERSIONS;
+      const LATEST = LATEST_VERSION;
       const byApplied = [...results].sort((x, y) => x.applied.length - y.applied.length);
       expect(byApplied).toEqual([
         { from: LATEST, to: LATEST, applied: [], functions: false },

@@ -17,6 +17,7 @@ import { runCli } from '../../src/cli/main.js';
 import { resolveSchema, rotateRing } from '../../src/storage/index.js';
 import { cliJob } from '../fixtures/cli-handlers.js';
 import { claimBatches } from '../helpers/claim.js';
+import { LATEST_VERSION, MIGRATION_VERSIONS } from '../helpers/migrations.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from '../helpers/database.js';
 import { completeJsonLines } from '../helpers/json-lines.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
@@ -132,9 +133,17 @@ describe('awa migrate', () => {
 
   it('applies the migrations, then finds nothing to do', async () => {
     const first = await awa(['migrate'], { DATABASE_URL: fresh.url });
-    expect(first).toEqual({ code: 0, stdout: 'migrated schema "awa" from version 0 to 13\n', stderr: '' });
+    expect(first).toEqual({
+      code: 0,
+      stdout: `migrated schema "awa" from version 0 to ${LATEST_VERSION}\n`,
+      stderr: '',
+    });
     const again = await awa(['migrate', '--database-url', fresh.url]);
-    expect(again).toEqual({ code: 0, stdout: 'schema "awa" is up to date (version 13)\n', stderr: '' });
+    expect(again).toEqual({
+      code: 0,
+      stdout: `schema "awa" is up to date (version ${LATEST_VERSION})\n`,
+      stderr: '',
+    });
     // The database is fully migrated: the schema_version table lists every version, the library has nothing
     // left to apply, and the schema works.
     const client = new AwaClient({ connectionString: fresh.url, poolSize: 1 });
@@ -142,8 +151,13 @@ describe('awa migrate', () => {
       const { rows } = await client.pool.query<{ version: number }>(
         'select version from awa.schema_version order by version',
       );
-      expect(rows.map((r) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
-      expect(await client.migrate()).toEqual({ from: 13, to: 13, applied: [], functions: false });
+      expect(rows.map((r) => r.version)).toEqual(MIGRATION_VERSIONS);
+      expect(await client.migrate()).toEqual({
+        from: LATEST_VERSION,
+        to: LATEST_VERSION,
+        applied: [],
+        functions: false,
+      });
       const id = (await client.enqueue('k', {}, { queue: 'q' })).id;
       expect((await client.getJob(id))?.state).toBe('available');
     } finally {

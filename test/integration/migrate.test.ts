@@ -3,26 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, migrate, SchemaNotMigratedError, WorkerHost } from '../../src/index.js';
 import { claimJobs, migrations, renderMigration, resolveSchema } from '../../src/storage/index.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { LATEST_VERSION, MIGRATION_NAMES, MIGRATION_VERSIONS } from '../helpers/migrations.js';
 
-// The migrations in sql/ on this branch, written out rather than read from the code under test: a new
-// migration adds its version (and name) here.
-const VERSIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
-const NAMES = [
-  'engine',
-  'recovery',
-  'concurrent_producers',
-  'control_plane',
-  'callbacks',
-  'operator',
-  'cron',
-  'job_id_index',
-  'enqueue_shards',
-  'drained_mark',
-  'producer_horizon',
-  'receipt_generation',
-  'leader_seat',
-];
-const LATEST = 13;
+const VERSIONS = MIGRATION_VERSIONS;
+const NAMES = MIGRATION_NAMES;
+const LATEST = LATEST_VERSION;
 
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -86,7 +71,7 @@ describe('migrations', () => {
       expect(await migrate({ connectionString: old.url })).toEqual({
         from: 8,
         to: LATEST,
-        applied: [9, 10, 11, 12, 13],
+        applied: MIGRATION_VERSIONS.filter((v) => v > 8),
         functions: true,
       });
       // Version 11 dropped the lane's xid mark and its sequence, and kept every other cursor.
