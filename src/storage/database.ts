@@ -41,6 +41,15 @@ export function validateConnectionString(value: unknown): string {
   return value;
 }
 
+/**
+ * TCP keepalive starts probing a connection after this much silence. pg's `keepAlive: true` alone leaves the
+ * kernel's default, two hours: long enough for a NAT gateway or load balancer to forget an idle LISTEN or
+ * leader connection (AWS NAT gateways after 350 s, Azure's after 4 min), after which it is dead without
+ * either side knowing, and for a peer that vanished to go unnoticed. A probe after 30 s keeps such a flow
+ * alive, and a dead peer is found by the kernel's probes that follow (9 × 75 s by default).
+ */
+export const KEEPALIVE_IDLE_MS = 30_000;
+
 export function createPool(connectionString: string, max: number, applicationName = 'awa'): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
@@ -48,6 +57,7 @@ export function createPool(connectionString: string, max: number, applicationNam
     application_name: applicationName,
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
   });
   // An idle client that loses its server emits 'error' on the pool; without a listener that would crash
   // the process. The next checkout simply gets a fresh connection.
@@ -78,6 +88,7 @@ export function createClient(connectionString: string, applicationName = 'awa'):
     connectionString,
     application_name: applicationName,
     keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: 10_000,
   });
 }
