@@ -1,4 +1,10 @@
-import { AwaError, InvalidArgsError, InvalidOptionError, PayloadNotSerialisableError } from './errors.js';
+import {
+  AwaError,
+  InvalidArgsError,
+  InvalidOptionError,
+  messageOf,
+  PayloadNotSerialisableError,
+} from './errors.js';
 import type { JobKind } from './job-kind.js';
 import { encodeArgs } from './payload.js';
 import { resolveUnique, uniqueKey, type UniqueOptions } from './unique.js';
@@ -69,7 +75,7 @@ export async function toJobRow(
     if (err instanceof AwaError) throw err;
     // The kind's validator threw instead of returning issues, or the args could not even be read (a revoked
     // proxy fails the await's thenable check): either way a typed error, not the raw one.
-    const reason = describeFailure(err);
+    const reason = messageOf(err);
     if (kind.schema)
       throw new InvalidArgsError(kind.kind, [
         { message: `the kind's schema threw while validating: ${reason}` },
@@ -77,14 +83,6 @@ export async function toJobRow(
     throw new PayloadNotSerialisableError(kind.kind, `args cannot be read (${reason})`);
   }
   return buildJobRow(kind, encodeArgs(kind.kind, value, maxPayloadBytes), options, now);
-}
-
-function describeFailure(err: unknown): string {
-  try {
-    return String(err instanceof Error ? err.message : err);
-  } catch {
-    return `a ${typeof err} that cannot be printed`;
-  }
 }
 
 export function buildJobRow(

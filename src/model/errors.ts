@@ -26,6 +26,16 @@ export type AwaErrorCode =
   | 'AWA_INVALID_CALLBACK'
   | 'AWA_EMBEDDED_START_FAILED';
 
+/** A thrown value's message for an error or a log line. Never throws, whatever was thrown (a getter or proxy
+ * trap that throws, an object with no printable form). */
+export function messageOf(err: unknown): string {
+  try {
+    return String(err instanceof Error ? err.message : err);
+  } catch {
+    return `a ${typeof err} that cannot be printed`;
+  }
+}
+
 export class AwaError extends Error {
   readonly code: AwaErrorCode;
   constructor(code: AwaErrorCode, message: string, options?: { cause?: unknown }) {

@@ -1,4 +1,4 @@
-import { InvalidOptionError } from './errors.js';
+import { InvalidOptionError, messageOf } from './errors.js';
 
 // What a handler can ask for besides plain success or a thrown error. Handlers throw (or return) one of
 // these; the executor turns it into the matching storage outcome.
@@ -14,13 +14,7 @@ export function isValidDelay(delayMs: unknown): delayMs is number {
 /** The error an attempt fails with when what its handler threw cannot be read at all (a getter or a proxy
  * trap that throws, a value that cannot be printed). `readError` is what reading it threw. */
 export function unreadableThrow(readError: unknown): Error {
-  let reason: string;
-  try {
-    reason = String((readError as { message?: unknown } | null)?.message ?? readError);
-  } catch {
-    reason = `(a ${typeof readError} that cannot be printed)`;
-  }
-  const err = new Error(`the handler threw a value that could not be read: ${reason}`);
+  const err = new Error(`the handler threw a value that could not be read: ${messageOf(readError)}`);
   err.name = 'UnreadableThrow';
   return err;
 }

@@ -1,4 +1,9 @@
-import { PayloadNotSerialisableError, PayloadTooLargeError, type PayloadSubject } from './errors.js';
+import {
+  messageOf,
+  PayloadNotSerialisableError,
+  PayloadTooLargeError,
+  type PayloadSubject,
+} from './errors.js';
 import { hasUnstorable, unstorablePath } from './jsonb.js';
 
 // Job args are stored as JSON. JSON.stringify silently drops functions and undefined and turns NaN into
@@ -49,13 +54,7 @@ function stringifyStrict(kind: string, value: unknown, subject: PayloadSubject):
     text = JSON.stringify(value, strictReplacer);
   } catch (err) {
     if (err instanceof Unserialisable) throw new PayloadNotSerialisableError(kind, err.reason, subject);
-    let reason: string;
-    try {
-      reason = err instanceof Error ? err.message : String(err);
-    } catch {
-      reason = 'the value cannot be read';
-    }
-    throw new PayloadNotSerialisableError(kind, reason, subject);
+    throw new PayloadNotSerialisableError(kind, messageOf(err), subject);
   }
   if (text === undefined)
     throw new PayloadNotSerialisableError(kind, `a ${typeof value} is not JSON`, subject);

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
-import { AwaError, UnknownKindError } from '../model/errors.js';
+import { AwaError, messageOf, UnknownKindError } from '../model/errors.js';
 import type { JobContext, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import {
@@ -588,7 +588,7 @@ export class WorkerHost extends EventEmitter<HostEvents> {
 
   private reportError(err: unknown): void {
     if (this.listenerCount('error') > 0) this.notify('error', err);
-    else console.error(`[awa] ${err instanceof Error ? err.message : String(err)}`);
+    else console.error(`[awa] ${messageOf(err)}`);
   }
 
   /**
@@ -602,11 +602,11 @@ export class WorkerHost extends EventEmitter<HostEvents> {
       (this.emit as (e: E, ...a: HostEvents[E]) => boolean)(event, ...args);
     } catch (err) {
       if (event === 'error') {
-        console.error(`[awa] an 'error' listener threw: ${describe(err)}`);
+        console.error(`[awa] an 'error' listener threw: ${messageOf(err)}`);
         return;
       }
       this.reportError(
-        new AwaError('AWA_LISTENER_FAILED', `A listener of the "${event}" event threw: ${describe(err)}`, {
+        new AwaError('AWA_LISTENER_FAILED', `A listener of the "${event}" event threw: ${messageOf(err)}`, {
           cause: err,
         }),
       );
@@ -616,14 +616,6 @@ export class WorkerHost extends EventEmitter<HostEvents> {
 
 /** Upper bound of each database step of stop() after the drain. */
 const STOP_STEP_MS = 5_000;
-
-function describe(err: unknown): string {
-  try {
-    return err instanceof Error ? err.message : String(err);
-  } catch {
-    return 'a value that cannot be printed';
-  }
-}
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
