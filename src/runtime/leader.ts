@@ -53,6 +53,16 @@ export interface LeaderEvents {
   onError(err: unknown): void;
 }
 
+/**
+ * How long the lock holder's instance must have been silent before a standing host ends its session: twice the
+ * staleness window that gets its attempts rescued, and at least 10 s. A host whose heartbeat is merely late (a
+ * starved machine, a long pause) keeps leading; one that is frozen or cut off is replaced well before the
+ * server's own TCP keepalive would notice (two hours by default).
+ */
+export function unseatAfterMs(heartbeatStalenessMs: number): number {
+  return Math.max(2 * heartbeatStalenessMs, 10_000);
+}
+
 const PROMOTE_BATCH = 4096;
 const PRUNE_LOCK_TIMEOUT_MS = 10;
 // Maintenance never queues behind someone else's transaction: the SQL uses try-locks where it can, and this
@@ -146,7 +156,7 @@ export class MaintenanceLeader {
         conn.client,
         this.cfg.schema,
         this.cfg.instanceId,
-        Math.ceil(this.cfg.heartbeatStalenessMs / 1000),
+        Math.ceil(unseatAfterMs(this.cfg.heartbeatStalenessMs) / 1000),
       );
       // stop() may have come while the lock was being taken: then closing the session gives it up.
       if (standing.outcome === 'leader' && !this.stopped) {
@@ -170,7 +180,7 @@ export class MaintenanceLeader {
   private reportUnseat(standing: { outcome: 'unseated' | 'refused'; instance: string }): void {
     if (standing.outcome === 'refused' && this.refusedFor === standing.instance) return;
     this.refusedFor = standing.outcome === 'refused' ? standing.instance : null;
-    const silent = `instance ${standing.instance}, silent for more than ${this.cfg.heartbeatStalenessMs} ms`;
+    const silent = `instance ${standing.instance}, silent for more than ${unseatAfterMs(this.cfg.heartbeatStalenessMs)} ms`;
     this.events.onError(
       standing.outcome === 'unseated'
         ? new AwaError(

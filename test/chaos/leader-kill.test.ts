@@ -16,6 +16,7 @@ import {
 } from './harness.js';
 import { verifyRun, type ExpectedJob } from './invariants.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
+import { unseatAfterMs } from '../../src/runtime/leader.js';
 
 describe('chaos: the maintenance leader dies', () => {
   let db: Scene['db'];
@@ -180,11 +181,15 @@ describe('chaos: the maintenance leader dies', () => {
     const stuck = leader.running();
     expect(stuck.length).toBeGreaterThan(0);
     // The frozen process's session still holds the lock (its socket is open); only a survivor that ends that
-    // session can lead. Staleness is 1.5 s in these workers.
-    await waitFor('the survivor to lead', () => survivor.isLeader(), 15_000);
+    // session can lead, once the frozen instance has been silent for unseatAfterMs(): 10 s with these workers'
+    // 1.5 s staleness. Until then nobody rescues the frozen leader's attempts or promotes: it is the leader.
+    await waitFor('the survivor to lead', () => survivor.isLeader(), 30_000);
     const tookOverAt = survivor
       .lines()
       .find((l) => l.event === 'leadership' && l.isLeader && l.t >= frozenAt)!.t;
+    // Not sooner: a host whose heartbeat is merely late keeps leading (its last heartbeat came at most one
+    // 200 ms interval before the freeze).
+    expect(tookOverAt - frozenAt).toBeGreaterThanOrEqual(unseatAfterMs(1_500) - 250);
     const [holder, ...others] = await leaderLockHolders(scene!.pool);
     expect(others).toEqual([]);
     const seat = await scene!.pool.query<{ instance_id: string }>(
