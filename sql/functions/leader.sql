@@ -2,8 +2,9 @@
 -- does not lead:
 --   'leader'   it took the lock, and its instance row now names this session (leader_pid, leader_since);
 --   'held'     a live instance holds it (or nobody can tell whose session it is): try again next tick;
---   'unseated' the holder's instance has been silent past p_staleness_secs (or says it stopped): its session
---              was terminated, which releases the lock as the backend exits; the next tick takes it.
+--   'unseated' the holder's instance has been silent past p_staleness_secs: its session was terminated, which
+--              releases the lock as the backend exits; the next tick takes it. A row marked stopped is judged
+--              by its silence too: a stopping host marks itself stopped before it releases the lock.
 --              unseated_instance names it.
 --   'refused'  the same, but this role may not terminate that session (pg_signal_backend): an operator must.
 -- The instance that holds the lock is the one whose row names the holder's backend most recently: a backend
@@ -33,13 +34,13 @@ begin
   if v_holder is null then
     return;
   end if;
-  select r.instance_id, r.heartbeat_at, r.stopped_at into v_seat
+  select r.instance_id, r.heartbeat_at into v_seat
     from {{schema}}.runtime_instances r
    where r.leader_pid = v_holder
    order by r.leader_since desc nulls last
    limit 1;
   if v_seat.instance_id is null or v_seat.instance_id = p_instance
-     or (v_seat.stopped_at is null and v_seat.heartbeat_at >= now() - make_interval(secs => p_staleness_secs)) then
+     or v_seat.heartbeat_at >= now() - make_interval(secs => p_staleness_secs) then
     return;
   end if;
   unseated_instance := v_seat.instance_id;

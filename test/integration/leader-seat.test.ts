@@ -89,6 +89,11 @@ describe('standing for leadership', () => {
     expect(await standForLeader(c, schema, 'c', STALENESS_S)).toEqual({ outcome: 'held' });
     expect(await standForLeader(c, schema, 'a', STALENESS_S)).toEqual({ outcome: 'held' });
     expect((await leaderLockHolders(admin)).map((h) => h.pid)).toEqual([bPid]);
+
+    // A stopping host marks itself stopped before it releases the lock: marked, but not silent, it keeps it.
+    await admin.query(`update awa.runtime_instances set stopped_at = now() where instance_id = 'b'`);
+    expect(await standForLeader(c, schema, 'c', STALENESS_S)).toEqual({ outcome: 'held' });
+    expect((await leaderLockHolders(admin)).map((h) => h.pid)).toEqual([bPid]);
     await b.end();
   });
 
