@@ -59,9 +59,14 @@ export async function heartbeat(
   snapshot: RuntimeSnapshot,
 ): Promise<boolean> {
   const res = await db.query(
+    // The leader's backend is only ever written, never cleared: a snapshot taken just before this host won
+    // the lock must not erase what stand_for_leader() recorded (the seat would be empty until the next
+    // heartbeat, and a host frozen in between could never be unseated). An old backend id left behind is
+    // harmless: a later leader's row names it more recently.
     `update ${schema.ident}.runtime_instances set heartbeat_at = now(), in_flight = $2, is_leader = $3,
-            leader_pid = $4,
-            leader_since = case when leader_pid is distinct from $4 then now() else leader_since end
+            leader_pid = coalesce($4, leader_pid),
+            leader_since = case when $4::int is not null and leader_pid is distinct from $4 then now()
+                                else leader_since end
       where instance_id = $1`,
     [instanceId, snapshot.inFlight, snapshot.isLeader, snapshot.leaderPid],
   );

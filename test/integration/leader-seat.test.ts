@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient } from '../../src/index.js';
-import { registerInstance, standForLeader, type Schema } from '../../src/storage/index.js';
+import { heartbeat, registerInstance, standForLeader, type Schema } from '../../src/storage/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 import { until } from '../helpers/wait.js';
@@ -58,10 +58,13 @@ describe('standing for leadership', () => {
       outcome: 'leader',
       backendPid: aPid,
     });
-    const seat = await admin.query('select leader_pid from awa.runtime_instances where instance_id = $1', [
-      'a',
-    ]);
-    expect(seat.rows).toEqual([{ leader_pid: aPid }]);
+    const seatOf = async (id: string) =>
+      (await admin.query('select leader_pid from awa.runtime_instances where instance_id = $1', [id])).rows;
+    expect(await seatOf('a')).toEqual([{ leader_pid: aPid }]);
+    // A heartbeat whose snapshot was taken just before a won the lock (not leader yet) lands after it: the seat
+    // must survive it, or a frozen a could never be unseated.
+    expect(await heartbeat(admin, schema, 'a', { inFlight: 0, isLeader: false, leaderPid: null })).toBe(true);
+    expect(await seatOf('a')).toEqual([{ leader_pid: aPid }]);
     // a heartbeats (fresh row): b waits its turn, however often it stands.
     for (let i = 0; i < 3; i++)
       expect(await standForLeader(b, schema, 'b', STALENESS_S)).toEqual({ outcome: 'held' });
