@@ -7,6 +7,10 @@
 --              by its silence too: a stopping host marks itself stopped before it releases the lock.
 --              unseated_instance names it.
 --   'refused'  the same, but this role may not terminate that session (pg_signal_backend): an operator must.
+-- A holder named by the caller's own instance is a session the caller lost track of (its connection dropped
+-- on the client's side while the server kept the session, as a half-open connection does): the caller stands
+-- because it does not lead. That session is ended once it has sat idle past p_staleness_secs (the instance's
+-- heartbeat says nothing about it); not at once, which could race a session the server is already ending.
 -- The instance that holds the lock is the one whose row names the holder's backend most recently: a backend
 -- id can be reused after the session that an older row named has ended.
 create function {{schema}}.stand_for_leader(p_instance text, p_staleness_secs int,
@@ -39,8 +43,16 @@ begin
    where r.leader_pid = v_holder
    order by r.leader_since desc nulls last
    limit 1;
-  if v_seat.instance_id is null or v_seat.instance_id = p_instance
-     or v_seat.heartbeat_at >= now() - make_interval(secs => p_staleness_secs) then
+  if v_seat.instance_id is null then
+    return;
+  end if;
+  if v_seat.instance_id = p_instance then
+    if not exists (select 1 from pg_stat_activity a
+                    where a.pid = v_holder and a.state = 'idle'
+                      and a.state_change < now() - make_interval(secs => p_staleness_secs)) then
+      return;
+    end if;
+  elsif v_seat.heartbeat_at >= now() - make_interval(secs => p_staleness_secs) then
     return;
   end if;
   unseated_instance := v_seat.instance_id;

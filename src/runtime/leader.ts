@@ -180,6 +180,15 @@ export class MaintenanceLeader {
   private reportUnseat(standing: { outcome: 'unseated' | 'refused'; instance: string }): void {
     if (standing.outcome === 'refused' && this.refusedFor === standing.instance) return;
     this.refusedFor = standing.outcome === 'refused' ? standing.instance : null;
+    if (standing.outcome === 'unseated' && standing.instance === this.cfg.instanceId) {
+      this.events.onError(
+        new AwaError(
+          'AWA_LEADER_UNSEATED',
+          'This host ended a leader session of its own that it had lost (its connection dropped while the server kept the session); the next election takes the lock.',
+        ),
+      );
+      return;
+    }
     const silent = `instance ${standing.instance}, silent for more than ${unseatAfterMs(this.cfg.heartbeatStalenessMs)} ms`;
     this.events.onError(
       standing.outcome === 'unseated'

@@ -53,6 +53,8 @@ describe('standing for leadership', () => {
   it('keeps a live leader, ends a silent one and takes its place; a reused backend id is not a silent seat', async () => {
     const a = await session();
     const b = await session();
+    for (const id of ['a', 'b'])
+      await heartbeat(admin, schema, id, { inFlight: 0, isLeader: false, leaderPid: null });
     const aPid = await backendPid(a);
     expect(await standForLeader(a, schema, 'a', STALENESS_S)).toEqual({
       outcome: 'leader',
@@ -70,10 +72,28 @@ describe('standing for leadership', () => {
       expect(await standForLeader(b, schema, 'b', STALENESS_S)).toEqual({ outcome: 'held' });
     expect((await leaderLockHolders(admin)).map((h) => h.pid)).toEqual([aPid]);
 
+    // a loses track of its leader session (the connection dropped on its side; the server kept the session, as
+    // with a half-open connection) and stands again on a new one: its own old session is ended once it has sat
+    // idle past the window, not before.
+    const a2 = await session();
+    expect(await standForLeader(a2, schema, 'a', STALENESS_S)).toEqual({ outcome: 'held' });
+    await new Promise((r) => setTimeout(r, STALENESS_S * 1000 + 200));
+    expect(await standForLeader(a2, schema, 'a', STALENESS_S)).toEqual({
+      outcome: 'unseated',
+      instance: 'a',
+    });
+    await expect(a.query('select 1')).rejects.toThrow();
+    await until(
+      'a to lead again',
+      async () => (await standForLeader(a2, schema, 'a', STALENESS_S)).outcome === 'leader',
+    );
+    const a2Pid = await backendPid(a2);
+    expect(await seatOf('a')).toEqual([{ leader_pid: a2Pid }]);
+
     // a falls silent (as a frozen process does: its session and lock stay).
     await silence('a');
     expect(await standForLeader(b, schema, 'b', STALENESS_S)).toEqual({ outcome: 'unseated', instance: 'a' });
-    await expect(a.query('select 1')).rejects.toThrow();
+    await expect(a2.query('select 1')).rejects.toThrow();
     const bPid = await backendPid(b);
     await until(
       'b to lead',
@@ -81,6 +101,8 @@ describe('standing for leadership', () => {
     );
     expect((await leaderLockHolders(admin)).map((h) => h.pid)).toEqual([bPid]);
 
+    // b heartbeats (the test has run past the 2 s window since b registered).
+    expect(await heartbeat(admin, schema, 'b', { inFlight: 0, isLeader: true, leaderPid: bPid })).toBe(true);
     // c's row names b's backend too, from longer ago, and c is silent: the seat is b's (the latest to name
     // that backend), and b is live, so nobody is unseated.
     await admin.query(
