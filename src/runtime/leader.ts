@@ -16,6 +16,7 @@ import {
 } from '../storage/index.js';
 import { CronEvaluator, type CronFire } from './cron.js';
 import { openDedicated, type Dedicated } from './dedicated.js';
+import { settlesWithin } from './settles-within.js';
 import type { MaintenanceStep, MaintenanceTelemetry, StepClock } from './telemetry/index.js';
 
 // Maintenance leadership: every host may stand; the one holding the session advisory lock runs
@@ -359,22 +360,5 @@ export class MaintenanceLeader {
       this.telemetry.failed(step, clock, err);
       throw err;
     }
-  }
-}
-
-/** True when `p` settled (either way) within `ms`. */
-async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  try {
-    return await Promise.race([
-      p.then(
-        () => true,
-        () => true,
-      ),
-      timeout,
-    ]);
-  } finally {
-    clearTimeout(timer);
   }
 }

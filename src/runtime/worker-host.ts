@@ -53,6 +53,7 @@ import {
   type HostSettlement,
   type TelemetryScope,
 } from './telemetry/index.js';
+import { settlesWithin } from './settles-within.js';
 import { Wakeup } from './wakeup.js';
 import { hostDescriptors } from './host-descriptors.js';
 
@@ -340,27 +341,27 @@ export class WorkerHost extends EventEmitter<HostEvents> {
     this.gauges = null;
     for (const d of this.dispatchers.values()) d.stopClaiming();
     const idle = Promise.all([...this.dispatchers.values()].map((d) => d.idle()));
-    const timedOut = await raceTimeout(idle, this.config.shutdownTimeoutMs);
-    if (timedOut) this.attempts.abortAll(new Error('worker host is stopping'));
+    const drained = await settlesWithin(idle, this.config.shutdownTimeoutMs);
+    if (!drained) this.attempts.abortAll(new Error('worker host is stopping'));
     // Pool jobs answer their abort within threadPool.graceMs or their thread is terminated (→ retry).
     await this.executor?.close().catch((err: unknown) => this.reportError(err));
-    await raceTimeout(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, STOP_STEP_MS));
+    await settlesWithin(this.batcher.drain(), Math.max(this.config.shutdownTimeoutMs, STOP_STEP_MS));
     // Handlers that ignored their abort may still return; their receipts stay open for rescue.
     this.batcher.close();
-    await raceTimeout(this.progress.flush(), STOP_STEP_MS);
-    await raceTimeout(this.liveness.stop(), STOP_STEP_MS);
+    await settlesWithin(this.progress.flush(), STOP_STEP_MS);
+    await settlesWithin(this.liveness.stop(), STOP_STEP_MS);
     // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
     // the leader rescues them at once instead of waiting out the staleness window.
-    await raceTimeout(
+    await settlesWithin(
       markStopped(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) =>
         this.reportError(err),
       ),
       STOP_STEP_MS,
     );
     await this.leader?.stop();
-    await raceTimeout(this.wakeup.stop(), STOP_STEP_MS);
+    await settlesWithin(this.wakeup.stop(), STOP_STEP_MS);
     if (this.ownsPool)
-      await raceTimeout(
+      await settlesWithin(
         this.pool.end().catch(() => {}),
         STOP_STEP_MS,
       );
@@ -619,14 +620,4 @@ const STOP_STEP_MS = 5_000;
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
-}
-
-async function raceTimeout(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), ms)));
-  try {
-    return await Promise.race([p.then(() => false), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
