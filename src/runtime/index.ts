@@ -6,7 +6,8 @@ export {
   type CopyEnqueueOptions,
   type CopyEnqueueResult,
 } from './client.js';
-export { WorkerHost, DeadlineExceeded, type HostEvents } from './worker-host.js';
+export { WorkerHost, DeadlineExceeded } from './worker-host.js';
+export type { HostEvents } from './host-events.js';
 export type { CronSchedule, CronTriggerResult, CronFire } from './cron.js';
 export { defineHandler, type HandlerEntry } from './registry.js';
 export { httpTarget, HttpTargetError, type HttpTargetOptions } from './http-target.js';

@@ -1,7 +1,6 @@
-import { EventEmitter } from 'node:events';
 import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
-import { AwaError, messageOf, UnknownKindError } from '../model/errors.js';
+import { AwaError, UnknownKindError } from '../model/errors.js';
 import type { JobContext, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import {
@@ -23,15 +22,13 @@ import {
   type ClaimBatch,
   type ClaimResult,
   type ClaimedJob,
-  type PruneResult,
-  type RescuedAttempt,
   type Settlement,
 } from '../storage/index.js';
 import type { Attempt } from './attempts.js';
 import { AttemptTracker } from './attempts.js';
 import { CallbackWaits } from './callback-waits.js';
 import { CompletionBatcher } from './completion-batcher.js';
-import { syncCronDefinitions, type CronFire } from './cron.js';
+import { syncCronDefinitions } from './cron.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
 import { Dispatcher } from './dispatcher.js';
 import { jobContext, type ContextDeps } from './job-context.js';
@@ -56,28 +53,12 @@ import {
 import { settlesWithin } from './settles-within.js';
 import { Wakeup } from './wakeup.js';
 import { hostDescriptors } from './host-descriptors.js';
+import { HostEmitter } from './host-events.js';
 
 // The worker host: the main-thread coordinator of one process. It owns every database conversation
 // (claims through the dispatchers, results through the completion batcher, the LISTEN connection, the
 // maintenance leader, the liveness heartbeat) and runs handlers inline, or hands kinds declared
 // `execution: 'pool'` to the worker-thread pool.
-
-export interface HostEvents {
-  /** A non-fatal problem (lost connection, failed flush…); the host carries on. */
-  error: [err: unknown];
-  /** Each settlement once the database has answered for it; accepted=false means the fence rejected it. */
-  settled: [settlement: Settlement, accepted: boolean];
-  leadership: [isLeader: boolean];
-  prune: [result: PruneResult];
-  /** Attempts the leader rescued from silent workers or past deadlines (emitted by the leader's host). */
-  rescue: [rescued: RescuedAttempt[]];
-  /** A line a pool-thread handler wrote with ctx.log(...). Without a listener it goes to stderr. */
-  log: [jobId: string, line: string];
-  /** A pool-thread handler's ctx.progress(value); also written through the attempt's fence. */
-  progress: [jobId: string, runLease: number, value: unknown];
-  /** Cron occurrences the leader fired or skipped (emitted by the leader's host). */
-  cron: [fires: CronFire[]];
-}
 
 type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -89,7 +70,7 @@ export class DeadlineExceeded extends Error {
   }
 }
 
-export class WorkerHost extends EventEmitter<HostEvents> {
+export class WorkerHost extends HostEmitter {
   readonly config: HostConfig;
   readonly stats = new HostStats();
   private readonly registry = new HandlerRegistry();
@@ -585,33 +566,6 @@ export class WorkerHost extends EventEmitter<HostEvents> {
   private wakeAll(): void {
     if (this.state !== 'running') return;
     for (const d of this.dispatchers.values()) d.wake();
-  }
-
-  private reportError(err: unknown): void {
-    if (this.listenerCount('error') > 0) this.notify('error', err);
-    else console.error(`[awa] ${messageOf(err)}`);
-  }
-
-  /**
-   * Emits to the application's listeners. A listener that throws must not throw into the host: the emit
-   * sits inside a flush, an election or a thread's message handler, and a throw there would skip the rest of
-   * that work (a flush's bookkeeping, the leader's maintenance) or end the process. It is reported as an
-   * 'error' (AWA_LISTENER_FAILED); one thrown by an 'error' listener goes to stderr.
-   */
-  private notify<E extends keyof HostEvents>(event: E, ...args: HostEvents[E]): void {
-    try {
-      (this.emit as (e: E, ...a: HostEvents[E]) => boolean)(event, ...args);
-    } catch (err) {
-      if (event === 'error') {
-        console.error(`[awa] an 'error' listener threw: ${messageOf(err)}`);
-        return;
-      }
-      this.reportError(
-        new AwaError('AWA_LISTENER_FAILED', `A listener of the "${event}" event threw: ${messageOf(err)}`, {
-          cause: err,
-        }),
-      );
-    }
   }
 }
 

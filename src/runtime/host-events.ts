@@ -1,0 +1,53 @@
+import { EventEmitter } from 'node:events';
+import { AwaError, messageOf } from '../model/errors.js';
+import type { PruneResult, RescuedAttempt, Settlement } from '../storage/index.js';
+import type { CronFire } from './cron.js';
+
+// What a worker host tells the application, and how: every event goes through notify(), so a listener that
+// throws is reported instead of throwing into the host.
+
+export interface HostEvents {
+  /** A non-fatal problem (lost connection, failed flush…); the host carries on. */
+  error: [err: unknown];
+  /** Each settlement once the database has answered for it; accepted=false means the fence rejected it. */
+  settled: [settlement: Settlement, accepted: boolean];
+  leadership: [isLeader: boolean];
+  prune: [result: PruneResult];
+  /** Attempts the leader rescued from silent workers or past deadlines (emitted by the leader's host). */
+  rescue: [rescued: RescuedAttempt[]];
+  /** A line a pool-thread handler wrote with ctx.log(...). Without a listener it goes to stderr. */
+  log: [jobId: string, line: string];
+  /** A pool-thread handler's ctx.progress(value); also written through the attempt's fence. */
+  progress: [jobId: string, runLease: number, value: unknown];
+  /** Cron occurrences the leader fired or skipped (emitted by the leader's host). */
+  cron: [fires: CronFire[]];
+}
+
+export class HostEmitter extends EventEmitter<HostEvents> {
+  protected reportError(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.notify('error', err);
+    else console.error(`[awa] ${messageOf(err)}`);
+  }
+
+  /**
+   * Emits to the application's listeners. A listener that throws must not throw into the host: the emit
+   * sits inside a flush, an election or a thread's message handler, and a throw there would skip the rest of
+   * that work (a flush's bookkeeping, the leader's maintenance) or end the process. It is reported as an
+   * 'error' (AWA_LISTENER_FAILED); one thrown by an 'error' listener goes to stderr.
+   */
+  protected notify<E extends keyof HostEvents>(event: E, ...args: HostEvents[E]): void {
+    try {
+      (this.emit as (e: E, ...a: HostEvents[E]) => boolean)(event, ...args);
+    } catch (err) {
+      if (event === 'error') {
+        console.error(`[awa] an 'error' listener threw: ${messageOf(err)}`);
+        return;
+      }
+      this.reportError(
+        new AwaError('AWA_LISTENER_FAILED', `A listener of the "${event}" event threw: ${messageOf(err)}`, {
+          cause: err,
+        }),
+      );
+    }
+  }
+}
