@@ -5,9 +5,15 @@ import { connect, createClient } from '../storage/index.js';
 // whichever way it is lost (socket error, server terminated it, server restart). A client borrowed from
 // the caller's pool goes back to it the moment it is lost, marked broken (release(err)), so the pool
 // replaces it instead of losing a slot; closing it later is a no-op.
+// The loss can come before the owner has adopted the connection: the server's termination of the session can
+// arrive in the same read as the answer to the statement that set it up, and is then reported before that
+// statement's caller resumes. An owner whose onLost ignores a connection it does not hold yet must therefore
+// check `lost` after its setup statement, or it adopts a dead connection and never replaces it.
 
 export interface Dedicated {
   client: pg.ClientBase;
+  /** Why the connection was lost (what onLost was given), or null while it is open or after close(). */
+  readonly lost: Error | null;
   /** Ends the connection; safe to call more than once and after a loss. */
   close(): Promise<void>;
   /** Cuts the connection at once, even while a statement runs on it (the server ends it on its side). */
@@ -20,11 +26,13 @@ export async function openDedicated(
   onLost: (err: Error) => void,
 ): Promise<Dedicated> {
   let done = false;
+  let lostWith: Error | null = null;
   if (source.connectionString) {
     const client = createClient(source.connectionString, name);
     const lost = (err: Error) => {
       if (done) return;
       done = true;
+      lostWith = err;
       onLost(err);
     };
     client.on('error', lost);
@@ -38,6 +46,9 @@ export async function openDedicated(
     }
     return {
       client,
+      get lost() {
+        return lostWith;
+      },
       close: async () => {
         done = true;
         await client.end().catch(() => {});
@@ -56,12 +67,17 @@ export async function openDedicated(
     return true;
   };
   const lost = (err: Error) => {
-    if (giveBack(err)) onLost(err);
+    if (!giveBack(err)) return;
+    lostWith = err;
+    onLost(err);
   };
   client.on('error', lost);
   client.on('end', () => lost(new Error(`${name} connection ended`)));
   return {
     client,
+    get lost() {
+      return lostWith;
+    },
     close: async () => void giveBack(),
     destroy: () => {
       socketOf(client)?.destroy();

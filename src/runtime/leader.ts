@@ -159,6 +159,8 @@ export class MaintenanceLeader {
         this.cfg.instanceId,
         Math.ceil(unseatAfterMs(this.cfg.heartbeatStalenessMs) / 1000),
       );
+      // Lost before it was ours (lost() ignored it): leading on it would hold no lock and never stand again.
+      if (conn.lost) throw conn.lost;
       // stop() may have come while the lock was being taken: then closing the session gives it up.
       if (standing.outcome === 'leader' && !this.stopped) {
         this.conn = conn;

@@ -71,6 +71,8 @@ export class Wakeup {
     const conn = await openDedicated(this.source, 'awa-listen', (err) => this.lost(err));
     try {
       await listenForJobs(conn.client, this.schema, this.on);
+      // Lost before it was ours (lost() ignored it): keeping it would leave the host deaf for good.
+      if (conn.lost) throw conn.lost;
     } catch (err) {
       await conn.close();
       throw err;
