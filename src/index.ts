@@ -7,6 +7,7 @@ export {
   PayloadNotSerialisableError,
   UnknownKindError,
   ConnectionError,
+  DatabaseUnresponsiveError,
   SchemaNotMigratedError,
   SchemaTooNewError,
   DatabaseError,

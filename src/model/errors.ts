@@ -10,6 +10,7 @@ export type AwaErrorCode =
   | 'AWA_PAYLOAD_NOT_SERIALISABLE'
   | 'AWA_UNKNOWN_KIND'
   | 'AWA_CONNECTION_FAILED'
+  | 'AWA_DATABASE_UNRESPONSIVE'
   | 'AWA_SCHEMA_NOT_MIGRATED'
   | 'AWA_SCHEMA_TOO_NEW'
   | 'AWA_MIGRATION_FAILED'
@@ -115,6 +116,18 @@ export class ConnectionError extends AwaError {
     super(
       'AWA_CONNECTION_FAILED',
       `Cannot connect to PostgreSQL at ${target}: ${reason}. Check DATABASE_URL (host, port, user, password, database) and that the server is running.`,
+      { cause },
+    );
+  }
+}
+
+/** PostgreSQL did not answer one of a worker host's statements within its queryTimeoutMs: the host gave that
+ * connection up as dead (nothing it sent is trusted to have happened or not) and carries on with new ones. */
+export class DatabaseUnresponsiveError extends AwaError {
+  constructor(cause: unknown) {
+    super(
+      'AWA_DATABASE_UNRESPONSIVE',
+      'PostgreSQL did not answer within queryTimeoutMs: the host gave that connection up as dead and goes on with new ones (a claim whose answer never came is handed back; results are written again). Check the network path to the server and the server itself (frozen, failing over, out of connections); raise queryTimeoutMs if its statements are legitimately that slow.',
       { cause },
     );
   }

@@ -73,6 +73,11 @@ export interface WorkerOptions {
   ringCarryAfterSlots?: number;
   /** Pool size when the host creates its pool. Default: enough for claims, flushes and maintenance. */
   poolSize?: number;
+  /** How long the host waits for PostgreSQL to answer one of its statements before it gives that connection up
+   * as dead and goes on with a new one (a failover that left the old address black-holed, a frozen server, a
+   * route that drops packets silently): reported as AWA_DATABASE_UNRESPONSIVE. Applies to the connections the
+   * host opens from connectionString; a pool passed in keeps its own (pg's `query_timeout`). Default 30 s. */
+  queryTimeoutMs?: number;
   /** Stable id of this process in receipts; default a random UUID. */
   instanceId?: string;
   /** How often this process proves it is alive (one row write for all its attempts, which also carries its
@@ -173,6 +178,7 @@ const INT_OPTIONS = {
   failedRetentionMs: { dflt: 3 * DAY, min: 0, max: 3650 * DAY },
   dlqRetentionMs: { dflt: 30 * DAY, min: 0, max: 3650 * DAY },
   cronIntervalMs: { dflt: 1_000, min: 10, max: 3_600_000 },
+  queryTimeoutMs: { dflt: 30_000, min: 1_000, max: DAY },
 } as const;
 
 type IntOption = keyof typeof INT_OPTIONS;

@@ -10,6 +10,14 @@ import { connect, createClient } from '../storage/index.js';
 // statement's caller resumes. An owner whose onLost ignores a connection it does not hold yet must therefore
 // check `lost` after its setup statement, or it adopts a dead connection and never replaces it.
 
+/** Where a dedicated connection comes from: a client of its own (with the host's query timeout), or the
+ * caller's pool. */
+export interface ConnectionSource {
+  connectionString?: string;
+  pool?: pg.Pool;
+  queryTimeoutMs?: number;
+}
+
 export interface Dedicated {
   client: pg.ClientBase;
   /** Why the connection was lost (what onLost was given), or null while it is open or after close(). */
@@ -18,17 +26,20 @@ export interface Dedicated {
   close(): Promise<void>;
   /** Cuts the connection at once, even while a statement runs on it (the server ends it on its side). */
   destroy(): void;
+  /** Gives the connection up as lost because it stopped answering (`err`, pg's query timeout): cuts it, and
+   * reports the loss through onLost as if the server had ended it. No-op once lost or closed. */
+  drop(err: Error): void;
 }
 
 export async function openDedicated(
-  source: { connectionString?: string; pool?: pg.Pool },
+  source: ConnectionSource,
   name: string,
   onLost: (err: Error) => void,
 ): Promise<Dedicated> {
   let done = false;
   let lostWith: Error | null = null;
   if (source.connectionString) {
-    const client = createClient(source.connectionString, name);
+    const client = createClient(source.connectionString, name, source.queryTimeoutMs);
     const lost = (err: Error) => {
       if (done) return;
       done = true;
@@ -57,6 +68,10 @@ export async function openDedicated(
         done = true;
         socketOf(client)?.destroy();
       },
+      drop: (err) => {
+        lost(err);
+        socketOf(client)?.destroy();
+      },
     };
   }
   const client = await connect(source.pool!, 'the given pool');
@@ -82,6 +97,10 @@ export async function openDedicated(
     destroy: () => {
       socketOf(client)?.destroy();
       giveBack(new Error(`${name} connection destroyed`));
+    },
+    drop: (err) => {
+      socketOf(client)?.destroy();
+      lost(err);
     },
   };
 }

@@ -1,9 +1,9 @@
-import type pg from 'pg';
 import { AwaError } from '../model/errors.js';
 import {
   boundLockWaits,
   cleanupHistory,
   expireCallbacks,
+  isUnanswered,
   promoteDue,
   pruneRing,
   releaseLeadership,
@@ -15,7 +15,7 @@ import {
   type Schema,
 } from '../storage/index.js';
 import { CronEvaluator, type CronFire } from './cron.js';
-import { openDedicated, type Dedicated } from './dedicated.js';
+import { openDedicated, type ConnectionSource, type Dedicated } from './dedicated.js';
 import { settlesWithin } from './settles-within.js';
 import type { MaintenanceStep, MaintenanceTelemetry, StepClock } from './telemetry/index.js';
 
@@ -94,7 +94,7 @@ export class MaintenanceLeader {
   private standing: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly source: { connectionString?: string; pool?: pg.Pool },
+    private readonly source: ConnectionSource,
     private readonly cfg: LeaderConfig,
     private readonly events: LeaderEvents,
     private readonly telemetry: MaintenanceTelemetry,
@@ -271,7 +271,11 @@ export class MaintenanceLeader {
   /** One statement at a time on the leader connection. */
   private serial<T>(task: () => Promise<T>): Promise<T> {
     const next = this.busy.then(task, task);
-    this.busy = next.catch((err) => this.events.onError(err));
+    this.busy = next.catch((err) => {
+      // Unanswered: the connection is mid-statement and maybe dead; lost() reports it and stands again.
+      if (isUnanswered(err) && this.conn) return this.conn.drop(err as Error);
+      this.events.onError(err);
+    });
     return next;
   }
 

@@ -1,15 +1,16 @@
 import type pg from 'pg';
-import { listenForJobs, type Notifications, type Schema } from '../storage/index.js';
-import { openDedicated, type Dedicated } from './dedicated.js';
+import { isUnanswered, listenForJobs, type Notifications, type Schema } from '../storage/index.js';
+import { openDedicated, type ConnectionSource, type Dedicated } from './dedicated.js';
 
 // Keeps one LISTEN connection alive (new-jobs and cancel notifications): on loss it reconnects with exponential backoff (100 ms → 5 s), and
 // after every (re)connect asks for a poll of every queue, because notifications sent while it was down
 // are gone for good. Between notifications it lends the connection for one statement at a time (lend()).
 
-/** The wake-up connection lent for one statement; release() as soon as the statement has ended. */
+/** The wake-up connection lent for one statement; release() as soon as the statement has ended, with its
+ * error if it failed. */
 export interface LentConnection {
   client: pg.ClientBase;
-  release(): void;
+  release(err?: unknown): void;
 }
 
 export class Wakeup {
@@ -22,7 +23,7 @@ export class Wakeup {
   private connecting: Promise<void> | null = null;
 
   constructor(
-    private readonly source: { connectionString?: string; pool?: pg.Pool },
+    private readonly source: ConnectionSource,
     private readonly schema: Schema,
     private readonly on: Notifications,
     private readonly onConnected: () => void,
@@ -39,10 +40,13 @@ export class Wakeup {
   lend(): LentConnection | null {
     if (!this.conn || this.lent) return null;
     this.lent = true;
+    const conn = this.conn;
     return {
-      client: this.conn.client,
-      release: () => {
+      client: conn.client,
+      release: (err?: unknown) => {
         this.lent = false;
+        // Unanswered: the connection is mid-statement and maybe dead; lost() reconnects.
+        if (isUnanswered(err)) conn.drop(err as Error);
       },
     };
   }

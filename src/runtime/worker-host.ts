@@ -104,9 +104,13 @@ export class WorkerHost extends HostEmitter {
     this.config = resolveHostConfig(options);
     const c = this.config;
     this.ownsPool = !c.pool;
-    this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker');
+    this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker', c.queryTimeoutMs);
     if (c.pool) listenFromBirth(c.pool);
-    const source = { connectionString: c.connectionString, pool: this.pool };
+    const source = {
+      connectionString: c.connectionString,
+      pool: this.pool,
+      queryTimeoutMs: c.queryTimeoutMs,
+    };
     this.telemetry = new ConsumerTelemetry(
       this.scope,
       new Set([...c.queues].filter(([, q]) => q.dlq).map(([queue]) => queue)),
@@ -414,6 +418,7 @@ export class WorkerHost extends HostEmitter {
     let result: ClaimResult;
     // On the wake-up connection when it is free: that is where the notification behind a pickup came from.
     const lent = this.wakeup.lend();
+    let failure: unknown;
     try {
       result = await claimJobs(lent?.client ?? this.pool, this.config.schema, {
         queue,
@@ -426,9 +431,10 @@ export class WorkerHost extends HostEmitter {
       // The connection went away mid-claim: the claim may have committed with its answer lost.
       if (isConnectionLoss(err)) this.liveness.claimLost(queue);
       this.telemetry.claimFailed(queue, startedAt, err);
+      failure = err;
       throw err;
     } finally {
-      lent?.release();
+      lent?.release(failure);
     }
     this.stats.claimCalls++;
     for (const b of result.batches) this.receipts.add(b);

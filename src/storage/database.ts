@@ -50,7 +50,20 @@ export function validateConnectionString(value: unknown): string {
  */
 export const KEEPALIVE_IDLE_MS = 30_000;
 
-export function createPool(connectionString: string, max: number, applicationName = 'awa'): pg.Pool {
+/**
+ * `queryTimeoutMs`: how long a statement may go unanswered before pg fails it (its query_timeout). Without it
+ * a statement sent into a connection that has silently died (a failover that left the old address
+ * black-holed, a frozen server, a dropped route) waits for TCP to give up, which is 15 minutes or more while
+ * data is unacknowledged, and for ever when something between still acknowledges it. A statement failed this
+ * way is a connection loss (isConnectionLoss): whoever holds the client must discard it, as pg leaves the
+ * connection mid-statement.
+ */
+export function createPool(
+  connectionString: string,
+  max: number,
+  applicationName = 'awa',
+  queryTimeoutMs?: number,
+): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
@@ -58,6 +71,7 @@ export function createPool(connectionString: string, max: number, applicationNam
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    ...(queryTimeoutMs === undefined ? {} : { query_timeout: queryTimeoutMs }),
   });
   // An idle client that loses its server emits 'error' on the pool; without a listener that would crash
   // the process. The next checkout simply gets a fresh connection.
@@ -83,13 +97,19 @@ export function listenFromBirth(pool: pg.Pool): void {
   pool.on('connect', (client) => client.on('error', () => {}));
 }
 
-export function createClient(connectionString: string, applicationName = 'awa'): pg.Client {
+/** A client of its own (LISTEN, leadership); `queryTimeoutMs` as for createPool. */
+export function createClient(
+  connectionString: string,
+  applicationName = 'awa',
+  queryTimeoutMs?: number,
+): pg.Client {
   return new pg.Client({
     connectionString,
     application_name: applicationName,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: 10_000,
+    ...(queryTimeoutMs === undefined ? {} : { query_timeout: queryTimeoutMs }),
   });
 }
 
@@ -144,7 +164,9 @@ export async function withTransaction<T>(
       await client.query('commit');
       return result;
     } catch (err) {
-      await client.query('rollback').catch(() => {});
+      // A lost connection has no transaction left to roll back, and one that stopped answering would make
+      // the rollback wait out a second query timeout.
+      if (!isConnectionLoss(err)) await client.query('rollback').catch(() => {});
       throw err;
     }
   });
@@ -176,10 +198,16 @@ export async function withSavepoint<T>(
   }
 }
 
+/** True when pg gave up waiting for a statement's answer (query_timeout: see createPool). */
+export function isUnanswered(err: unknown): boolean {
+  return err instanceof Error && err.message === 'Query read timeout';
+}
+
 /** True for errors that mean "the connection or server went away", worth a retry after reconnecting. */
 export function isConnectionLoss(err: unknown): boolean {
   const e = err as { code?: string; message?: string } | null;
   if (!e) return false;
+  if (isUnanswered(err)) return true;
   if (e.code && /^(08|57P0[1-3])/.test(e.code)) return true;
   if (e.code === 'ECONNREFUSED' || e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.code === 'ETIMEDOUT')
     return true;

@@ -903,6 +903,7 @@ describe('WorkerHost', () => {
       expect(field({ connectionString: 'mysql://localhost/db' })).toBe('connectionString');
       expect(field({ connectionString: url, claimBatchSize: 0 })).toBe('claimBatchSize');
       expect(field({ connectionString: url, queues: {} })).toBe('queues');
+      expect(field({ connectionString: url, queryTimeoutMs: 50 })).toBe('queryTimeoutMs');
     });
 
     it('rejects a pool too small to serve it (LISTEN and the leader each hold one of its connections), naming the field; a pool of the least size drains', async () => {

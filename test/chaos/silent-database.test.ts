@@ -1,0 +1,114 @@
+// Chaos: the database goes silent on every connection the host has open, mid-run. Nothing is closed and no
+// error arrives (see silent-proxy.ts): a frozen server, or a failover that left the old address unreachable
+// while new connections reach the new primary. Without a bound on how long it waits for an answer, the host
+// waits on its claims, flushes, heartbeats and maintenance for as long as TCP keeps the flow (for ever
+// behind a relay that acknowledges it; 15 minutes or more otherwise) and does nothing meanwhile. With
+// queryTimeoutMs it gives the silent connections up, says so (AWA_DATABASE_UNRESPONSIVE), and finishes the
+// run on new ones: no job lost, none run twice, and leadership back on a live session.
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AwaClient, WorkerHost, defineJob } from '../../src/index.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { leaderLockHolders } from '../helpers/leader-lock.js';
+import { startSilentProxy, type SilentProxy } from '../helpers/silent-proxy.js';
+import { until } from '../helpers/wait.js';
+
+const QUERY_TIMEOUT_MS = 1_000;
+const WAVE = 200;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+describe('chaos: the database goes silent on every open connection', () => {
+  let db: TestDatabase;
+  let client: AwaClient;
+  let admin: pg.Pool;
+  let proxy: SilentProxy | undefined;
+  let host: WorkerHost | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase('silent_db');
+    client = new AwaClient({ connectionString: db.url, poolSize: 2 });
+    await client.migrate();
+    admin = new pg.Pool({ connectionString: db.url, max: 1, application_name: 'silent-db-test' });
+    admin.on('error', () => {});
+  });
+  afterEach(async () => {
+    await host?.stop();
+    await proxy?.close();
+  });
+  afterAll(async () => {
+    await client?.close();
+    await admin?.end();
+    await db?.drop();
+  });
+
+  it('the host gives the silent connections up within its query timeout, finishes every job on new ones, runs none twice, and leads again', async () => {
+    proxy = await startSilentProxy(db.url);
+    const kind = defineJob<{ n: number }>({ kind: 'silent_job', queue: 'silent' });
+    const runs = new Map<string, number>();
+    const errors: { at: number; err: unknown }[] = [];
+    host = new WorkerHost({
+      connectionString: proxy.url,
+      queues: { silent: 8 },
+      queryTimeoutMs: QUERY_TIMEOUT_MS,
+      heartbeatIntervalMs: 200,
+      // The unseat window is twice this, at least 10 s: the shortest there is.
+      heartbeatStalenessMs: 5_000,
+      leaderElectionIntervalMs: 100,
+      promoteIntervalMs: 100,
+      shutdownTimeoutMs: 3_000,
+    });
+    host.on('error', (err) => errors.push({ at: Date.now(), err }));
+    host.register(kind, async (job) => {
+      runs.set(job.id, (runs.get(job.id) ?? 0) + 1);
+      await sleep(5);
+    });
+    await host.start();
+    await until('the host to lead', async () => host!.isLeader, 5_000);
+    const leaderBefore = (await leaderLockHolders(admin))[0]!.pid;
+
+    const enqueueWave = async (from: number) =>
+      (
+        await client.enqueueMany(Array.from({ length: WAVE }, (_, i) => ({ kind, args: { n: from + i } })))
+      ).map((r) => r.id);
+    const ids = await enqueueWave(0);
+    await until('a quarter of the first wave to run', async () => runs.size >= WAVE / 4, 10_000, 1);
+    // Silence: the pool's connections (busy and idle), LISTEN's and the leader's.
+    const silencedAt = Date.now();
+    expect(proxy.silence()).toBeGreaterThanOrEqual(3);
+    ids.push(...(await enqueueWave(WAVE)));
+
+    await until(
+      'every job to complete',
+      async () => (await client.counts()).find((c) => c.queue === 'silent')?.completed === ids.length,
+      30_000,
+    );
+    // Every job ran exactly once: a claim whose answer was lost is handed back unstarted, and a result
+    // whose flush went unanswered is written again through the fence of the same attempt.
+    expect(runs.size).toBe(2 * WAVE);
+    expect([...runs.values()].filter((n) => n !== 1)).toEqual([]);
+    // The host said what happened, within the bound (the first statement sent into the silence).
+    const unresponsive = errors.filter(
+      (e) => (e.err as { code?: string }).code === 'AWA_DATABASE_UNRESPONSIVE' && e.at >= silencedAt,
+    );
+    expect(unresponsive.length).toBeGreaterThan(0);
+    expect(unresponsive[0]!.at - silencedAt).toBeLessThan(QUERY_TIMEOUT_MS + 2_000);
+    // Leadership comes back on a live session. The silenced leader session still holds the lock on the
+    // server, idle; the host, standing again, ends it once it has sat idle past the unseat window (10 s).
+    await until(
+      'the host to lead again on a new session',
+      async () => {
+        const holders = await leaderLockHolders(admin);
+        return host!.isLeader && holders.length === 1 && holders[0]!.pid !== leaderBefore;
+      },
+      20_000,
+    );
+    console.log(
+      `[chaos] silent-database: ${JSON.stringify({
+        jobs: ids.length,
+        ranOnce: runs.size,
+        unresponsiveReports: unresponsive.length,
+        firstReportMs: unresponsive[0]!.at - silencedAt,
+        leadingAgainMs: Date.now() - silencedAt,
+      })}`,
+    );
+  }, 60_000);
+});
