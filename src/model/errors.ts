@@ -127,7 +127,7 @@ export class DatabaseUnresponsiveError extends AwaError {
   constructor(cause: unknown) {
     super(
       'AWA_DATABASE_UNRESPONSIVE',
-      'PostgreSQL did not answer within queryTimeoutMs: the host gave that connection up as dead and goes on with new ones (a claim whose answer never came is handed back; results are written again). Check the network path to the server and the server itself (frozen, failing over, out of connections); raise queryTimeoutMs if its statements are legitimately that slow.',
+      'PostgreSQL did not answer at all within queryTimeoutMs (plus a grace of up to 5 s): the host gave that connection up as dead and goes on with new ones (a claim whose answer never came is handed back; results are written again). Check the network path to the server and the server itself (frozen, failing over, out of connections); raise queryTimeoutMs if its statements are legitimately that slow.',
       { cause },
     );
   }

@@ -73,10 +73,11 @@ export interface WorkerOptions {
   ringCarryAfterSlots?: number;
   /** Pool size when the host creates its pool. Default: enough for claims, flushes and maintenance. */
   poolSize?: number;
-  /** How long the host waits for PostgreSQL to answer one of its statements before it gives that connection up
-   * as dead and goes on with a new one (a failover that left the old address black-holed, a frozen server, a
-   * route that drops packets silently): reported as AWA_DATABASE_UNRESPONSIVE. Applies to the connections the
-   * host opens from connectionString; a pool passed in keeps its own (pg's `query_timeout`). Default 30 s. */
+  /** The longest one of the host's statements may run: the server cancels it then (statement_timeout). One
+   * still unanswered a little later (half as long again, at most 5 s more) means the connection is dead (a
+   * failover that left the old address black-holed, a frozen server, a route that drops packets silently): the
+   * host gives it up and goes on with a new one, reporting AWA_DATABASE_UNRESPONSIVE. Applies to the
+   * connections the host opens from connectionString; a pool passed in keeps its own settings. Default 30 s. */
   queryTimeoutMs?: number;
   /** Stable id of this process in receipts; default a random UUID. */
   instanceId?: string;

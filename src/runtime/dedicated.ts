@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { connect, createClient } from '../storage/index.js';
+import { boundStatements, connect, createClient } from '../storage/index.js';
 
 // A connection held for one long-lived purpose (LISTEN, leadership lock). It reports its loss once,
 // whichever way it is lost (socket error, server terminated it, server restart). A client borrowed from
@@ -50,6 +50,7 @@ export async function openDedicated(
     client.on('end', () => lost(new Error(`${name} connection ended`)));
     try {
       await client.connect();
+      if (source.queryTimeoutMs !== undefined) await boundStatements(client, source.queryTimeoutMs);
     } catch (err) {
       done = true;
       client.end().catch(() => {});

@@ -41,8 +41,8 @@ export class Liveness {
   private sweepTimer: NodeJS.Timeout | null = null;
   private snapshotTimer: NodeJS.Timeout | null = null;
   private readonly suspect = new Set<string>();
-  /** Writes under way (heartbeat, sweep, descriptor report): stop() waits for them, so none outlives it. */
-  private readonly writing = new Set<Promise<void>>();
+  /** The write under way of each periodic kind: stop() waits for them, so none outlives it. */
+  private readonly writing = new Map<'heartbeat' | 'sweep' | 'snapshot', Promise<void>>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -58,10 +58,13 @@ export class Liveness {
   }
 
   start(): void {
-    this.heartbeatTimer = setInterval(() => this.track(this.beat()), this.cfg.heartbeatIntervalMs);
-    this.sweepTimer = setInterval(() => this.track(this.sweep()), this.cfg.sweepMs);
+    this.heartbeatTimer = setInterval(
+      () => this.once('heartbeat', () => this.beat()),
+      this.cfg.heartbeatIntervalMs,
+    );
+    this.sweepTimer = setInterval(() => this.once('sweep', () => this.sweep()), this.cfg.sweepMs);
     this.snapshotTimer = setInterval(() => {
-      this.track(
+      this.once('snapshot', () =>
         reportDescriptors(this.pool, this.cfg.schema, this.cfg.instanceId, this.sources.descriptors()).catch(
           (err: unknown) => this.onError(err),
         ),
@@ -73,12 +76,18 @@ export class Liveness {
   async stop(): Promise<void> {
     for (const t of [this.heartbeatTimer, this.sweepTimer, this.snapshotTimer]) if (t) clearInterval(t);
     this.heartbeatTimer = this.sweepTimer = this.snapshotTimer = null;
-    await Promise.all(this.writing);
+    await Promise.all(this.writing.values());
   }
 
-  private track(write: Promise<void>): void {
-    this.writing.add(write);
-    void write.finally(() => this.writing.delete(write));
+  /** Starts a periodic write unless the last one of its kind is still under way. Against a slow database
+   * (a statement waiting on a lock, a server cancelling at queryTimeoutMs) they would otherwise overlap and
+   * queue for the pool's connections, more of them every interval, ahead of the claims and flushes. */
+  private once(kind: 'heartbeat' | 'sweep' | 'snapshot', write: () => Promise<void>): void {
+    if (this.writing.has(kind)) return;
+    this.writing.set(
+      kind,
+      write().finally(() => this.writing.delete(kind)),
+    );
   }
 
   /** A claim of `queue` failed in a way that may have committed: reconcile before its next claim. */

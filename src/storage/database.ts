@@ -51,13 +51,29 @@ export function validateConnectionString(value: unknown): string {
 export const KEEPALIVE_IDLE_MS = 30_000;
 
 /**
- * `queryTimeoutMs`: how long a statement may go unanswered before pg fails it (its query_timeout). Without it
- * a statement sent into a connection that has silently died (a failover that left the old address
- * black-holed, a frozen server, a dropped route) waits for TCP to give up, which is 15 minutes or more while
- * data is unacknowledged, and for ever when something between still acknowledges it. A statement failed this
- * way is a connection loss (isConnectionLoss): whoever holds the client must discard it, as pg leaves the
- * connection mid-statement.
+ * `queryTimeoutMs` bounds every statement on the connection, twice over:
+ * - the server cancels a statement that runs longer (statement_timeout, set when the connection opens): a
+ *   statement stuck behind someone's lock, say, fails cleanly, and the connection stays usable;
+ * - pg fails a statement still unanswered a little later (query_timeout, answerDeadlineMs()): the server has
+ *   said nothing at all. Without it a statement sent into a connection that has silently died (a failover
+ *   that left the old address black-holed, a frozen server, a dropped route) waits for TCP to give up, 15
+ *   minutes or more while data is unacknowledged, and for ever when something between still acknowledges it.
+ *   A statement failed this way is a connection loss (isConnectionLoss): whoever holds the client must
+ *   discard it, as pg leaves the connection mid-statement.
+ * The server's bound comes first so that a live server never has statements abandoned on it: each would keep a
+ * backend (waiting on its lock) after the client had gone, and enough of them use up max_connections.
  */
+export function answerDeadlineMs(queryTimeoutMs: number): number {
+  return queryTimeoutMs + Math.min(5_000, Math.ceil(queryTimeoutMs / 2));
+}
+
+/** Sets the server-side bound of createPool()'s `queryTimeoutMs` on a session. */
+export async function boundStatements(client: pg.ClientBase, queryTimeoutMs: number): Promise<void> {
+  await client.query(`select set_config('statement_timeout', $1, false)`, [
+    `${Math.round(queryTimeoutMs)}ms`,
+  ]);
+}
+
 export function createPool(
   connectionString: string,
   max: number,
@@ -71,8 +87,11 @@ export function createPool(
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
-    ...(queryTimeoutMs === undefined ? {} : { query_timeout: queryTimeoutMs }),
+    ...(queryTimeoutMs === undefined ? {} : { query_timeout: answerDeadlineMs(queryTimeoutMs) }),
   });
+  // Queued ahead of whatever the client is checked out for; a failure shows in that statement too.
+  if (queryTimeoutMs !== undefined)
+    pool.on('connect', (client) => void boundStatements(client, queryTimeoutMs).catch(() => {}));
   // An idle client that loses its server emits 'error' on the pool; without a listener that would crash
   // the process. The next checkout simply gets a fresh connection.
   pool.on('error', () => {});
@@ -97,7 +116,8 @@ export function listenFromBirth(pool: pg.Pool): void {
   pool.on('connect', (client) => client.on('error', () => {}));
 }
 
-/** A client of its own (LISTEN, leadership); `queryTimeoutMs` as for createPool. */
+/** A client of its own (LISTEN, leadership); `queryTimeoutMs` as for createPool (pg's half: the caller runs
+ * boundStatements() once connected). */
 export function createClient(
   connectionString: string,
   applicationName = 'awa',
@@ -109,7 +129,7 @@ export function createClient(
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
     connectionTimeoutMillis: 10_000,
-    ...(queryTimeoutMs === undefined ? {} : { query_timeout: queryTimeoutMs }),
+    ...(queryTimeoutMs === undefined ? {} : { query_timeout: answerDeadlineMs(queryTimeoutMs) }),
   });
 }
 

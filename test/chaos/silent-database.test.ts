@@ -5,6 +5,10 @@
 // behind a relay that acknowledges it; 15 minutes or more otherwise) and does nothing meanwhile. With
 // queryTimeoutMs it gives the silent connections up, says so (AWA_DATABASE_UNRESPONSIVE), and finishes the
 // run on new ones: no job lost, none run twice, and leadership back on a live session.
+// A live server that merely keeps a statement waiting is another matter: the server itself cancels the
+// statement at queryTimeoutMs (statement_timeout), before the host's own deadline, so no statement is ever
+// abandoned on it. Each abandoned one would keep a backend waiting behind the lock after the host had gone,
+// a new one every timeout, until max_connections ran out.
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, WorkerHost, defineJob } from '../../src/index.js';
@@ -33,6 +37,8 @@ describe('chaos: the database goes silent on every open connection', () => {
   afterEach(async () => {
     await host?.stop();
     await proxy?.close();
+    host = undefined;
+    proxy = undefined;
   });
   afterAll(async () => {
     await client?.close();
@@ -111,4 +117,52 @@ describe('chaos: the database goes silent on every open connection', () => {
       })}`,
     );
   }, 60_000);
+
+  it('a live server cancels a statement kept waiting past the query timeout itself: nothing is abandoned on it, and the host carries on', async () => {
+    const instanceId = 'silent-db-lock';
+    host = new WorkerHost({
+      connectionString: db.url,
+      instanceId,
+      maintenance: false,
+      queues: { silent_lock: 2 },
+      queryTimeoutMs: QUERY_TIMEOUT_MS,
+      heartbeatIntervalMs: 100,
+      shutdownTimeoutMs: 3_000,
+    });
+    const errors: unknown[] = [];
+    host.on('error', (err) => errors.push(err));
+    await host.start();
+    // Someone holds the host's instance row: every heartbeat waits behind it, for 6 timeouts.
+    const holder = new pg.Client({ connectionString: db.url, application_name: 'silent-db-holder' });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query('select 1 from awa.runtime_instances where instance_id = $1 for update', [
+        instanceId,
+      ]);
+      await sleep(6 * QUERY_TIMEOUT_MS);
+      // The heartbeat of the moment waits on the server, and nothing else: each statement abandoned by the
+      // client would stay behind as one more waiting backend, as would heartbeats overlapping.
+      const { rows } = await admin.query<{ waiting: number }>(
+        `select count(*)::int as waiting from pg_stat_activity
+          where datname = current_database() and application_name = 'awa-worker' and wait_event_type = 'Lock'`,
+      );
+      expect(rows[0]!.waiting).toBe(1);
+    } finally {
+      await holder.end();
+    }
+    const codes = errors.map((e) => (e as { code?: string }).code);
+    expect(codes.filter((c) => c === '57014').length).toBeGreaterThanOrEqual(3);
+    expect(codes).not.toContain('AWA_DATABASE_UNRESPONSIVE');
+    // And the heartbeat gets through once the row is free.
+    const beat = async () =>
+      (
+        await admin.query<{ at: Date }>(
+          'select heartbeat_at as at from awa.runtime_instances where instance_id = $1',
+          [instanceId],
+        )
+      ).rows[0]!.at.getTime();
+    const before = await beat();
+    await until('a heartbeat again', async () => (await beat()) > before, 5_000);
+  }, 30_000);
 });
