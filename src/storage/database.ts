@@ -87,11 +87,14 @@ export function createPool(
     connectionTimeoutMillis: 10_000,
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
-    ...(queryTimeoutMs === undefined ? {} : { query_timeout: answerDeadlineMs(queryTimeoutMs) }),
+    ...(queryTimeoutMs === undefined
+      ? {}
+      : {
+          query_timeout: answerDeadlineMs(queryTimeoutMs),
+          // pg-pool runs it on each new connection before handing it out (a failure fails that checkout).
+          onConnect: (client: pg.ClientBase) => boundStatements(client, queryTimeoutMs),
+        }),
   });
-  // Queued ahead of whatever the client is checked out for; a failure shows in that statement too.
-  if (queryTimeoutMs !== undefined)
-    pool.on('connect', (client) => void boundStatements(client, queryTimeoutMs).catch(() => {}));
   // An idle client that loses its server emits 'error' on the pool; without a listener that would crash
   // the process. The next checkout simply gets a fresh connection.
   pool.on('error', () => {});
