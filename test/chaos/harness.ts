@@ -2,7 +2,7 @@
 // JSON-line logs, waiting on the database, and the scene (database, client, log directory) each scenario
 // file works in. The end-of-run checks live in invariants.ts.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +20,12 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export type AttemptLine = Extract<ChaosLine, { event: 'start' | 'end' | 'abort' }>;
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A process's state letter from /proc (R running, S sleeping, T stopped…). */
+function processState(pid: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+}
 
 /** Polls `cond` until it holds; fails with `what` after `timeoutMs`. */
 export const waitFor = (
@@ -118,9 +124,28 @@ export class ChaosWorker {
     return this.killedAt;
   }
 
-  freeze(): void {
-    this.frozen.push([Date.now(), Number.POSITIVE_INFINITY]);
-    this.proc.kill('SIGSTOP');
+  /**
+   * Stops the process (SIGSTOP) at a moment it has attempts running, and returns them. Read while it is
+   * stopped, the log is final. Its jobs run in lockstep (a claim's jobs start together and sleep alike), so
+   * a whole batch can end in the instant between reading the log and signalling; stopping first and reading
+   * after closes that gap. A stop that finds nothing running is undone at once (a pause of a few ms) and
+   * tried again. Recorded as a freeze from the stop on; kill() or thaw() may follow.
+   */
+  async stopMidJob(timeoutMs = 20_000): Promise<AttemptLine[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const at = Date.now();
+      this.proc.kill('SIGSTOP');
+      await waitFor(`worker ${this.instanceId} to stop`, () => processState(this.pid) === 'T', 5_000, 1);
+      const running = this.running();
+      if (running.length > 0) {
+        this.frozen.push([at, Number.POSITIVE_INFINITY]);
+        return running;
+      }
+      this.proc.kill('SIGCONT');
+      if (Date.now() > deadline) throw new Error(`worker ${this.instanceId} never had an attempt running`);
+      await sleep(5);
+    }
   }
 
   thaw(): void {

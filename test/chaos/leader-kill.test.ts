@@ -97,9 +97,9 @@ describe('chaos: the maintenance leader dies', () => {
         20_000,
         5,
       );
+      // The attempts it started and never ended: read while it is stopped, then it dies with them.
+      const orphans = await leader.stopMidJob();
       const killedAt = await leader.kill();
-      // Read once the process is dead, so its log is final: the attempts it started and never ended.
-      const orphans = leader.running();
       expect(orphans.length).toBeGreaterThan(0);
       await waitFor('a new leader', () => leaders().length === 1, 15_000);
       const next = leaders()[0]!;
@@ -176,9 +176,8 @@ describe('chaos: the maintenance leader dies', () => {
     // A queue of its own: the counts of the test above are in 'chaos'.
     const { expected } = await enqueueRun('frozen', 'frozen', NOW, SCHEDULED, runAtMs);
     await waitFor('the leader to be mid-job', () => leader.running().length >= 2, 20_000, 5);
-    leader.freeze();
+    const stuck = await leader.stopMidJob();
     const frozenAt = leader.frozen[0]![0];
-    const stuck = leader.running();
     expect(stuck.length).toBeGreaterThan(0);
     // The frozen process's session still holds the lock (its socket is open); only a survivor that ends that
     // session can lead, once the frozen instance has been silent for unseatAfterMs(): 10 s with these workers'

@@ -59,10 +59,11 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       20_000,
       5,
     );
+    // The attempts it started and never ended: read while it is stopped, then it dies with them.
+    const orphans = await victim.stopMidJob();
     const killedAt = await victim.kill();
-    // Read once the process is dead, so its log is final: the attempts it started and never ended.
-    const orphans = victim.running();
     expect(orphans.length).toBeGreaterThan(0);
+    expect(victim.running()).toEqual(orphans);
     await waitForTerminal(client, ['chaos'], N, 45_000, run);
     await Promise.all(run.map((w) => w.stop()));
 
@@ -110,9 +111,8 @@ describe('chaos: a worker dies or stalls mid-job', () => {
     const N = 200;
     const expected = await enqueue('stall', N);
     await waitFor('the victim to be mid-job', () => victim.running().length >= 3, 20_000, 5);
-    victim.freeze();
+    const stuck = await victim.stopMidJob();
     const frozenAt = victim.frozen[0]![0];
-    const stuck = victim.running();
     expect(stuck.length).toBeGreaterThan(0);
     const keys = new Set(stuck.map((a) => `${a.id}:${a.runLease}`));
     const rescuedKeys = (): Set<string> =>
