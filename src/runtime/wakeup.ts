@@ -1,10 +1,20 @@
 import type pg from 'pg';
-import { isUnanswered, listenForJobs, type Notifications, type Schema } from '../storage/index.js';
+import {
+  isUnanswered,
+  listenForJobs,
+  pingSession,
+  type Notifications,
+  type Schema,
+} from '../storage/index.js';
 import { openDedicated, type ConnectionSource, type Dedicated } from './dedicated.js';
 
 // Keeps one LISTEN connection alive (new-jobs and cancel notifications): on loss it reconnects with exponential backoff (100 ms → 5 s), and
 // after every (re)connect asks for a poll of every queue, because notifications sent while it was down
 // are gone for good. Between notifications it lends the connection for one statement at a time (lend()).
+// A LISTEN session that sits idle says nothing when it dies silently (a failover that left the old address
+// black-holed): TCP keepalive finds that out after minutes, or never behind something that still answers
+// for the peer, and the host would lose every wake-up meanwhile. So with a query timeout, a session idle
+// that long is asked one round trip, and one that does not answer is given up like any unanswered statement.
 
 /** The wake-up connection lent for one statement; release() as soon as the statement has ended, with its
  * error if it failed. */
@@ -19,6 +29,11 @@ export class Wakeup {
   private delayMs = 0;
   private timer: NodeJS.Timeout | null = null;
   private lent = false;
+  /** When the connection last finished a statement, or was opened. */
+  private usedAt = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
+  /** An idle check under way: stop() waits for it. */
+  private checking: Promise<void> | null = null;
   /** A (re)connect under way: stop() waits for it, so the connection it opens is closed before stop returns. */
   private connecting: Promise<void> | null = null;
 
@@ -45,6 +60,7 @@ export class Wakeup {
       client: conn.client,
       release: (err?: unknown) => {
         this.lent = false;
+        this.usedAt = Date.now();
         // Unanswered: the connection is mid-statement and maybe dead; lost() reconnects.
         if (isUnanswered(err)) conn.drop(err as Error);
       },
@@ -53,11 +69,15 @@ export class Wakeup {
 
   async start(): Promise<void> {
     await this.connect();
+    const idleMs = this.source.queryTimeoutMs;
+    if (idleMs !== undefined) this.idleTimer = setInterval(() => this.checkIdle(idleMs), idleMs);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    await this.checking;
     await this.connecting?.catch(() => {});
     await this.conn?.close();
     this.conn = null;
@@ -83,8 +103,22 @@ export class Wakeup {
     }
     if (this.stopped) return conn.close();
     this.conn = conn;
+    this.usedAt = Date.now();
     this.delayMs = 0;
     this.onConnected();
+  }
+
+  /** Asks the connection one round trip when it has run nothing for `idleMs` (lend() and its release do the
+   * rest: an unanswered check drops it, and lost() reconnects). */
+  private checkIdle(idleMs: number): void {
+    if (this.checking || Date.now() - this.usedAt < idleMs) return;
+    const lent = this.lend();
+    if (!lent) return;
+    this.checking = pingSession(lent.client).then(
+      () => lent.release(),
+      (err: unknown) => lent.release(err),
+    );
+    void this.checking.finally(() => (this.checking = null));
   }
 
   /** Only the established connection's loss counts. One lost while connecting also fails connect(), which

@@ -30,3 +30,8 @@ export async function listenForJobs(client: pg.ClientBase, schema: Schema, on: N
     [schema.jobsChannel, cancel, callback].map((c) => `listen ${client.escapeIdentifier(c)}`).join('; '),
   );
 }
+
+/** One round trip on the wake-up session, to learn whether it still answers (see Wakeup's idle check). */
+export async function pingSession(client: pg.ClientBase): Promise<void> {
+  await client.query('select 1');
+}

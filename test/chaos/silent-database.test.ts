@@ -118,6 +118,48 @@ describe('chaos: the database goes silent on every open connection', () => {
     );
   }, 60_000);
 
+  it('a LISTEN session that falls silent while idle is found out by its idle check, and wake-ups come again', async () => {
+    proxy = await startSilentProxy(db.url);
+    const kind = defineJob<{ n: number }>({ kind: 'silent_listen_job', queue: 'silent_listen' });
+    const ran = new Set<number>();
+    const errors: { at: number; err: unknown }[] = [];
+    host = new WorkerHost({
+      connectionString: proxy.url,
+      maintenance: false,
+      queues: { silent_listen: 2 },
+      queryTimeoutMs: QUERY_TIMEOUT_MS,
+      // Nothing but a notification brings a job within the test's bounds, and nothing but the idle check
+      // runs a statement on the LISTEN session.
+      pollIntervalMs: 60_000,
+      shutdownTimeoutMs: 3_000,
+    });
+    host.on('error', (err) => errors.push({ at: Date.now(), err }));
+    host.register(kind, (job) => void ran.add(job.args.n));
+    await host.start();
+    const first = await client.enqueue(kind, { n: 1 });
+    await until('a job woken by its notification', async () => ran.has(1), 5_000);
+    // Let the host go quiet (the job's result written, the claims that follow a wake-up done), so that no
+    // statement of the moment finds the silence out: only the idle check can.
+    await until('the job to complete', async () => (await client.getJob(first.id))?.state === 'completed');
+    await sleep(300);
+    const silencedAt = Date.now();
+    expect(proxy.silence()).toBeGreaterThanOrEqual(2);
+    // Found out within an idle period, a check interval and the answer's deadline (1 + 1 + 1.5 s): a new
+    // LISTEN session opens beside the silent one (which the server keeps, idle, until the relay closes).
+    const listenSessions = async () =>
+      (
+        await admin.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and application_name = 'awa-listen'`,
+        )
+      ).rows[0]!.n;
+    await until('a new LISTEN session', async () => (await listenSessions()) === 2, QUERY_TIMEOUT_MS * 5, 20);
+    expect(Date.now() - silencedAt).toBeLessThan(QUERY_TIMEOUT_MS * 4);
+    // A new LISTEN session wakes the host again (a claim may first meet one of the pool's silent connections).
+    await client.enqueue(kind, { n: 2 });
+    await until('a job woken on the new session', async () => ran.has(2), 10_000);
+  }, 30_000);
+
   it('a live server cancels a statement kept waiting past the query timeout itself: nothing is abandoned on it, and the host carries on', async () => {
     const instanceId = 'silent-db-lock';
     host = new WorkerHost({
