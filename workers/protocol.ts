@@ -1,5 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
 import { Unpackr } from 'msgpackr';
+import { messageOf } from '../src/model/errors.js';
 import type { JobContext } from '../src/model/job.js';
 import {
   CancelJob,
@@ -171,9 +172,7 @@ export function outcomeFromWire(raw: unknown): JobOutcome {
     }
   } catch (e) {
     // Not reachable with the checks above; the door stays shut to throws all the same.
-    return fail(
-      `the pool thread sent a ${type} outcome that could not be rebuilt: ${safeText(e, (x) => (x as Error).message)}`,
-    );
+    return fail(`the pool thread sent a ${type} outcome that could not be rebuilt: ${messageOf(e)}`);
   }
   if (stack) err.stack = stack;
   return { failed: true, error: err };
@@ -198,7 +197,7 @@ export function readOutcomes(
   try {
     entries = unpackr.unpack(bytes);
   } catch (err) {
-    problems.push(`outcomes could not be decoded: ${safeText(err, (e) => (e as Error).message)}`);
+    problems.push(`outcomes could not be decoded: ${messageOf(err)}`);
     return { outcomes, problems };
   }
   if (!Array.isArray(entries)) {
