@@ -273,7 +273,7 @@ export class MaintenanceLeader {
     const next = this.busy.then(task, task);
     this.busy = next.catch((err) => {
       // Unanswered: the connection is mid-statement and maybe dead; lost() reports it and stands again.
-      if (isUnanswered(err) && this.conn) return this.conn.drop(err as Error);
+      if (isUnanswered(err) && this.conn) return this.conn.drop(err);
       this.events.onError(err);
     });
     return next;

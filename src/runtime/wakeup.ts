@@ -62,7 +62,7 @@ export class Wakeup {
         this.lent = false;
         this.usedAt = Date.now();
         // Unanswered: the connection is mid-statement and maybe dead; lost() reconnects.
-        if (isUnanswered(err)) conn.drop(err as Error);
+        if (isUnanswered(err)) conn.drop(err);
       },
     };
   }

@@ -222,7 +222,7 @@ export async function withSavepoint<T>(
 }
 
 /** True when pg gave up waiting for a statement's answer (query_timeout: see createPool). */
-export function isUnanswered(err: unknown): boolean {
+export function isUnanswered(err: unknown): err is Error {
   return err instanceof Error && err.message === 'Query read timeout';
 }
 
