@@ -121,13 +121,14 @@ export class ConnectionError extends AwaError {
   }
 }
 
-/** PostgreSQL did not answer one of a worker host's statements within its queryTimeoutMs: the host gave that
- * connection up as dead (nothing it sent is trusted to have happened or not) and carries on with new ones. */
+/** PostgreSQL did not answer a statement within queryTimeoutMs (plus a grace): its connection was given up as
+ * dead. A worker host carries on with new connections; a client's call fails with this, and what the statement
+ * did is unknown (sent, perhaps run and committed, its answer lost). */
 export class DatabaseUnresponsiveError extends AwaError {
   constructor(cause: unknown) {
     super(
       'AWA_DATABASE_UNRESPONSIVE',
-      'PostgreSQL did not answer at all within queryTimeoutMs (plus a grace of up to 5 s): the host gave that connection up as dead and goes on with new ones (a claim whose answer never came is handed back; results are written again). Check the network path to the server and the server itself (frozen, failing over, out of connections); raise queryTimeoutMs if its statements are legitimately that slow.',
+      'PostgreSQL did not answer at all within queryTimeoutMs (plus a grace of up to 5 s), so that connection was given up as dead; the next statement gets a new one. A worker host carries on by itself (a claim whose answer never came is handed back; results are written again). For a call of yours it is unknown whether the statement took effect: retry it where a duplicate is harmless, or give the job a unique key. Check the network path to the server and the server itself (frozen, failing over, out of connections); raise queryTimeoutMs if its statements are legitimately that slow.',
       { cause },
     );
   }

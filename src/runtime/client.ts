@@ -42,6 +42,7 @@ import {
   withClient,
   withSavepoint,
   withTransaction,
+  withOwnConnection,
   wrapDatabaseError,
   type CancelledFrom,
   type CallbackAction,
@@ -82,9 +83,21 @@ export interface ClientOptions {
   poolSize?: number;
   /** Largest encoded args accepted. Default 1 MiB. */
   maxPayloadBytes?: number;
+  /** Longest a statement on the client's own pool may run; unanswered half as long again later (at most 5 s
+   * more), the call fails with DatabaseUnresponsiveError. Default 30 s. Not for a pool you pass, nor migrate(). */
+  queryTimeoutMs?: number;
 }
 
-const CLIENT_OPTION_KEYS = ['connectionString', 'pool', 'schema', 'poolSize', 'maxPayloadBytes'] as const;
+const CLIENT_OPTION_KEYS = [
+  'connectionString',
+  'pool',
+  'schema',
+  'poolSize',
+  'maxPayloadBytes',
+  'queryTimeoutMs',
+] as const;
+/** The same default bound as a worker host's (config.ts). */
+const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 /** copyEnqueue: how many rows of the next chunk are built between turns of the event loop. */
 const YIELD_EVERY_ROWS = 512;
 
@@ -118,6 +131,8 @@ export class AwaClient {
   readonly schema: Schema;
   readonly pool: pg.Pool;
   private readonly ownsPool: boolean;
+  /** The connection string the pool was made from; null for a pool passed in. */
+  private readonly url: string | null;
   private readonly target: string;
   private readonly maxPayloadBytes: number;
   private readonly adHocKinds = new Map<string, JobKind<unknown>>();
@@ -138,20 +153,32 @@ export class AwaClient {
       this.pool = options.pool;
       listenFromBirth(this.pool);
       this.ownsPool = false;
+      this.url = null;
       this.target = 'the given pool';
     } else {
       const url = validateConnectionString(options.connectionString);
       const size = options.poolSize === undefined ? 10 : validateInt('poolSize', options.poolSize, 1, 1000);
-      this.pool = createPool(url, size, 'awa-client');
+      const queryTimeoutMs =
+        options.queryTimeoutMs === undefined
+          ? DEFAULT_QUERY_TIMEOUT_MS
+          : validateInt('queryTimeoutMs', options.queryTimeoutMs, 1_000, 24 * 3_600_000);
+      this.pool = createPool(url, size, 'awa-client', queryTimeoutMs);
       this.ownsPool = true;
+      this.url = url;
       this.target = redact(url);
     }
   }
 
-  /** Applies pending migrations under an advisory lock (safe to run from several processes). */
+  /** Applies pending migrations under an advisory lock (safe to run from several processes). On a connection of
+   * its own, not bounded by queryTimeoutMs: building an index on a large table, or waiting for another process
+   * that is migrating, can take longer. */
   async migrate(): Promise<MigrateResult> {
-    this.assertOpen('migrate');
-    return withClient(this.pool, this.target, (client) => applyMigrations(client, this.schema));
+    const apply = (client: pg.ClientBase) => applyMigrations(client, this.schema);
+    return this.wrap('migrate', () =>
+      this.url === null
+        ? withClient(this.pool, this.target, apply)
+        : withOwnConnection(this.url, 'awa-migrate', this.target, apply),
+    );
   }
 
   /** The SQL `migrate()` would run on an empty database. */

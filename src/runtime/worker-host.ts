@@ -8,6 +8,7 @@ import {
   callbackResult,
   claimJobs,
   withClient,
+  wrapDatabaseError,
   createPool,
   listenFromBirth,
   ensureLanes,
@@ -270,20 +271,22 @@ export class WorkerHost extends HostEmitter {
   }
 
   private async startUp(): Promise<void> {
+    const target = this.config.connectionString ? redact(this.config.connectionString) : 'the given pool';
     try {
       await this.startThreadPool();
-      await withClient(
-        this.pool,
-        this.config.connectionString ? redact(this.config.connectionString) : 'the given pool',
-        async (client) => {
+      try {
+        await withClient(this.pool, target, async (client) => {
           await assertMigrated(client, this.config.schema);
           await ensureLanes(client, this.config.schema, [...this.config.queues.keys()]);
           await this.liveness.register(client);
           const c = this.config;
           await syncCronDefinitions(client, c.schema, c.instanceId, c.cron, c.heartbeatStalenessMs);
-        },
-      );
-      await this.wakeup.start();
+        });
+        await this.wakeup.start();
+      } catch (err) {
+        // A statement that failed or went unanswered says so as a typed error; Awa's own pass through.
+        throw wrapDatabaseError('start', err, target);
+      }
     } catch (err) {
       this.state = 'stopped';
       await this.executor?.close().catch(() => {});

@@ -2,6 +2,7 @@ import pg from 'pg';
 import {
   ConnectionError,
   DatabaseError,
+  DatabaseUnresponsiveError,
   InvalidOptionError,
   TransactionRequiredError,
 } from '../model/errors.js';
@@ -136,6 +137,32 @@ export function createClient(
   });
 }
 
+/**
+ * Runs `fn` on a connection opened for it alone and closed after, with no statement bound: for work that may
+ * legitimately take long (migrations build indexes and wait for another migrator's lock).
+ */
+export async function withOwnConnection<T>(
+  connectionString: string,
+  applicationName: string,
+  target: string,
+  fn: (client: pg.ClientBase) => Promise<T>,
+): Promise<T> {
+  const client = createClient(connectionString, applicationName);
+  // A connection lost between statements fails the next one instead of raising an unhandled 'error'.
+  client.on('error', () => {});
+  try {
+    await client.connect();
+  } catch (err) {
+    await client.end().catch(() => {});
+    throw new ConnectionError(target, err);
+  }
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 /** Checks out a client, mapping a failed connect to ConnectionError. */
 export async function connect(pool: pg.Pool, target: string): Promise<pg.PoolClient> {
   try {
@@ -246,12 +273,14 @@ export function isDataError(err: unknown): boolean {
   return typeof code === 'string' && code.length === 5 && code.startsWith('22');
 }
 
-/** Leaves Awa's own errors alone; a lost or refused connection becomes ConnectionError, the rest DatabaseError. */
+/** Leaves Awa's own errors alone; an unanswered statement becomes DatabaseUnresponsiveError, a lost or refused
+ * connection ConnectionError, the rest DatabaseError. */
 export function wrapDatabaseError(operation: string, err: unknown, target = 'the database'): Error {
   if (err instanceof Error && 'code' in err && typeof (err as { code: unknown }).code === 'string') {
     const code = (err as { code: string }).code;
     if (code.startsWith('AWA_')) return err;
   }
+  if (isUnanswered(err)) return new DatabaseUnresponsiveError(err);
   if (isConnectionLoss(err)) return new ConnectionError(target, err);
   return new DatabaseError(operation, err);
 }
