@@ -110,15 +110,30 @@ export class UnknownKindError extends AwaError {
   }
 }
 
+/** PostgreSQL could not be reached, or the connection was lost under a call (terminated by the server, reset):
+ * the message says which, and what to do. */
 export class ConnectionError extends AwaError {
   constructor(target: string, cause: unknown) {
     const reason = cause instanceof Error ? cause.message : String(cause);
     super(
       'AWA_CONNECTION_FAILED',
-      `Cannot connect to PostgreSQL at ${target}: ${reason}. Check DATABASE_URL (host, port, user, password, database) and that the server is running.`,
+      endedUnderCall(cause)
+        ? `Lost the connection to PostgreSQL at ${target} during the call: ${reason}. Whether the call took effect is unknown; retry it (a unique key makes a retried enqueue safe). If it keeps happening, check the server's log and the network.`
+        : `Cannot connect to PostgreSQL at ${target}: ${reason}. Check DATABASE_URL (host, port, user, password, database) and that the server is running.`,
       { cause },
     );
   }
+}
+
+/** A session the server ended (admin_shutdown, crash_shutdown, cannot_connect_now are 57P01–57P03, and only
+ * the first two end a session already open), or one pg saw end under a statement or just before it. */
+function endedUnderCall(cause: unknown): boolean {
+  const e = cause as { code?: unknown; message?: unknown } | null;
+  if (e?.code === '57P01' || e?.code === '57P02' || e?.code === 'ECONNRESET') return true;
+  return (
+    typeof e?.message === 'string' &&
+    /Connection terminated unexpectedly|encountered a connection error and is not queryable/.test(e.message)
+  );
 }
 
 /** PostgreSQL did not answer a statement within queryTimeoutMs (plus a grace): its connection was given up as

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient } from '../../src/index.js';
+import { AwaClient, ConnectionError } from '../../src/index.js';
 import { createPool, isConnectionLoss, withClient } from '../../src/storage/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
@@ -60,7 +60,7 @@ describe('connections ended as they start', () => {
           await call();
           answered++;
         } catch (err) {
-          (isConnectionLoss(err) ? lost : other).push(err);
+          (lostConnection(err) ? lost : other).push(err);
         }
       }
     } finally {
@@ -69,6 +69,11 @@ describe('connections ended as they start', () => {
       process.off('uncaughtException', onUncaught);
     }
     return { uncaught, answered, lost, other, killed };
+  }
+
+  /** A connection loss, raw from pg or as the ConnectionError an AwaClient call reports it as. */
+  function lostConnection(err: unknown): boolean {
+    return isConnectionLoss(err) || (err instanceof ConnectionError && isConnectionLoss(err.cause));
   }
 
   function expectEveryCallEnded(r: Awaited<ReturnType<typeof underKiller>>): void {
@@ -105,6 +110,9 @@ describe('connections ended as they start', () => {
       // migrate() checks a connection out for its whole run (here: finds the schema current).
       const r = await underKiller(app, () => client.migrate());
       expectEveryCallEnded(r);
+      // Reported as the typed error, saying the connection was lost under the call (not "cannot connect").
+      const messages = r.lost.map((err) => (err as Error).message);
+      expect(messages.filter((m) => !m.startsWith('Lost the connection to PostgreSQL'))).toEqual([]);
     } finally {
       await client.close();
       await userPool.end();
