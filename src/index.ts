@@ -7,6 +7,7 @@ export {
   PayloadNotSerialisableError,
   UnknownKindError,
   ConnectionError,
+  DatabaseReadOnlyError,
   DatabaseUnresponsiveError,
   SchemaNotMigratedError,
   SchemaTooNewError,

@@ -11,6 +11,7 @@ export type AwaErrorCode =
   | 'AWA_UNKNOWN_KIND'
   | 'AWA_CONNECTION_FAILED'
   | 'AWA_DATABASE_UNRESPONSIVE'
+  | 'AWA_DATABASE_READ_ONLY'
   | 'AWA_SCHEMA_NOT_MIGRATED'
   | 'AWA_SCHEMA_TOO_NEW'
   | 'AWA_MIGRATION_FAILED'
@@ -144,6 +145,19 @@ export class DatabaseUnresponsiveError extends AwaError {
     super(
       'AWA_DATABASE_UNRESPONSIVE',
       'PostgreSQL did not answer at all within queryTimeoutMs (plus a grace of up to 5 s), so that connection was given up as dead; the next statement gets a new one. A worker host carries on by itself (a claim whose answer never came is handed back; results are written again). For a call of yours it is unknown whether the statement took effect: retry it where a duplicate is harmless, or give the job a unique key. Check the network path to the server and the server itself (frozen, failing over, out of connections); raise queryTimeoutMs if its statements are legitimately that slow.',
+      { cause },
+    );
+  }
+}
+
+/** PostgreSQL refused a write as read-only (SQLSTATE 25006): the connection reached a server that cannot take
+ * writes (a standby), or the session or transaction was made read-only. */
+export class DatabaseReadOnlyError extends AwaError {
+  constructor(cause: unknown) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      'AWA_DATABASE_READ_ONLY',
+      `PostgreSQL refused a write as read-only (${reason}). Either the connection reached a server that cannot take writes (a standby: the primary failed over and this address still leads to the old one, or it names a replica), or the session or transaction was made read-only (default_transaction_read_only, SET TRANSACTION READ ONLY). Nothing was written. Connections that meet this are given up and reopened, so a worker host carries on once the address leads to the primary again; point connectionString at the primary (a name or proxy that follows failovers).`,
       { cause },
     );
   }

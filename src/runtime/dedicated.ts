@@ -26,8 +26,9 @@ export interface Dedicated {
   close(): Promise<void>;
   /** Cuts the connection at once, even while a statement runs on it (the server ends it on its side). */
   destroy(): void;
-  /** Gives the connection up as lost because it stopped answering (`err`, pg's query timeout): cuts it, and
-   * reports the loss through onLost as if the server had ended it. No-op once lost or closed. */
+  /** Gives the connection up as lost because it cannot serve (`err`: pg's query timeout, or a read-only
+   * server): cuts it, and reports the loss through onLost as if the server had ended it. No-op once lost or
+   * closed. */
   drop(err: Error): void;
 }
 

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { AwaError, DatabaseUnresponsiveError, messageOf } from '../model/errors.js';
-import { isUnanswered, type PruneResult, type RescuedAttempt, type Settlement } from '../storage/index.js';
+import { AwaError, messageOf } from '../model/errors.js';
+import { serverFault, type PruneResult, type RescuedAttempt, type Settlement } from '../storage/index.js';
 import type { CronFire } from './cron.js';
 
 // What a worker host tells the application, and how: every event goes through notify(), so a listener that
@@ -25,8 +25,9 @@ export interface HostEvents {
 
 export class HostEmitter extends EventEmitter<HostEvents> {
   protected reportError(err: unknown): void {
-    // pg's bare "Query read timeout" says nothing of what happened or what to do.
-    const reported = isUnanswered(err) ? new DatabaseUnresponsiveError(err) : err;
+    // pg's bare "Query read timeout" or "cannot execute … in a read-only transaction" says nothing of what
+    // happened or what to do.
+    const reported = serverFault(err);
     if (this.listenerCount('error') > 0) this.notify('error', reported);
     else console.error(`[awa] ${messageOf(reported)}`);
   }

@@ -3,7 +3,7 @@ import {
   boundLockWaits,
   cleanupHistory,
   expireCallbacks,
-  isUnanswered,
+  needsNewConnection,
   promoteDue,
   pruneRing,
   releaseLeadership,
@@ -272,8 +272,9 @@ export class MaintenanceLeader {
   private serial<T>(task: () => Promise<T>): Promise<T> {
     const next = this.busy.then(task, task);
     this.busy = next.catch((err) => {
-      // Unanswered: the connection is mid-statement and maybe dead; lost() reports it and stands again.
-      if (isUnanswered(err) && this.conn) return this.conn.drop(err);
+      // Unanswered (mid-statement, maybe dead) or read-only (on a server that cannot take writes): lost()
+      // reports it and stands again, on a new connection.
+      if (needsNewConnection(err) && this.conn) return this.conn.drop(err);
       this.events.onError(err);
     });
     return next;

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import {
-  isUnanswered,
+  needsNewConnection,
   listenForJobs,
   pingSession,
   type Notifications,
@@ -61,8 +61,9 @@ export class Wakeup {
       release: (err?: unknown) => {
         this.lent = false;
         this.usedAt = Date.now();
-        // Unanswered: the connection is mid-statement and maybe dead; lost() reconnects.
-        if (isUnanswered(err)) conn.drop(err);
+        // Unanswered (mid-statement, maybe dead) or read-only (still on a server that cannot take writes, and
+        // deaf to the producers of the one that can): lost() reconnects.
+        if (needsNewConnection(err)) conn.drop(err);
       },
     };
   }

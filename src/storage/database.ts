@@ -2,6 +2,7 @@ import pg from 'pg';
 import {
   ConnectionError,
   DatabaseError,
+  DatabaseReadOnlyError,
   DatabaseUnresponsiveError,
   InvalidOptionError,
   TransactionRequiredError,
@@ -196,7 +197,9 @@ export async function withClient<T>(
     failure = err;
     throw err;
   } finally {
-    client.release(lost ?? (isConnectionLoss(failure) ? (failure as Error) : undefined));
+    client.release(
+      lost ?? (isConnectionLoss(failure) || isReadOnly(failure) ? (failure as Error) : undefined),
+    );
     client.removeListener('error', onError);
   }
 }
@@ -248,6 +251,28 @@ export async function withSavepoint<T>(
   }
 }
 
+/** True when PostgreSQL refused a statement because the session cannot write (25006 read_only_sql_transaction):
+ * it reached a standby ("cannot execute … during recovery"), or a session or transaction set read-only. Nothing
+ * was written. The connection is alive but useless for the queue: after a failover it still leads to the old
+ * server, and its session keeps the setting it started with, so only a new connection can reach a writable one. */
+export function isReadOnly(err: unknown): err is Error {
+  return err instanceof Error && (err as { code?: unknown }).code === '25006';
+}
+
+/** True when the connection a statement failed on must be given up for a new one: it stopped answering, or it
+ * cannot write (isReadOnly). A plain connection loss needs no verdict: the connection is gone already. */
+export function needsNewConnection(err: unknown): err is Error {
+  return isUnanswered(err) || isReadOnly(err);
+}
+
+/** The typed error for a failure that is about the server rather than the statement (it stopped answering, it
+ * cannot write); any other error as it is. */
+export function serverFault(err: unknown): unknown {
+  if (isUnanswered(err)) return new DatabaseUnresponsiveError(err);
+  if (isReadOnly(err)) return new DatabaseReadOnlyError(err);
+  return err;
+}
+
 /** True when pg gave up waiting for a statement's answer (query_timeout: see createPool). */
 export function isUnanswered(err: unknown): err is Error {
   return err instanceof Error && err.message === 'Query read timeout';
@@ -273,14 +298,15 @@ export function isDataError(err: unknown): boolean {
   return typeof code === 'string' && code.length === 5 && code.startsWith('22');
 }
 
-/** Leaves Awa's own errors alone; an unanswered statement becomes DatabaseUnresponsiveError, a lost or refused
+/** Leaves Awa's own errors alone; a server fault becomes its typed error (serverFault), a lost or refused
  * connection ConnectionError, the rest DatabaseError. */
 export function wrapDatabaseError(operation: string, err: unknown, target = 'the database'): Error {
   if (err instanceof Error && 'code' in err && typeof (err as { code: unknown }).code === 'string') {
     const code = (err as { code: string }).code;
     if (code.startsWith('AWA_')) return err;
   }
-  if (isUnanswered(err)) return new DatabaseUnresponsiveError(err);
+  const fault = serverFault(err);
+  if (fault !== err) return fault as Error;
   if (isConnectionLoss(err)) return new ConnectionError(target, err);
   return new DatabaseError(operation, err);
 }
