@@ -9,6 +9,7 @@ export {
   ConnectionError,
   DatabaseReadOnlyError,
   DatabaseUnresponsiveError,
+  EventLoopBlockedError,
   SchemaNotMigratedError,
   SchemaTooNewError,
   DatabaseError,

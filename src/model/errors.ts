@@ -12,6 +12,7 @@ export type AwaErrorCode =
   | 'AWA_CONNECTION_FAILED'
   | 'AWA_DATABASE_UNRESPONSIVE'
   | 'AWA_DATABASE_READ_ONLY'
+  | 'AWA_EVENT_LOOP_BLOCKED'
   | 'AWA_SCHEMA_NOT_MIGRATED'
   | 'AWA_SCHEMA_TOO_NEW'
   | 'AWA_MIGRATION_FAILED'
@@ -160,6 +161,19 @@ export class DatabaseReadOnlyError extends AwaError {
       `PostgreSQL refused a write as read-only (${reason}). Either the connection reached a server that cannot take writes (a standby: the primary failed over and this address still leads to the old one, or it names a replica), or the session or transaction was made read-only (default_transaction_read_only, SET TRANSACTION READ ONLY). Nothing was written. Connections that meet this are given up and reopened, so a worker host carries on once the address leads to the primary again; point connectionString at the primary (a name or proxy that follows failovers).`,
       { cause },
     );
+  }
+}
+
+/** The worker host's event loop stood still long enough to hold its heartbeats back: something ran
+ * synchronously for that long on the host's thread, most often a handler doing CPU-bound work inline. */
+export class EventLoopBlockedError extends AwaError {
+  readonly stalledMs: number;
+  constructor(stalledMs: number, heartbeatStalenessMs: number, inlineKinds: readonly string[]) {
+    super(
+      'AWA_EVENT_LOOP_BLOCKED',
+      `The worker host's event loop stood still for ${stalledMs} ms: no heartbeat, claim, flush or cancel ran meanwhile. If it stays still for ${heartbeatStalenessMs} ms (heartbeatStalenessMs), the leader takes this host for dead and runs its jobs again elsewhere. Something ran synchronously that long on the host's thread, most likely a handler doing CPU-bound work inline (kinds whose handlers run on this thread: ${inlineKinds.join(', ') || 'none'}). Give such a kind execution: "pool" (it then runs in a worker thread), or break the work up with awaits.`,
+    );
+    this.stalledMs = stalledMs;
   }
 }
 

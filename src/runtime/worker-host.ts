@@ -1,6 +1,6 @@
 import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
-import { AwaError, UnknownKindError } from '../model/errors.js';
+import { AwaError, EventLoopBlockedError, UnknownKindError } from '../model/errors.js';
 import type { JobContext, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import {
@@ -38,6 +38,7 @@ import { MaintenanceLeader } from './leader.js';
 import { Liveness } from './liveness.js';
 import { decide, errorRecord } from './outcome.js';
 import { HandlerRegistry, type HandlerEntry } from './registry.js';
+import { LoopWatch } from './loop-watch.js';
 import { PoolExecutor } from './pool-executor.js';
 import { ProgressWriter } from './progress-writer.js';
 import { ReceiptBook } from './receipt-book.js';
@@ -97,6 +98,8 @@ export class WorkerHost extends HostEmitter {
   private readonly scope: TelemetryScope = telemetryScope();
   private readonly telemetry: ConsumerTelemetry;
   private gauges: HostGauges | null = null;
+  /** Reports a stall of the event loop as long as two heartbeat intervals (at least 1 s). */
+  private readonly loopWatch: LoopWatch;
   /** The receive span of each claim batch that recorded one, for its attempts' spans to link to. */
   private readonly claimSpans = new WeakMap<ClaimBatch, SpanContext>();
 
@@ -104,6 +107,9 @@ export class WorkerHost extends HostEmitter {
     super();
     this.config = resolveHostConfig(options);
     const c = this.config;
+    this.loopWatch = new LoopWatch(Math.max(1_000, 2 * c.heartbeatIntervalMs), (stalledMs) =>
+      this.reportError(new EventLoopBlockedError(stalledMs, c.heartbeatStalenessMs, this.inlineKinds())),
+    );
     this.ownsPool = !c.pool;
     this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker', c.queryTimeoutMs);
     if (c.pool) listenFromBirth(c.pool);
@@ -295,6 +301,7 @@ export class WorkerHost extends HostEmitter {
     }
     this.state = 'running';
     this.gauges = this.hostGauges();
+    this.loopWatch.start();
     this.liveness.start();
     for (const d of this.dispatchers.values()) d.start();
     this.leader?.start();
@@ -326,6 +333,7 @@ export class WorkerHost extends HostEmitter {
     }
     this.state = 'stopping';
     this.gauges?.stop();
+    this.loopWatch.stop();
     this.gauges = null;
     for (const d of this.dispatchers.values()) d.stopClaiming();
     const idle = Promise.all([...this.dispatchers.values()].map((d) => d.idle()));
@@ -390,6 +398,14 @@ export class WorkerHost extends HostEmitter {
         }
       });
     }
+  }
+
+  /** Kinds whose handlers run on the host's own thread (not in the worker-thread pool). */
+  private inlineKinds(): string[] {
+    return this.registry
+      .entries()
+      .filter((e) => e.kind.execution !== 'pool')
+      .map((e) => e.kind.kind);
   }
 
   /** The observable instruments: this host's health, and queue health while it leads. */
