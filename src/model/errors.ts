@@ -171,7 +171,7 @@ export class EventLoopBlockedError extends AwaError {
   constructor(stalledMs: number, heartbeatStalenessMs: number, inlineKinds: readonly string[]) {
     super(
       'AWA_EVENT_LOOP_BLOCKED',
-      `The worker host's event loop stood still for ${stalledMs} ms: no heartbeat, claim, flush or cancel ran meanwhile. If it stays still for ${heartbeatStalenessMs} ms (heartbeatStalenessMs), the leader takes this host for dead and runs its jobs again elsewhere. Something ran synchronously that long on the host's thread, most likely a handler doing CPU-bound work inline (kinds whose handlers run on this thread: ${inlineKinds.join(', ') || 'none'}). Give such a kind execution: "pool" (it then runs in a worker thread), or break the work up with awaits.`,
+      `The worker host's event loop stood still for ${stalledMs} ms: no heartbeat, claim, flush or cancel ran meanwhile, and a host silent for heartbeatStalenessMs (${heartbeatStalenessMs} ms) is taken for dead by the leader, which runs its jobs again elsewhere. Something ran synchronously that long on the host's thread, most likely a handler doing CPU-bound work inline (kinds whose handlers run on this thread: ${inlineKinds.join(', ') || 'none'}). Give such a kind execution: "pool" (it then runs in a worker thread), or break the work up with awaits.`,
     );
     this.stalledMs = stalledMs;
   }

@@ -3,11 +3,13 @@
 // application) holds all of them back, and a host whose heartbeat stays silent for heartbeatStalenessMs looks
 // dead: the leader rescues its attempts and they run again elsewhere. The watch cannot stop that; it says
 // what happened, after the fact, so the cause can be found before it costs duplicates. One timer, checked for
-// lateness: no cost per job.
+// lateness: no cost per job. Only a stall the process spent working counts (its CPU time grew by at least half
+// of it): a process that was stopped (SIGSTOP, a paused VM) or starved of CPU ran nothing of the application's.
 
 export class LoopWatch {
   private timer: NodeJS.Timeout | null = null;
   private last = 0;
+  private lastCpu: NodeJS.CpuUsage = process.cpuUsage();
   private readonly everyMs: number;
 
   constructor(
@@ -20,6 +22,7 @@ export class LoopWatch {
 
   start(): void {
     this.last = performance.now();
+    this.lastCpu = process.cpuUsage();
     this.timer = setInterval(() => this.tick(), this.everyMs);
   }
 
@@ -30,8 +33,11 @@ export class LoopWatch {
 
   private tick(): void {
     const now = performance.now();
+    const cpu = process.cpuUsage();
     const stalled = now - this.last - this.everyMs;
+    const workedMs = (cpu.user - this.lastCpu.user + cpu.system - this.lastCpu.system) / 1_000;
     this.last = now;
-    if (stalled >= this.stallMs) this.onStall(Math.round(stalled));
+    this.lastCpu = cpu;
+    if (stalled >= this.stallMs && workedMs >= stalled / 2) this.onStall(Math.round(stalled));
   }
 }
