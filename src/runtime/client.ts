@@ -71,6 +71,7 @@ import {
   type CronTriggerResult,
 } from './cron.js';
 import { ProducerTelemetry, telemetryScope } from './telemetry/index.js';
+import { QUERY_TIMEOUT_MS } from './config.js';
 
 // The producer-and-operator handle: migrate, enqueue (on the caller's transaction if given one), bulk
 // COPY enqueue, and admin reads. It owns its pool unless the caller passed one.
@@ -96,8 +97,6 @@ const CLIENT_OPTION_KEYS = [
   'maxPayloadBytes',
   'queryTimeoutMs',
 ] as const;
-/** The same default bound as a worker host's (config.ts). */
-const DEFAULT_QUERY_TIMEOUT_MS = 30_000;
 /** copyEnqueue: how many rows of the next chunk are built between turns of the event loop. */
 const YIELD_EVERY_ROWS = 512;
 
@@ -160,8 +159,8 @@ export class AwaClient {
       const size = options.poolSize === undefined ? 10 : validateInt('poolSize', options.poolSize, 1, 1000);
       const queryTimeoutMs =
         options.queryTimeoutMs === undefined
-          ? DEFAULT_QUERY_TIMEOUT_MS
-          : validateInt('queryTimeoutMs', options.queryTimeoutMs, 1_000, 24 * 3_600_000);
+          ? QUERY_TIMEOUT_MS.dflt
+          : validateInt('queryTimeoutMs', options.queryTimeoutMs, QUERY_TIMEOUT_MS.min, QUERY_TIMEOUT_MS.max);
       this.pool = createPool(url, size, 'awa-client', queryTimeoutMs);
       this.ownsPool = true;
       this.url = url;

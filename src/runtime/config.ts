@@ -153,6 +153,8 @@ export function resolveThreadPool(field: string, value: unknown): ResolvedThread
 }
 
 const DAY = 86_400_000;
+/** The statement bound of hosts and clients alike (AwaClient validates its option against the same range). */
+export const QUERY_TIMEOUT_MS = { dflt: 30_000, min: 1_000, max: DAY } as const;
 
 /**
  * Every integer option of the host, in one table: its default, its range. WorkerOptions above documents them
@@ -179,7 +181,7 @@ const INT_OPTIONS = {
   failedRetentionMs: { dflt: 3 * DAY, min: 0, max: 3650 * DAY },
   dlqRetentionMs: { dflt: 30 * DAY, min: 0, max: 3650 * DAY },
   cronIntervalMs: { dflt: 1_000, min: 10, max: 3_600_000 },
-  queryTimeoutMs: { dflt: 30_000, min: 1_000, max: DAY },
+  queryTimeoutMs: QUERY_TIMEOUT_MS,
 } as const;
 
 type IntOption = keyof typeof INT_OPTIONS;

@@ -44,4 +44,11 @@ export class HandlerRegistry {
   kinds(): string[] {
     return [...this.byKind.keys()];
   }
+
+  /** Kinds whose handlers run on the host's own thread (not in the worker-thread pool). */
+  inlineKinds(): string[] {
+    return this.entries()
+      .filter((e) => e.kind.execution !== 'pool')
+      .map((e) => e.kind.kind);
+  }
 }

@@ -108,7 +108,9 @@ export class WorkerHost extends HostEmitter {
     this.config = resolveHostConfig(options);
     const c = this.config;
     this.loopWatch = new LoopWatch(Math.max(1_000, 2 * c.heartbeatIntervalMs), (stalledMs) =>
-      this.reportError(new EventLoopBlockedError(stalledMs, c.heartbeatStalenessMs, this.inlineKinds())),
+      this.reportError(
+        new EventLoopBlockedError(stalledMs, c.heartbeatStalenessMs, this.registry.inlineKinds()),
+      ),
     );
     this.ownsPool = !c.pool;
     this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker', c.queryTimeoutMs);
@@ -398,14 +400,6 @@ export class WorkerHost extends HostEmitter {
         }
       });
     }
-  }
-
-  /** Kinds whose handlers run on the host's own thread (not in the worker-thread pool). */
-  private inlineKinds(): string[] {
-    return this.registry
-      .entries()
-      .filter((e) => e.kind.execution !== 'pool')
-      .map((e) => e.kind.kind);
   }
 
   /** The observable instruments: this host's health, and queue health while it leads. */

@@ -198,7 +198,7 @@ export async function withClient<T>(
     throw err;
   } finally {
     client.release(
-      lost ?? (isConnectionLoss(failure) || isReadOnly(failure) ? (failure as Error) : undefined),
+      lost ?? (isConnectionLoss(failure) || needsNewConnection(failure) ? (failure as Error) : undefined),
     );
     client.removeListener('error', onError);
   }
