@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { validateCronExpression, validateTimezone, type MissedFire } from './cron-schedule.js';
-import { InvalidArgsError, InvalidOptionError } from './errors.js';
-import { defineJob, issuePath, type JobKind } from './job-kind.js';
+import { InvalidOptionError } from './errors.js';
+import { checkArgs, defineJob, type JobKind } from './job-kind.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from './payload.js';
 import { canonicalJson, resolveUnique, uniqueKey, type UniqueOptions } from './unique.js';
 import {
@@ -203,19 +202,4 @@ function kindOf(kind: unknown): JobKind<unknown> {
     throw new InvalidOptionError('kind', 'must be a kind name or a definition from defineJob()');
   }
   return kind as JobKind<unknown>;
-}
-
-/** Runs the kind's schema on args: synchronously when the schema answers synchronously. */
-function checkArgs(kind: JobKind<unknown>, args: unknown): { value: unknown } | Promise<unknown> {
-  const schema = kind.schema as StandardSchemaV1<unknown, unknown> | undefined;
-  if (!schema) return { value: args };
-  const result = schema['~standard'].validate(args);
-  if (result instanceof Promise) return kind.validate(args);
-  if (result.issues) {
-    throw new InvalidArgsError(
-      kind.kind,
-      result.issues.map((issue) => ({ message: issue.message, path: issuePath(issue.path) })),
-    );
-  }
-  return { value: result.value };
 }

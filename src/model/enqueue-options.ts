@@ -3,9 +3,8 @@ import {
   InvalidArgsError,
   InvalidOptionError,
   messageOf,
-  PayloadNotSerialisableError,
 } from './errors.js';
-import type { JobKind } from './job-kind.js';
+import { checkArgs, type JobKind } from './job-kind.js';
 import { encodeArgs } from './payload.js';
 import { resolveUnique, uniqueKey, type UniqueOptions } from './unique.js';
 import {
@@ -61,28 +60,40 @@ export interface JobRow {
   unique: boolean;
 }
 
-export async function toJobRow(
+/**
+ * The row of one job: args checked against the kind's schema, encoded, options validated. Synchronous unless
+ * the kind's schema is asynchronous (then a Promise); either way failures are the typed errors, thrown or
+ * rejected.
+ */
+export function toJobRow(
   kind: JobKind<unknown>,
   args: unknown,
   options: JobOptions | undefined,
   maxPayloadBytes: number,
   now: number = Date.now(),
-): Promise<JobRow> {
-  let value: unknown;
+): JobRow | Promise<JobRow> {
+  if (!kind.schema) return buildJobRow(kind, encodeArgs(kind.kind, args, maxPayloadBytes), options, now);
+  const build = (value: unknown) =>
+    buildJobRow(kind, encodeArgs(kind.kind, value, maxPayloadBytes), options, now);
+  let checked: { value: unknown } | Promise<unknown>;
   try {
-    value = await kind.validate(args);
+    checked = checkArgs(kind, args);
   } catch (err) {
-    if (err instanceof AwaError) throw err;
-    // The kind's validator threw instead of returning issues, or the args could not even be read (a revoked
-    // proxy fails the await's thenable check): either way a typed error, not the raw one.
-    const reason = messageOf(err);
-    if (kind.schema)
-      throw new InvalidArgsError(kind.kind, [
-        { message: `the kind's schema threw while validating: ${reason}` },
-      ]);
-    throw new PayloadNotSerialisableError(kind.kind, `args cannot be read (${reason})`);
+    throw validationFailure(kind, err);
   }
-  return buildJobRow(kind, encodeArgs(kind.kind, value, maxPayloadBytes), options, now);
+  if (checked instanceof Promise)
+    return checked.then(build, (err: unknown) => {
+      throw validationFailure(kind, err);
+    });
+  return build(checked.value);
+}
+
+/** A schema that threw instead of returning issues: a typed error, not the raw one. */
+function validationFailure(kind: JobKind<unknown>, err: unknown): AwaError {
+  if (err instanceof AwaError) return err;
+  return new InvalidArgsError(kind.kind, [
+    { message: `the kind's schema threw while validating: ${messageOf(err)}` },
+  ]);
 }
 
 export function buildJobRow(

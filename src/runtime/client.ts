@@ -245,6 +245,7 @@ export class AwaClient {
   ): Promise<CopyEnqueueResult> {
     const chunkSize =
       options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
+    const walk = iterationOf(jobs);
     const send = this.telemetry.begin('copyEnqueue', null);
     // The next chunk's rows are built while the previous chunk's COPY runs (one COPY at a time on the
     // connection): the database parses and indexes one chunk while this process encodes the next.
@@ -268,15 +269,33 @@ export class AwaClient {
         // Observed when awaited (next chunk or the end); until then a failure must not go unhandled.
         copying.catch(() => {});
       };
+      // Adds a job's row; returns something to wait for only when there is (an async schema, a yield, a COPY
+      // to start), so an ordinary job costs no promise.
+      const push = (row: JobRow): Promise<void> | undefined => {
+        chunk.push(row);
+        if (chunk.length >= chunkSize) {
+          const full = chunk;
+          chunk = [];
+          return startCopy(full);
+        }
+        // Rows are built without turns of the event loop: yield now and then so the COPY in flight keeps
+        // streaming.
+        if (chunk.length % YIELD_EVERY_ROWS === 0) return new Promise((r) => setImmediate(r));
+        return undefined;
+      };
+      const add = (job: JobInput): Promise<void> | undefined => {
+        const row = this.toRow(job);
+        return row instanceof Promise ? row.then(push) : push(row);
+      };
       try {
-        for await (const job of jobs) {
-          chunk.push(await this.toRow(job));
-          // Building rows runs in microtasks: yield now and then so the COPY in flight keeps streaming.
-          if (chunk.length % YIELD_EVERY_ROWS === 0) await new Promise((r) => setImmediate(r));
-          if (chunk.length >= chunkSize) {
-            await startCopy(chunk);
-            chunk = [];
+        // An array or other synchronous iterable is walked as one: for await would cost every job a promise.
+        if (walk === 'sync') {
+          for (const job of jobs as Iterable<JobInput>) {
+            const pending = add(job);
+            if (pending) await pending;
           }
+        } else {
+          for await (const job of jobs) await add(job);
         }
         if (chunk.length > 0) await startCopy(chunk);
       } catch (err) {
@@ -561,7 +580,7 @@ export class AwaClient {
     for (const q of fresh) this.laneQueues.add(q);
   }
 
-  private toRow(job: JobInput): Promise<JobRow> {
+  private toRow(job: JobInput): JobRow | Promise<JobRow> {
     if (typeof job !== 'object' || job === null) {
       throw new InvalidOptionError('jobs[]', 'each job must be an object { kind, args, options? }');
     }
@@ -588,4 +607,17 @@ export class AwaClient {
       throw wrapDatabaseError(op, err, this.target);
     }
   }
+}
+
+/** How copyEnqueue walks its input; anything that is not iterable is refused before a transaction opens. */
+function iterationOf(jobs: unknown): 'sync' | 'async' {
+  const input = jobs as Partial<Iterable<unknown> & AsyncIterable<unknown>> | null | undefined;
+  if (typeof input === 'object' && input !== null) {
+    if (typeof input[Symbol.iterator] === 'function') return 'sync';
+    if (typeof input[Symbol.asyncIterator] === 'function') return 'async';
+  }
+  throw new InvalidOptionError(
+    'jobs',
+    'must be an array, an iterable or an async iterable of { kind, args, options? }',
+  );
 }

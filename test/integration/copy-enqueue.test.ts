@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineJob, InvalidArgsError } from '../../src/index.js';
+import { defineJob, InvalidArgsError, InvalidOptionError } from '../../src/index.js';
 import { z } from 'zod';
 import { claimBatches } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
@@ -134,5 +134,50 @@ describe('COPY enqueue', () => {
     // them seen): they no longer count as available.
     expect(await claim()).toEqual([]);
     expect((await f.client.counts()).find((c) => c.queue === 'bad_late')?.available ?? 0).toBe(0);
+  });
+
+  it('takes async iterables and async schemas in input order, and refuses input that is not iterable', async () => {
+    // An async schema makes the row a promise; a sync one does not: mixed in one load, order must hold.
+    const checked = defineJob({
+      kind: 'bulk_checked',
+      queue: 'bulk_async',
+      schema: z.object({ n: z.number().int() }).refine(async (v) => v.n >= 0, 'n must not be negative'),
+    });
+    const plain = defineJob({ kind: 'bulk_plain', queue: 'bulk_async' });
+    async function* jobs() {
+      for (let n = 0; n < 1_000; n++) yield { kind: n % 3 === 0 ? checked : plain, args: { n } };
+    }
+    expect(await f.client.copyEnqueue(jobs(), { chunkSize: 300 })).toEqual({
+      inserted: 1_000,
+      duplicates: 0,
+    });
+    const syncInput = Array.from({ length: 1_000 }, (_, i) => ({
+      kind: i % 3 === 0 ? checked : plain,
+      args: { n: 1_000 + i },
+    }));
+    expect(await f.client.copyEnqueue(syncInput, { chunkSize: 300 })).toEqual({
+      inserted: 1_000,
+      duplicates: 0,
+    });
+    const { rows } = await f.pool.query(
+      `select count(*)::int as n, bool_and((args->>'n')::bigint = lane_seq - 1) as in_order
+         from awa.ready_entries where queue = 'bulk_async'`,
+    );
+    expect(rows[0]).toEqual({ n: 2_000, in_order: true });
+    await expect(
+      f.client.copyEnqueue([
+        { kind: plain, args: { n: 1 } },
+        { kind: checked, args: { n: -1 } },
+      ]),
+    ).rejects.toThrow(/n must not be negative/);
+    for (const bad of [null, 42, { kind: plain, args: {} }]) {
+      const err = await f.client.copyEnqueue(bad as never).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(InvalidOptionError);
+      expect((err as InvalidOptionError).field).toBe('jobs');
+    }
+    const { rows: after } = await f.pool.query(
+      `select count(*)::int as n from awa.ready_entries where queue = 'bulk_async'`,
+    );
+    expect(after[0].n).toBe(2_000);
   });
 });

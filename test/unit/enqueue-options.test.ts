@@ -110,18 +110,38 @@ describe('buildJobRow', () => {
 });
 
 describe('toJobRow', () => {
+  // Rejections and throws alike, as the client's callers see them (they await it).
+  const rowOf = async (...a: Parameters<typeof toJobRow>) => toJobRow(...a);
+
   it('validates args through the kind schema before building the row', async () => {
     const typed = defineJob({ kind: 'typed', schema: z.object({ id: z.number() }) });
-    await expect(toJobRow(typed, { id: 'x' }, undefined, 1024, NOW)).rejects.toBeInstanceOf(InvalidArgsError);
-    expect(await toJobRow(typed, { id: 1 }, { priority: 1 }, 1024, NOW)).toMatchObject({
+    await expect(rowOf(typed, { id: 'x' }, undefined, 1024, NOW)).rejects.toBeInstanceOf(InvalidArgsError);
+    expect(await rowOf(typed, { id: 1 }, { priority: 1 }, 1024, NOW)).toMatchObject({
       kind: 'typed',
       argsJson: '{"id":1}',
       priority: 1,
     });
   });
 
+  it('answers at once unless the schema is asynchronous', async () => {
+    const typed = defineJob({ kind: 'typed', schema: z.object({ id: z.number() }) });
+    const slow = defineJob({
+      kind: 'slow',
+      schema: z.object({ id: z.number() }).refine(async (v) => v.id > 0, 'id must be positive'),
+    });
+    expect(toJobRow(kind, { id: 1 }, undefined, 1024, NOW)).toMatchObject({ argsJson: '{"id":1}' });
+    expect(toJobRow(typed, { id: 1 }, undefined, 1024, NOW)).toMatchObject({ argsJson: '{"id":1}' });
+    expect(() => toJobRow(typed, { id: 'x' }, undefined, 1024, NOW)).toThrow(InvalidArgsError);
+    const pending = toJobRow(slow, { id: 1 }, undefined, 1024, NOW);
+    expect(pending).toBeInstanceOf(Promise);
+    expect(await pending).toMatchObject({ kind: 'slow', argsJson: '{"id":1}' });
+    const refused = await rowOf(slow, { id: -1 }, undefined, 1024, NOW).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidArgsError);
+    expect((refused as Error).message).toContain('id must be positive');
+  });
+
   it('enforces the payload limit', async () => {
-    await expect(toJobRow(kind, { s: 'x'.repeat(100) }, undefined, 64, NOW)).rejects.toBeInstanceOf(
+    await expect(rowOf(kind, { s: 'x'.repeat(100) }, undefined, 64, NOW)).rejects.toBeInstanceOf(
       PayloadTooLargeError,
     );
   });
@@ -133,14 +153,14 @@ describe('toJobRow', () => {
         throw new Error('refine exploded');
       }),
     });
-    const thrown = await toJobRow(brittle, { id: 1 }, undefined, 1024, NOW).catch((e: unknown) => e);
+    const thrown = await rowOf(brittle, { id: 1 }, undefined, 1024, NOW).catch((e: unknown) => e);
     expect(thrown).toBeInstanceOf(InvalidArgsError);
     expect((thrown as Error).message).toContain("the kind's schema threw while validating: refine exploded");
     const { proxy, revoke } = Proxy.revocable({}, {});
     revoke();
-    const unreadable = await toJobRow(kind, proxy, undefined, 1024, NOW).catch((e: unknown) => e);
+    const unreadable = await rowOf(kind, proxy, undefined, 1024, NOW).catch((e: unknown) => e);
     expect(unreadable).toBeInstanceOf(PayloadNotSerialisableError);
     expect((unreadable as PayloadNotSerialisableError).code).toBe('AWA_PAYLOAD_NOT_SERIALISABLE');
-    expect((unreadable as Error).message).toContain('args cannot be read (');
+    expect((unreadable as Error).message).toContain('revoked');
   });
 });

@@ -64,6 +64,37 @@ describe('encodeArgs', () => {
     notSerialisable(undefined, /args are undefined/);
   });
 
+  it('encodes what is not plain data exactly as JSON.stringify does (the strict path), and finds a bad value at any depth', () => {
+    class Point {
+      constructor(
+        readonly x: number,
+        readonly y: number,
+      ) {}
+    }
+    let deep: unknown = { leaf: 1 };
+    for (let i = 0; i < 40; i++) deep = { next: deep, list: [i] };
+    const bare = Object.assign(Object.create(null) as Record<string, unknown>, { a: 1, b: [true] });
+    const values: unknown[] = [
+      bare,
+      { at: { toJSON: () => 'replaced' } },
+      { dropped: undefined, kept: 1 },
+      new Map([[1, 2]]),
+      new Point(1, 2),
+      deep,
+    ];
+    for (const v of values) expect(encodeArgs('k', v, DEFAULT_MAX_PAYLOAD_BYTES)).toBe(JSON.stringify(v));
+    notSerialisable({ a: [{ b: { c: [1, { d: NaN }] } }] }, /"d" is the number NaN/);
+    const holed = [0, 1, 2];
+    delete holed[1];
+    notSerialisable({ a: holed }, /undefined inside an array/);
+    let deepBad: unknown = { fn: () => 1 };
+    for (let i = 0; i < 40; i++) deepBad = { next: deepBad };
+    notSerialisable(deepBad, /"fn" is a function/);
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    notSerialisable({ inner: proxy }, /revoked/);
+  });
+
   it('rejects circular structures', () => {
     const a: Record<string, unknown> = { name: 'a' };
     a.self = a;
