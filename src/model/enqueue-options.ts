@@ -1,9 +1,4 @@
-import {
-  AwaError,
-  InvalidArgsError,
-  InvalidOptionError,
-  messageOf,
-} from './errors.js';
+import { AwaError, InvalidArgsError, InvalidOptionError, messageOf } from './errors.js';
 import { checkArgs, type JobKind } from './job-kind.js';
 import { encodeArgs } from './payload.js';
 import { resolveUnique, uniqueKey, type UniqueOptions } from './unique.js';

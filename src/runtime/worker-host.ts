@@ -1,7 +1,7 @@
 import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
 import { AwaError, EventLoopBlockedError, UnknownKindError } from '../model/errors.js';
-import type { JobContext, JobHandler } from '../model/job.js';
+import type { JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import {
   assertMigrated,
@@ -39,7 +39,7 @@ import { Liveness } from './liveness.js';
 import { decide, errorRecord } from './outcome.js';
 import { HandlerRegistry, type HandlerEntry } from './registry.js';
 import { LoopWatch } from './loop-watch.js';
-import { PoolExecutor } from './pool-executor.js';
+import type { PoolExecutor } from './pool-executor.js';
 import { ProgressWriter } from './progress-writer.js';
 import { ReceiptBook } from './receipt-book.js';
 import { HostStats } from './stats.js';
@@ -53,6 +53,7 @@ import {
   type TelemetryScope,
 } from './telemetry/index.js';
 import { settlesWithin } from './settles-within.js';
+import { startThreadPoolKinds } from './thread-pool-kinds.js';
 import { Wakeup } from './wakeup.js';
 import { hostDescriptors } from './host-descriptors.js';
 import { HostEmitter } from './host-events.js';
@@ -93,8 +94,6 @@ export class WorkerHost extends HostEmitter {
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private executor: PoolExecutor | null = null;
-  /** Contexts of pool jobs running now, so progress from a thread reaches the attempt's fenced write. */
-  private readonly poolContexts = new Map<string, { runLease: number; ctx: JobContext }>();
   private readonly scope: TelemetryScope = telemetryScope();
   private readonly telemetry: ConsumerTelemetry;
   private gauges: HostGauges | null = null;
@@ -366,40 +365,17 @@ export class WorkerHost extends HostEmitter {
     this.state = 'stopped';
   }
 
-  /** Starts the worker-thread pool and registers its kinds: their handlers run in the threads only
-   * (the module is imported here just to read the kinds). */
+  /** Starts the worker-thread pool, if configured, and registers its kinds. */
   private async startThreadPool(): Promise<void> {
-    const tp = this.config.threadPool;
-    if (!tp) return;
-    const executor = new PoolExecutor({
-      ...tp,
-      onLog: (jobId, line) => {
+    if (!this.config.threadPool) return;
+    this.executor = await startThreadPoolKinds(this.config.threadPool, this.registry, {
+      log: (jobId, line) => {
         if (this.listenerCount('log') > 0) this.notify('log', jobId, line);
         else console.error(`[awa] job ${jobId}: ${line}`);
       },
-      onProgress: (jobId, runLease, value) => {
-        const run = this.poolContexts.get(jobId);
-        try {
-          if (run?.runLease === runLease) run.ctx.progress(value);
-        } catch (err) {
-          // The thread checked it already; a value that still cannot be stored is reported, not thrown here.
-          this.reportError(err);
-        }
-        this.notify('progress', jobId, runLease, value);
-      },
-      onError: (err) => this.reportError(err),
+      progress: (jobId, runLease, value) => this.notify('progress', jobId, runLease, value),
+      error: (err) => this.reportError(err),
     });
-    this.executor = executor;
-    for (const kind of await executor.kinds()) {
-      this.registry.add(kind, async (job, ctx) => {
-        this.poolContexts.set(job.id, { runLease: job.runLease, ctx });
-        try {
-          await executor.run(job, ctx.signal);
-        } finally {
-          if (this.poolContexts.get(job.id)?.ctx === ctx) this.poolContexts.delete(job.id);
-        }
-      });
-    }
   }
 
   /** The observable instruments: this host's health, and queue health while it leads. */
