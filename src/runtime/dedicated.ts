@@ -39,72 +39,89 @@ export async function openDedicated(
 ): Promise<Dedicated> {
   let done = false;
   let lostWith: Error | null = null;
-  if (source.connectionString) {
-    const client = createClient(source.connectionString, name, source.queryTimeoutMs);
-    const lost = (err: Error) => {
-      if (done) return;
-      done = true;
-      lostWith = err;
-      onLost(err);
-    };
-    client.on('error', lost);
-    client.on('end', () => lost(new Error(`${name} connection ended`)));
-    try {
-      await client.connect();
-      if (source.queryTimeoutMs !== undefined) await boundStatements(client, source.queryTimeoutMs);
-    } catch (err) {
-      done = true;
-      client.end().catch(() => {});
-      throw err;
-    }
-    return {
-      client,
-      get lost() {
-        return lostWith;
-      },
-      close: async () => {
-        done = true;
-        await client.end().catch(() => {});
-      },
-      destroy: () => {
-        done = true;
-        socketOf(client)?.destroy();
-      },
-      drop: (err) => {
-        lost(err);
-        socketOf(client)?.destroy();
-      },
-    };
-  }
-  const client = await connect(source.pool!, 'the given pool');
-  const giveBack = (err?: Error) => {
-    if (done) return false;
-    done = true;
-    client.release(err ?? true);
-    return true;
-  };
+  let end: Ending | null = null;
   const lost = (err: Error) => {
-    if (!giveBack(err)) return;
+    if (done) return;
+    done = true;
     lostWith = err;
+    end?.discard(err);
     onLost(err);
   };
-  client.on('error', lost);
-  client.on('end', () => lost(new Error(`${name} connection ended`)));
+  // Watched from before its setup statements: a loss can arrive in the same read as their answer.
+  const watch = (c: pg.ClientBase) => {
+    c.on('error', lost);
+    c.on('end', () => lost(new Error(`${name} connection ended`)));
+  };
+  let client: pg.ClientBase;
+  try {
+    ({ client, end } = source.connectionString
+      ? await ownClient(source.connectionString, name, source.queryTimeoutMs, watch)
+      : pooledClient(await connect(source.pool!, 'the given pool'), watch));
+  } catch (err) {
+    done = true;
+    throw err;
+  }
+  if (lostWith) end.discard(lostWith);
   return {
     client,
     get lost() {
       return lostWith;
     },
-    close: async () => void giveBack(),
+    close: async () => {
+      done = true;
+      await end.close();
+    },
     destroy: () => {
+      done = true;
       socketOf(client)?.destroy();
-      giveBack(new Error(`${name} connection destroyed`));
+      end.discard(new Error(`${name} connection destroyed`));
     },
     drop: (err) => {
       socketOf(client)?.destroy();
       lost(err);
     },
   };
+}
+
+/** How a dedicated connection ends: closed by its owner, or discarded once lost or destroyed. */
+interface Ending {
+  close(): Promise<void>;
+  discard(err: Error): void;
+}
+
+/** A client of its own: ended on close; a lost one is already gone, so there is nothing to discard. */
+async function ownClient(
+  connectionString: string,
+  name: string,
+  queryTimeoutMs: number | undefined,
+  watch: (client: pg.ClientBase) => void,
+): Promise<{ client: pg.ClientBase; end: Ending }> {
+  const client = createClient(connectionString, name, queryTimeoutMs);
+  watch(client);
+  try {
+    await client.connect();
+    if (queryTimeoutMs !== undefined) await boundStatements(client, queryTimeoutMs);
+  } catch (err) {
+    client.end().catch(() => {});
+    throw err;
+  }
+  return { client, end: { close: () => client.end().catch(() => {}), discard: () => {} } };
+}
+
+/** A client of the caller's pool: released once, marked broken, so the pool replaces it (a LISTEN or a
+ * session lock must not pass to the pool's next user). */
+function pooledClient(
+  client: pg.PoolClient,
+  watch: (client: pg.ClientBase) => void,
+): { client: pg.ClientBase; end: Ending } {
+  watch(client);
+  let released = false;
+  const release = (err: Error | true) => {
+    if (released) return;
+    released = true;
+    client.release(err);
+  };
+  return { client, end: { close: async () => release(true), discard: (err) => release(err) } };
 }
 
 /** The socket under a pg client (not part of pg's typed API, hence the narrow probe). */
