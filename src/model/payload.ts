@@ -94,9 +94,8 @@ function isPlainJson(value: unknown, depth: number): boolean {
   const proto: unknown = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return false;
   const record = value as Record<string, unknown>;
-  for (const key in record) {
-    if (key === 'toJSON' || !isPlainJson(record[key], depth + 1)) return false;
-  }
+  // A toJSON of its own is a function, which fails the walk like any function.
+  for (const key in record) if (!isPlainJson(record[key], depth + 1)) return false;
   return true;
 }
 

@@ -95,6 +95,53 @@ describe('encodeArgs', () => {
     notSerialisable({ inner: proxy }, /revoked/);
   });
 
+  it('random values: plain data and tolerated values encode as JSON.stringify does; one forbidden value anywhere is refused', () => {
+    // A seeded generator (mulberry32), so a failure reproduces.
+    let seed = 0x5eed;
+    const rand = () => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+    const forbidden = [NaN, Infinity, () => 1, Symbol('s'), 10n];
+    // Not plain data, but encoded as JSON would: they take the strict path and must come out the same.
+    const tolerated = () => pick([new Date(1_700_000_000_000), new Map(), { toJSON: () => 'x' }]);
+    const leaf = () => pick([null, true, false, 0, -1.5, 2 ** 53, '', 'text', 'ünï "q" \\ /', '😀']);
+    const value = (depth: number, bad: { left: boolean }): unknown => {
+      const r = rand();
+      if (depth > 0 && r < 0.3)
+        return Array.from({ length: Math.floor(rand() * 4) }, () => value(depth - 1, bad));
+      if (depth > 0 && r < 0.6) {
+        const o: Record<string, unknown> = {};
+        for (let i = Math.floor(rand() * 4); i > 0; i--) o[`k${i}`] = value(depth - 1, bad);
+        return o;
+      }
+      if (bad.left && r > 0.93) {
+        bad.left = false;
+        return pick(forbidden);
+      }
+      return r > 0.88 ? tolerated() : leaf();
+    };
+    let refused = 0;
+    for (let i = 0; i < 3_000; i++) {
+      const wanted = rand() < 0.3;
+      const bad = { left: wanted };
+      const v = { root: value(1 + Math.floor(rand() * 6), bad) };
+      const placed = wanted && !bad.left;
+      if (!placed) {
+        expect(encodeArgs('k', v, DEFAULT_MAX_PAYLOAD_BYTES)).toBe(JSON.stringify(v));
+      } else {
+        expect(() => encodeArgs('k', v, DEFAULT_MAX_PAYLOAD_BYTES)).toThrow(PayloadNotSerialisableError);
+        refused++;
+      }
+    }
+    // Both halves ran (a generator that never placed a forbidden value would prove nothing).
+    expect(refused).toBeGreaterThan(100);
+    expect(refused).toBeLessThan(2_900);
+  });
+
   it('rejects circular structures', () => {
     const a: Record<string, unknown> = { name: 'a' };
     a.self = a;
