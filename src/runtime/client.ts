@@ -216,7 +216,9 @@ export class AwaClient {
   ): Promise<EnqueueResult[]> {
     if (!Array.isArray(jobs))
       throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
-    const rows = await Promise.all(jobs.map((j) => this.toRow(j)));
+    const built = jobs.map((j) => this.toRow(j));
+    // Only an async schema makes a row a promise; otherwise there is nothing to wait for.
+    const rows = built.some((r) => r instanceof Promise) ? await Promise.all(built) : (built as JobRow[]);
     const queue = rows.length > 0 && rows.every((r) => r.queue === rows[0]!.queue) ? rows[0]!.queue : null;
     const send = this.telemetry.begin('enqueueMany', queue);
     return send.run(async () => {

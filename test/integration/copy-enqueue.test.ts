@@ -136,7 +136,7 @@ describe('COPY enqueue', () => {
     expect((await f.client.counts()).find((c) => c.queue === 'bad_late')?.available ?? 0).toBe(0);
   });
 
-  it('takes async iterables and async schemas in input order, and refuses input that is not iterable', async () => {
+  it('takes async iterables and async schemas in input order (enqueueMany too), and refuses input that is not iterable', async () => {
     // An async schema makes the row a promise; a sync one does not: mixed in one load, order must hold.
     const checked = defineJob({
       kind: 'bulk_checked',
@@ -170,6 +170,26 @@ describe('COPY enqueue', () => {
         { kind: checked, args: { n: -1 } },
       ]),
     ).rejects.toThrow(/n must not be negative/);
+    // enqueueMany builds its rows the same way: mixed sync and async checks, results in input order.
+    const many = await f.client.enqueueMany(
+      Array.from({ length: 6 }, (_, i) => ({
+        kind: i % 2 === 0 ? checked : plain,
+        args: { n: 5_000 + i },
+        options: { queue: 'bulk_many' },
+      })),
+    );
+    const { rows: manyRows } = await f.pool.query<{ id: string; n: number }>(
+      `select job_id::text as id, (args->>'n')::int as n from awa.ready_entries where queue = 'bulk_many'
+        order by lane_seq`,
+    );
+    expect(manyRows.map((r) => r.n)).toEqual([5_000, 5_001, 5_002, 5_003, 5_004, 5_005]);
+    expect(many.map((r) => r.id)).toEqual(manyRows.map((r) => r.id));
+    await expect(
+      f.client.enqueueMany([
+        { kind: plain, args: { n: 1 }, options: { queue: 'bulk_many' } },
+        { kind: checked, args: { n: -1 }, options: { queue: 'bulk_many' } },
+      ]),
+    ).rejects.toBeInstanceOf(InvalidArgsError);
     for (const bad of [null, 42, { kind: plain, args: {} }]) {
       const err = await f.client.copyEnqueue(bad as never).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(InvalidOptionError);
