@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { ClientClosedError, InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
+import { assertIterable, runCopyLoad, type CopyEnqueueResult, type JobInput } from './copy-load.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
 import { JOB_STATES, type JobState } from '../model/job.js';
 import {
@@ -97,19 +98,10 @@ const CLIENT_OPTION_KEYS = [
   'maxPayloadBytes',
   'queryTimeoutMs',
 ] as const;
-/** copyEnqueue: how many rows of the next chunk are built between turns of the event loop. */
-const YIELD_EVERY_ROWS = 512;
 
 export interface EnqueueOptions extends JobOptions {
   /** Run on this client, inside whatever transaction it has open. */
   client?: pg.ClientBase;
-}
-
-/** A job for enqueueMany / copyEnqueue. */
-export interface JobInput<Args = unknown> {
-  kind: JobKind<Args> | string;
-  args: Args;
-  options?: JobOptions;
 }
 
 export interface CopyEnqueueOptions {
@@ -118,12 +110,6 @@ export interface CopyEnqueueOptions {
   /** Rows per COPY chunk (memory bound). Default 20,000. */
   chunkSize?: number;
   onProgress?: (enqueued: number) => void;
-}
-
-export interface CopyEnqueueResult {
-  inserted: number;
-  /** Unique jobs skipped because another job holds their key. */
-  duplicates: number;
 }
 
 export class AwaClient {
@@ -247,68 +233,20 @@ export class AwaClient {
   ): Promise<CopyEnqueueResult> {
     const chunkSize =
       options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
-    const walk = iterationOf(jobs);
+    assertIterable(jobs);
     const send = this.telemetry.begin('copyEnqueue', null);
-    // The next chunk's rows are built while the previous chunk's COPY runs (one COPY at a time on the
-    // connection): the database parses and indexes one chunk while this process encodes the next.
-    const load = async (client: pg.ClientBase): Promise<CopyEnqueueResult> => {
-      let chunk: JobRow[] = [];
-      const result = { inserted: 0, duplicates: 0 };
-      // The COPY in flight (resolved when none is).
-      let copying: Promise<void> = Promise.resolve();
-      const copy = async (rows: JobRow[]) => {
-        await this.prepareLanes(rows);
-        send.inject(rows);
-        const duplicates = await copyEnqueueChunk(client, this.schema, rows);
-        send.sent(rows, duplicates);
-        result.inserted += rows.length - duplicates;
-        result.duplicates += duplicates;
-        options.onProgress?.(result.inserted + result.duplicates);
-      };
-      const startCopy = async (rows: JobRow[]) => {
-        await copying;
-        copying = copy(rows);
-        // Observed when awaited (next chunk or the end); until then a failure must not go unhandled.
-        copying.catch(() => {});
-      };
-      // Adds a job's row; returns something to wait for only when there is (an async schema, a yield, a COPY
-      // to start), so an ordinary job costs no promise.
-      const push = (row: JobRow): Promise<void> | undefined => {
-        chunk.push(row);
-        if (chunk.length >= chunkSize) {
-          const full = chunk;
-          chunk = [];
-          return startCopy(full);
-        }
-        // Rows are built without turns of the event loop: yield now and then so the COPY in flight keeps
-        // streaming.
-        if (chunk.length % YIELD_EVERY_ROWS === 0) return new Promise((r) => setImmediate(r));
-        return undefined;
-      };
-      const add = (job: JobInput): Promise<void> | undefined => {
-        const row = this.toRow(job);
-        return row instanceof Promise ? row.then(push) : push(row);
-      };
-      try {
-        // An array or other synchronous iterable is walked as one: for await would cost every job a promise.
-        if (walk === 'sync') {
-          for (const job of jobs as Iterable<JobInput>) {
-            const pending = add(job);
-            if (pending) await pending;
-          }
-        } else {
-          for await (const job of jobs) await add(job);
-        }
-        if (chunk.length > 0) await startCopy(chunk);
-      } catch (err) {
-        // The rollback that follows must reach the connection after the COPY in flight, not between its
-        // reservation and its rows.
-        await copying.catch(() => {});
-        throw err;
-      }
-      await copying;
-      return result;
-    };
+    const load = (client: pg.ClientBase) =>
+      runCopyLoad(jobs, chunkSize, {
+        toRow: (job) => this.toRow(job),
+        copy: async (rows) => {
+          await this.prepareLanes(rows);
+          send.inject(rows);
+          const duplicates = await copyEnqueueChunk(client, this.schema, rows);
+          send.sent(rows, duplicates);
+          return duplicates;
+        },
+        onProgress: options.onProgress,
+      });
     return send.run(() =>
       this.wrap('copyEnqueue', () =>
         options.client
@@ -609,17 +547,4 @@ export class AwaClient {
       throw wrapDatabaseError(op, err, this.target);
     }
   }
-}
-
-/** How copyEnqueue walks its input; anything that is not iterable is refused before a transaction opens. */
-function iterationOf(jobs: unknown): 'sync' | 'async' {
-  const input = jobs as Partial<Iterable<unknown> & AsyncIterable<unknown>> | null | undefined;
-  if (typeof input === 'object' && input !== null) {
-    if (typeof input[Symbol.iterator] === 'function') return 'sync';
-    if (typeof input[Symbol.asyncIterator] === 'function') return 'async';
-  }
-  throw new InvalidOptionError(
-    'jobs',
-    'must be an array, an iterable or an async iterable of { kind, args, options? }',
-  );
 }

@@ -1,11 +1,5 @@
-export {
-  AwaClient,
-  type ClientOptions,
-  type EnqueueOptions,
-  type JobInput,
-  type CopyEnqueueOptions,
-  type CopyEnqueueResult,
-} from './client.js';
+export { AwaClient, type ClientOptions, type EnqueueOptions, type CopyEnqueueOptions } from './client.js';
+export type { JobInput, CopyEnqueueResult } from './copy-load.js';
 export { WorkerHost, DeadlineExceeded } from './worker-host.js';
 export type { HostEvents } from './host-events.js';
 export type { CronSchedule, CronTriggerResult, CronFire } from './cron.js';
