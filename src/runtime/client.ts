@@ -2,7 +2,6 @@ import type pg from 'pg';
 import { ClientClosedError, InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
-import { assertIterable, runCopyLoad, type CopyEnqueueResult, type JobInput } from './copy-load.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
 import { JOB_STATES, type JobState } from '../model/job.js';
 import {
@@ -73,6 +72,7 @@ import {
 } from './cron.js';
 import { ProducerTelemetry, telemetryScope } from './telemetry/index.js';
 import { QUERY_TIMEOUT_MS } from './config.js';
+import { assertIterable, runCopyLoad, type CopyEnqueueResult, type JobInput } from './copy-load.js';
 
 // The producer-and-operator handle: migrate, enqueue (on the caller's transaction if given one), bulk
 // COPY enqueue, and admin reads. It owns its pool unless the caller passed one.
