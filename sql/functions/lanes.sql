@@ -52,13 +52,15 @@ begin
         perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
       end loop;
       insert into {{schema}}.lanes
-        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq)
+        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
+         enqueue_shards)
         values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
                 format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass);
+                format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass,
+                v_shards);
     end loop;
   end loop;
   return true;
@@ -67,7 +69,8 @@ $$;
 
 -- Sets how many enqueue shards a queue has, and creates their lanes now (in this, the caller's short
 -- transaction, not in a producer's). Fewer shards than before: producers stop using the higher ones, and
--- claimers drain them like any lane with work. Returns the previous count.
+-- claimers drain them like any lane with work. The count is copied onto the queue's lane rows, where
+-- producers read it (reserve_lane()), after the lanes it names exist. Returns the previous count.
 create function {{schema}}.set_enqueue_shards(p_queue text, p_shards smallint) returns smallint
   language plpgsql
   as $$
@@ -78,6 +81,7 @@ begin
   on conflict (queue) do update set enqueue_shards = excluded.enqueue_shards, updated_at = now()
    where queue_settings.enqueue_shards <> excluded.enqueue_shards;
   perform {{schema}}.ensure_lanes(p_queue, true);
+  update {{schema}}.lanes set enqueue_shards = p_shards where queue = p_queue and enqueue_shards <> p_shards;
   return v_before;
 end
 $$;
@@ -96,7 +100,8 @@ create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_cou
   language plpgsql
   as $$
 declare
-  v_shard smallint;
+  v_shard smallint := 0;
+  v_shards smallint;
   v_enqueue_seq regclass;
   v_notify_seq regclass;
   v_drained_seq regclass;
@@ -104,16 +109,24 @@ declare
   v_notify boolean := false;
   v_done text;
 begin
-  -- The shard (0 unless the queue has several, then the next in turn) and its lane, in one statement.
-  -- (Queries inline rather than through queue_shards()/current_slot(): PL/pgSQL caches their plans.)
-  -- Calls below are assignments rather than PERFORMs: PL/pgSQL evaluates a lone call directly, where a
-  -- PERFORM (or SELECT INTO) starts an executor for it.
-  select s.shard, l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
-    into v_shard, lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
-    from (select coalesce((select case when q.enqueue_shards > 1
-                                       then nextval('{{schema}}.shard_rotor_seq') % q.enqueue_shards end
-                             from {{schema}}.queue_settings q where q.queue = p_queue), 0)::smallint as shard) s
-    left join {{schema}}.lanes l on l.queue = p_queue and l.priority = p_priority and l.shard = s.shard;
+  -- Shard 0's lane, which also says how many shards the queue has: with one (nearly always) that is the lane.
+  -- With several, the next shard in turn. (Queries inline rather than through a helper: PL/pgSQL caches their
+  -- plans.) Calls below are assignments rather than PERFORMs: PL/pgSQL evaluates a lone call directly, where
+  -- a PERFORM (or SELECT INTO) starts an executor for it.
+  select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq, l.enqueue_shards
+    into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq, v_shards
+    from {{schema}}.lanes l
+   where l.queue = p_queue and l.priority = p_priority and l.shard = 0;
+  if v_shards > 1 then
+    v_shard := (nextval('{{schema}}.shard_rotor_seq') % v_shards)::smallint;
+    if v_shard > 0 then
+      lane_id := null;
+      select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
+        into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
+        from {{schema}}.lanes l
+       where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
+    end if;
+  end if;
   if lane_id is null then
     perform {{schema}}.ensure_lanes(p_queue, true);
     select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq

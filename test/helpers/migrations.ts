@@ -15,6 +15,7 @@ export const MIGRATION_NAMES: readonly string[] = [
   'producer_horizon',
   'receipt_generation',
   'leader_seat',
+  'lane_shard_count',
 ];
 export const MIGRATION_VERSIONS: readonly number[] = MIGRATION_NAMES.map((_, i) => i + 1);
 export const LATEST_VERSION: number = MIGRATION_VERSIONS.length;

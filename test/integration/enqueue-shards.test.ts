@@ -147,6 +147,20 @@ describe('enqueue shards', () => {
     }
   });
 
+  it('more shards for a queue already in use: its next jobs spread over the new shards too', async () => {
+    await f.client.enqueue('s', { i: 0 }, { queue: 'sh_grow' });
+    expect(await f.client.setEnqueueShards('sh_grow', 2)).toBe(1);
+    // Producers read the count from the lane rows: every row of the queue carries the new one.
+    const { rows: counts } = await f.pool.query<{ enqueue_shards: number; n: string }>(
+      `select enqueue_shards, count(*) as n from awa.lanes where queue = 'sh_grow' group by enqueue_shards`,
+    );
+    expect(counts.map((r) => [r.enqueue_shards, Number(r.n)])).toEqual([[2, 8]]);
+    for (let i = 1; i <= 6; i++) await f.client.enqueue('s', { i }, { queue: 'sh_grow' });
+    const jobs = await placed((await claimJobs(f.pool, f.schema, req('sh_grow', 100))).batches);
+    expect(jobs).toHaveLength(7);
+    expect([0, 1].map((s) => jobs.filter((j) => j.shard === s).length)).toEqual([4, 3]);
+  });
+
   it('fewer shards: producers stop using the higher ones, and the jobs already there still run', async () => {
     await f.client.setEnqueueShards('sh_shrink', 4);
     for (let i = 0; i < 8; i++) await f.client.enqueue('s', { i }, { queue: 'sh_shrink' });

@@ -123,6 +123,73 @@ describe('migrations', () => {
     }
   });
 
+  it("upgrading from version 13 copies each queue's shard count onto its lanes: a sharded queue keeps spreading its jobs, a plain one stays on shard 0", async () => {
+    const old = await createTestDatabase('migrate_v13');
+    const c = new pg.Client(old.url);
+    await c.connect();
+    try {
+      // A version-13 database: queue sh_two split into two shards (its priority-2 lanes, shards 0 and 1, and its
+      // setting), queue plain with one lane.
+      const schema = resolveSchema();
+      for (const m of migrations().filter((m) => m.version <= 13)) {
+        await c.query(renderMigration(m, schema));
+        await c.query('insert into awa.schema_version (version, name) values ($1, $2)', [m.version, m.name]);
+      }
+      const lanes: [string, number][] = [
+        ['sh_two', 0],
+        ['sh_two', 1],
+        ['plain', 0],
+      ];
+      for (const [queue, shard] of lanes) {
+        const seqs = ['enq', 'claim', 'floor', 'notify', 'drained', 'gen'].map(
+          (k) => `awa.v13_${queue}_${shard}_${k}`,
+        );
+        for (const seq of seqs)
+          await c.query(
+            `create sequence ${seq} as bigint minvalue 0 start 0; select setval('${seq}', 0, true)`,
+          );
+        await c.query(
+          `insert into awa.lanes (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq,
+                                  receipt_gen_seq)
+           values ($1, 2, $2, $3, $4, $5, $6, $7, $8)`,
+          [queue, shard, ...seqs],
+        );
+      }
+      await c.query(`insert into awa.queue_settings (queue, enqueue_shards) values ('sh_two', 2)`);
+
+      expect((await migrate({ connectionString: old.url })).applied).toEqual([14]);
+      const { rows } = await c.query(
+        'select queue, shard, enqueue_shards from awa.lanes where priority = 2 order by queue, shard',
+      );
+      expect(rows).toEqual([
+        { queue: 'plain', shard: 0, enqueue_shards: 1 },
+        { queue: 'sh_two', shard: 0, enqueue_shards: 2 },
+        { queue: 'sh_two', shard: 1, enqueue_shards: 2 },
+      ]);
+      const client = new AwaClient({ connectionString: old.url, poolSize: 2 });
+      try {
+        for (let i = 0; i < 4; i++) {
+          await client.enqueue('k', { i }, { queue: 'sh_two' });
+          await client.enqueue('k', { i }, { queue: 'plain' });
+        }
+        const { rows: placed } = await c.query(
+          `select e.queue, l.shard, count(*)::int as n from awa.ready_entries e join awa.lanes l using (lane_id)
+            group by 1, 2 order by 1, 2`,
+        );
+        expect(placed).toEqual([
+          { queue: 'plain', shard: 0, n: 4 },
+          { queue: 'sh_two', shard: 0, n: 2 },
+          { queue: 'sh_two', shard: 1, n: 2 },
+        ]);
+      } finally {
+        await client.close();
+      }
+    } finally {
+      await c.end();
+      await old.drop();
+    }
+  });
+
   it('installs into another schema when asked, independent of the default one', async () => {
     await migrate({ connectionString: db.url, schema: 'jobs_alt' });
     const client = new AwaClient({ connectionString: db.url, schema: 'jobs_alt' });
