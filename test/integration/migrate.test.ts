@@ -9,6 +9,19 @@ const VERSIONS = MIGRATION_VERSIONS;
 const NAMES = MIGRATION_NAMES;
 const LATEST = LATEST_VERSION;
 
+/** A new database whose schema is at `version`: the tables as those migrations left them, no functions. */
+async function databaseAt(name: string, version: number) {
+  const db = await createTestDatabase(name);
+  const c = new pg.Client(db.url);
+  await c.connect();
+  const schema = resolveSchema();
+  for (const m of migrations().filter((m) => m.version <= version)) {
+    await c.query(renderMigration(m, schema));
+    await c.query('insert into awa.schema_version (version, name) values ($1, $2)', [m.version, m.name]);
+  }
+  return { db, c, schema };
+}
+
 describe('migrations', () => {
   let db: Awaited<ReturnType<typeof createTestDatabase>>;
   beforeAll(async () => {
@@ -40,17 +53,10 @@ describe('migrations', () => {
   });
 
   it("upgrading from version 8 keeps a queue's lane and its waiting jobs: they become shard 0, claimed in order, and the lane gets its drained mark", async () => {
-    const old = await createTestDatabase('migrate_v8');
-    const c = new pg.Client(old.url);
-    await c.connect();
+    const { db: old, c, schema } = await databaseAt('migrate_v8', 8);
     try {
       // A version-8 database as its own functions left it: one lane (five sequences, no shard column) and
       // two waiting jobs at positions 1 and 2.
-      const schema = resolveSchema();
-      for (const m of migrations().filter((m) => m.version <= 8)) {
-        await c.query(renderMigration(m, schema));
-        await c.query('insert into awa.schema_version (version, name) values ($1, $2)', [m.version, m.name]);
-      }
       for (const seq of ['enq', 'claim', 'floor', 'mark', 'notify'])
         await c.query(
           `create sequence awa.v8_${seq} as bigint minvalue 0 start 0; select setval('awa.v8_${seq}', 0, true)`,
@@ -124,17 +130,10 @@ describe('migrations', () => {
   });
 
   it("upgrading from version 13 copies each queue's shard count onto its lanes: a sharded queue keeps spreading its jobs, a plain one stays on shard 0", async () => {
-    const old = await createTestDatabase('migrate_v13');
-    const c = new pg.Client(old.url);
-    await c.connect();
+    const { db: old, c } = await databaseAt('migrate_v13', 13);
     try {
       // A version-13 database: queue sh_two split into two shards (its priority-2 lanes, shards 0 and 1, and its
       // setting), queue plain with one lane.
-      const schema = resolveSchema();
-      for (const m of migrations().filter((m) => m.version <= 13)) {
-        await c.query(renderMigration(m, schema));
-        await c.query('insert into awa.schema_version (version, name) values ($1, $2)', [m.version, m.name]);
-      }
       const lanes: [string, number][] = [
         ['sh_two', 0],
         ['sh_two', 1],
