@@ -10,7 +10,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, DatabaseReadOnlyError, WorkerHost, defineJob } from '../../src/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { sidePool, type TestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
 
 const JOBS = 200;
@@ -21,11 +22,8 @@ describe('chaos: the server turns read-only under the host', () => {
   let admin: pg.Pool;
   let producer: AwaClient;
   beforeAll(async () => {
-    db = await createTestDatabase('read_only');
-    producer = new AwaClient({ connectionString: db.url, poolSize: 2 });
-    await producer.migrate();
-    admin = new pg.Pool({ connectionString: db.url, max: 1, application_name: 'read-only-test' });
-    admin.on('error', () => {});
+    ({ db, client: producer } = await migratedDatabase('read_only', { poolSize: 2 }));
+    admin = sidePool(db.url, 1, 'read-only-test');
   });
   afterAll(async () => {
     await producer?.close();

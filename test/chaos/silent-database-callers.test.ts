@@ -8,7 +8,8 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, WorkerHost, defineJob } from '../../src/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { sidePool, type TestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 import { optionError } from '../helpers/option-error.js';
 import { startSilentProxy, type SilentProxy } from '../helpers/silent-proxy.js';
 
@@ -32,12 +33,10 @@ describe('chaos: the database goes silent under producers and a starting host', 
   let proxy: SilentProxy | undefined;
   let producer: AwaClient | undefined;
   beforeAll(async () => {
-    db = await createTestDatabase('silent_callers');
-    const setup = new AwaClient({ connectionString: db.url, poolSize: 1 });
-    await setup.migrate();
-    await setup.close();
-    admin = new pg.Pool({ connectionString: db.url, max: 2, application_name: 'silent-callers-test' });
-    admin.on('error', () => {});
+    const migrated = await migratedDatabase('silent_callers', { poolSize: 1 });
+    db = migrated.db;
+    await migrated.client.close();
+    admin = sidePool(db.url, 2, 'silent-callers-test');
   });
   afterEach(async () => {
     await producer?.close();

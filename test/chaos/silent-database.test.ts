@@ -11,8 +11,10 @@
 // a new one every timeout, until max_connections ran out.
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient, WorkerHost, defineJob } from '../../src/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { AwaClient } from '../../src/index.js';
+import { WorkerHost, defineJob } from '../../src/index.js';
+import { sidePool, type TestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 import { startSilentProxy, type SilentProxy } from '../helpers/silent-proxy.js';
 import { until } from '../helpers/wait.js';
@@ -28,11 +30,8 @@ describe('chaos: the database goes silent on every open connection', () => {
   let proxy: SilentProxy | undefined;
   let host: WorkerHost | undefined;
   beforeAll(async () => {
-    db = await createTestDatabase('silent_db');
-    client = new AwaClient({ connectionString: db.url, poolSize: 2 });
-    await client.migrate();
-    admin = new pg.Pool({ connectionString: db.url, max: 1, application_name: 'silent-db-test' });
-    admin.on('error', () => {});
+    ({ db, client: client } = await migratedDatabase('silent_db', { poolSize: 2 }));
+    admin = sidePool(db.url, 1, 'silent-db-test');
   });
   afterEach(async () => {
     await host?.stop();

@@ -21,6 +21,18 @@ const IN_USE = '55006';
 
 let counter = 0;
 
+/** A pool for a test's own statements beside the code under test. Its idle clients can be terminated under it
+ * (the test's own chaos, or the drop of the database at the end), so their errors are expected, not unhandled. */
+export function sidePool(url: string, max: number, applicationName?: string): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    ...(applicationName === undefined ? {} : { application_name: applicationName }),
+  });
+  pool.on('error', () => {});
+  return pool;
+}
+
 /** The run's server (connected to its maintenance database), for tests that need server-level access. */
 export function serverUrl(): string {
   return inject('pgServerUrl');

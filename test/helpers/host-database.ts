@@ -4,9 +4,12 @@ import { createTestDatabase, type TestDatabase } from './database.js';
 // The setup most host tests share: a database of the file's own with the schema migrated and a client on it,
 // the hosts a test started stopped after it, and both closed and dropped at the end.
 
-export async function migratedDatabase(label: string): Promise<{ db: TestDatabase; client: AwaClient }> {
+export async function migratedDatabase(
+  label: string,
+  clientOptions: { poolSize?: number } = {},
+): Promise<{ db: TestDatabase; client: AwaClient }> {
   const db = await createTestDatabase(label);
-  const client = new AwaClient({ connectionString: db.url });
+  const client = new AwaClient({ connectionString: db.url, ...clientOptions });
   await client.migrate();
   return { db, client };
 }

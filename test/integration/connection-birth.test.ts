@@ -2,7 +2,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, ConnectionError } from '../../src/index.js';
 import { createPool, isConnectionLoss, withClient } from '../../src/storage/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { TestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 
 // A connection the server ends as it is born. The server's termination can arrive in the same read as the end
 // of the connection's start-up, after the pool has stopped listening for the client's errors and before the
@@ -19,12 +20,11 @@ describe('connections ended as they start', () => {
   let db: TestDatabase;
   let admin: pg.Client;
   beforeAll(async () => {
-    db = await createTestDatabase('connection_birth');
+    const migrated = await migratedDatabase('connection_birth', { poolSize: 1 });
+    db = migrated.db;
+    await migrated.client.close();
     admin = new pg.Client({ connectionString: db.url });
     await admin.connect();
-    const setup = new AwaClient({ connectionString: db.url, poolSize: 1 });
-    await setup.migrate();
-    await setup.close();
   });
   afterAll(async () => {
     await admin?.end();

@@ -1,7 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient, WorkerHost, defineJob } from '../../src/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { AwaClient } from '../../src/index.js';
+import { WorkerHost, defineJob } from '../../src/index.js';
+import { sidePool, type TestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 import { until } from '../helpers/wait.js';
 
@@ -46,11 +48,8 @@ describe('a connection lost between its setup statement and its adoption', () =>
   let db: TestDatabase;
   let client: AwaClient;
   beforeAll(async () => {
-    db = await createTestDatabase('lost_adopted');
-    client = new AwaClient({ connectionString: db.url, poolSize: 2 });
-    await client.migrate();
-    admin = new pg.Pool({ connectionString: db.url, max: 1, application_name: 'lost-adopted-test' });
-    admin.on('error', () => {});
+    ({ db, client: client } = await migratedDatabase('lost_adopted', { poolSize: 2 }));
+    admin = sidePool(db.url, 1, 'lost-adopted-test');
   });
   afterAll(async () => {
     await client?.close();

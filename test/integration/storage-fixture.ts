@@ -1,7 +1,7 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { AwaClient } from '../../src/index.js';
 import { resolveSchema, type Schema } from '../../src/storage/index.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { createTestDatabase, sidePool } from '../helpers/database.js';
 
 /** A fresh, migrated database for one test file, with a client and a raw pool for storage calls. */
 export interface StorageFixture {
@@ -16,9 +16,7 @@ export async function storageFixture(label: string): Promise<StorageFixture> {
   const db = await createTestDatabase(label);
   const client = new AwaClient({ connectionString: db.url });
   await client.migrate();
-  const pool = new pg.Pool({ connectionString: db.url, max: 6 });
-  // An idle client can still be reached by the drop's pg_terminate_backend while the pool winds down.
-  pool.on('error', () => {});
+  const pool = sidePool(db.url, 6);
   return {
     url: db.url,
     client,

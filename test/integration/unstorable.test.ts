@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   AwaClient,
@@ -10,7 +10,8 @@ import {
   type WorkerOptions,
 } from '../../src/index.js';
 import { attemptProgress } from '../helpers/attempt-state.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { sidePool, type TestDatabase } from '../helpers/database.js';
+import { migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
 
 // Strings PostgreSQL's jsonb cannot hold (U+0000, a lone UTF-16 surrogate). Producers get a typed error
@@ -36,14 +37,11 @@ let admin: pg.Pool;
 const hosts: WorkerHost[] = [];
 
 beforeAll(async () => {
-  db = await createTestDatabase('unstorable');
-  client = new AwaClient({ connectionString: db.url, poolSize: 4 });
-  await client.migrate();
-  admin = new pg.Pool({ connectionString: db.url, max: 2, application_name: 'unstorable-test' });
-  admin.on('error', () => {});
+  ({ db, client } = await migratedDatabase('unstorable', { poolSize: 4 }));
+  admin = sidePool(db.url, 2, 'unstorable-test');
 });
 afterEach(async () => {
-  await Promise.all(hosts.splice(0).map((h) => h.stop()));
+  await stopHosts(hosts);
 });
 afterAll(async () => {
   await client?.close();

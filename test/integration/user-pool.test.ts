@@ -1,7 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient, WorkerHost, defineJob } from '../../src/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import type { AwaClient } from '../../src/index.js';
+import { WorkerHost, defineJob } from '../../src/index.js';
+import { sidePool, type TestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 import { until } from '../helpers/wait.js';
 
@@ -54,11 +56,8 @@ describe('WorkerHost({ pool })', () => {
   let client: AwaClient;
   let admin: pg.Pool;
   beforeAll(async () => {
-    db = await createTestDatabase('user_pool');
-    client = new AwaClient({ connectionString: db.url, poolSize: 2 });
-    await client.migrate();
-    admin = new pg.Pool({ connectionString: db.url, max: 2, application_name: 'user-pool-test' });
-    admin.on('error', () => {});
+    ({ db, client: client } = await migratedDatabase('user_pool', { poolSize: 2 }));
+    admin = sidePool(db.url, 2, 'user-pool-test');
   });
   afterAll(async () => {
     await client?.close();

@@ -1,8 +1,10 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient, defineJob, WorkerHost, type JobKind } from '../../src/index.js';
+import type { AwaClient } from '../../src/index.js';
+import { defineJob, WorkerHost, type JobKind } from '../../src/index.js';
 import { claimJobs, resolveSchema } from '../../src/storage/index.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { sidePool, type TestDatabase } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
 
 // The LISTEN/NOTIFY wake-up. The host polls only every 30 s here, so a job picked up within two seconds
@@ -20,17 +22,14 @@ const waitFor = (what: string, cond: () => boolean | Promise<boolean>, timeoutMs
   until(what, async () => await cond(), timeoutMs, 10);
 
 describe('LISTEN/NOTIFY wake-up', () => {
-  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let db: TestDatabase;
   let client: AwaClient;
   let admin: pg.Pool;
   let host: WorkerHost | undefined;
 
   beforeAll(async () => {
-    db = await createTestDatabase('wakeup');
-    client = new AwaClient({ connectionString: db.url, poolSize: 2 });
-    await client.migrate();
-    admin = new pg.Pool({ connectionString: db.url, max: 1, application_name: 'wakeup-test' });
-    admin.on('error', () => {});
+    ({ db, client: client } = await migratedDatabase('wakeup', { poolSize: 2 }));
+    admin = sidePool(db.url, 1, 'wakeup-test');
   });
   // A host a failed test left running would add a second wake-up session to the next test's database.
   afterEach(async () => {
