@@ -1,12 +1,17 @@
 import type { ClaimBatch, ClaimedJob, ClaimResult } from '../storage/index.js';
+import { AHEAD_HORIZON_MS, HOLD_MAX_MS, HeldJobs, Pace } from './claim-ahead.js';
 
-// One per queue. Holds the queue's permits: it claims only as many jobs as it has free permits (so every
-// claimed job can start at once), claims again straight away while batches come back full, and
-// otherwise waits for a wake-up (notification, poll tick, or enough permits coming back).
+// One per queue. Holds the queue's permits: every running job holds one. It claims as many jobs as it has
+// free permits plus, under a backlog, a few it may hold ahead of a permit (claim-ahead.ts), claims again
+// straight away while batches come back full, and otherwise waits for a wake-up (notification, poll tick, or
+// enough permits coming back).
 
 export interface DispatcherDeps {
   claim(queue: string, max: number): Promise<ClaimResult>;
+  /** Runs a claimed job; it holds a permit until the host calls release(). */
   execute(queue: string, batch: ClaimBatch, job: ClaimedJob): void;
+  /** Gives a claimed job that never started back to the queue, no attempt spent (holds no permit). */
+  handBack(queue: string, batch: ClaimBatch, job: ClaimedJob): void;
   /** True while results are piling up faster than they are flushed: claiming more would only add to it. */
   backpressure(): boolean;
   onError(err: unknown): void;
@@ -29,26 +34,28 @@ const CONTENDED_RETRY_MAX_MS = 250;
 const COALESCE_MS = 2;
 
 export class Dispatcher {
+  /** Jobs started and not yet released: the permits in use. */
   private inFlight = 0;
+  /** Jobs asked for by the claim in flight. */
+  private pending = 0;
+  private readonly held = new HeldJobs();
+  private readonly pace = new Pace();
   private claiming = false;
+  private startingHeld = false;
   private again = false;
   private stopped = true;
   private pollTimer: NodeJS.Timeout | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private echoTimer: NodeJS.Timeout | null = null;
   private coalesceTimer: NodeJS.Timeout | null = null;
+  private holdTimer: NodeJS.Timeout | null = null;
   private errorDelayMs = 0;
   private contendedDelayMs = 0;
   /** Echo claims still owed (see ECHO_MS). */
   private echoRounds = 0;
-  private readonly refillAt: number;
-  /** A full claim: what the dispatcher asks for when every permit it may use at once is free. */
-  private readonly fullClaim: number;
-  /** Whether partial claims under a backlog wait for more permits (see COALESCE_MS). */
-  private readonly coalesces: boolean;
   private idleWaiters: (() => void)[] = [];
   /**
-   * True when the last claim loop stopped for lack of permits (or under backpressure) rather than
+   * True when the last claim loop stopped for lack of room (or under backpressure) rather than
    * because the queue ran dry: only then is a freed permit worth a claim. Otherwise the next
    * notification or poll brings the work, and an idle queue costs no claim per finished job.
    */
@@ -59,17 +66,18 @@ export class Dispatcher {
     private readonly concurrency: number,
     private readonly batchSize: number,
     private readonly pollIntervalMs: number,
+    /** Most jobs held ahead of a permit (0: claim only for free permits). */
+    private readonly prefetch: number,
     private readonly deps: DispatcherDeps,
-  ) {
-    // Under load a claim waits for a quarter of a batch of free permits (and, on a host whose permits fit in
-    // one batch, for a full batch or COALESCE_MS): claims stay large without leaving capacity idle for long.
-    this.fullClaim = Math.min(batchSize, concurrency);
-    this.refillAt = Math.max(1, Math.ceil(this.fullClaim / 4));
-    this.coalesces = concurrency <= batchSize;
-  }
+  ) {}
 
   get running(): number {
     return this.inFlight;
+  }
+
+  /** Jobs claimed and held for a permit. */
+  get waiting(): number {
+    return this.held.size;
   }
 
   start(): void {
@@ -78,20 +86,29 @@ export class Dispatcher {
     this.wake();
   }
 
-  /** Stop claiming; running jobs carry on. */
+  /** Stop claiming and hand back the jobs held for a permit; running jobs carry on. */
   stopClaiming(): void {
     this.stopped = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.echoTimer) clearTimeout(this.echoTimer);
+    if (this.holdTimer) clearTimeout(this.holdTimer);
     this.clearCoalesce();
-    this.pollTimer = this.retryTimer = this.echoTimer = null;
+    this.pollTimer = this.retryTimer = this.echoTimer = this.holdTimer = null;
+    for (const h of this.held.takeAll()) this.deps.handBack(this.queue, h.batch, h.job);
   }
 
-  /** Resolves when no job of this queue is running. */
+  /** Resolves when no job of this queue is running or held. */
   idle(): Promise<void> {
-    if (this.inFlight === 0 && !this.claiming) return Promise.resolve();
+    if (this.isIdle()) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** The attempt was closed elsewhere (cancel, rescue): if it is held here, it is dropped, unstarted. */
+  forget(jobId: string, runLease: number): { batch: ClaimBatch; job: ClaimedJob } | null {
+    const item = this.held.remove(jobId, runLease);
+    if (item && this.isIdle()) this.notifyIdle();
+    return item;
   }
 
   wake(): void {
@@ -129,18 +146,66 @@ export class Dispatcher {
     if (this.mayHaveMore) this.wake();
   }
 
-  /** A job of this queue finished (its result is queued for flushing). */
+  /** A job of this queue finished (its result is queued for flushing): its permit goes to a held job, if any. */
   release(): void {
     this.inFlight--;
-    const free = this.concurrency - this.inFlight;
+    const now = Date.now();
+    this.pace.finished(now);
+    this.startHeld();
     if (this.mayHaveMore) {
-      if (free >= this.fullClaim || this.inFlight === 0) this.wake();
-      else if (free >= this.refillAt) {
-        if (this.coalesces) this.coalesce();
+      // Under a backlog a claim waits for a quarter of a full claim of room (and, when a full claim is one
+      // batch or less, for a full claim or COALESCE_MS): claims stay large without leaving permits idle long.
+      const capacity = this.capacity(now);
+      const full = Math.min(this.batchSize, capacity);
+      const room = capacity - this.inFlight - this.pending - this.held.size;
+      if (room >= full || this.inFlight + this.held.size === 0) this.wake();
+      else if (room >= Math.ceil(full / 4)) {
+        if (capacity <= this.batchSize) this.coalesce();
         else this.wake();
       }
     }
-    if (this.inFlight === 0 && !this.claiming) this.notifyIdle();
+    if (this.isIdle()) this.notifyIdle();
+  }
+
+  /** Permits plus what may be held ahead of them at the queue's recent pace. */
+  private capacity(nowMs: number): number {
+    const ahead = Math.min(this.prefetch, Math.floor(this.pace.perMs(nowMs) * AHEAD_HORIZON_MS));
+    return this.concurrency + ahead;
+  }
+
+  /** Starts held jobs, oldest first, while permits are free (iteratively: a handler may finish at once). */
+  private startHeld(): void {
+    if (this.startingHeld) return;
+    this.startingHeld = true;
+    try {
+      while (this.inFlight < this.concurrency && this.held.size > 0 && !this.stopped) {
+        const h = this.held.shift()!;
+        this.inFlight++;
+        this.deps.execute(this.queue, h.batch, h.job);
+      }
+    } finally {
+      this.startingHeld = false;
+    }
+  }
+
+  /** Jobs held since HOLD_MAX_MS ago go back to the queue: this host's handlers have slowed down. */
+  private watchHeld(): void {
+    const oldest = this.held.oldestMs();
+    if (this.holdTimer || this.stopped || oldest === null) return;
+    this.holdTimer = setTimeout(
+      () => {
+        this.holdTimer = null;
+        for (const h of this.held.takeHeldBefore(Date.now() - HOLD_MAX_MS + 1))
+          this.deps.handBack(this.queue, h.batch, h.job);
+        if (this.isIdle()) this.notifyIdle();
+        this.watchHeld();
+      },
+      Math.max(1, oldest + HOLD_MAX_MS - Date.now()),
+    );
+  }
+
+  private isIdle(): boolean {
+    return this.inFlight === 0 && this.held.size === 0 && !this.claiming;
   }
 
   /** Claim once COALESCE_MS have passed, unless a full batch of permits comes back first. */
@@ -161,32 +226,32 @@ export class Dispatcher {
     this.claiming = true;
     try {
       while (!this.stopped) {
-        const free = this.concurrency - this.inFlight;
-        if (free <= 0 || this.deps.backpressure()) {
+        const room = this.capacity(Date.now()) - this.inFlight - this.held.size;
+        if (room <= 0 || this.deps.backpressure()) {
           this.mayHaveMore = true;
           break;
         }
-        const max = Math.min(free, this.batchSize);
+        const max = Math.min(room, this.batchSize);
         this.clearCoalesce();
         this.again = false;
-        this.inFlight += max;
+        this.pending = max;
         let result: ClaimResult;
         try {
           result = await this.deps.claim(this.queue, max);
         } catch (err) {
-          this.inFlight -= max;
           this.deps.onError(err);
           this.backOff();
           break;
+        } finally {
+          this.pending = 0;
         }
         this.errorDelayMs = 0;
         const { batches, contended } = result;
         if (!contended) this.contendedDelayMs = 0;
         let got = 0;
         for (const b of batches) got += b.jobs.length;
-        this.inFlight -= max - got;
         this.mayHaveMore = got === max || contended;
-        for (const b of batches) for (const job of b.jobs) this.deps.execute(this.queue, b, job);
+        this.take(batches);
         if (got < max && contended && !this.again) {
           // Another host is claiming this queue's lane right now: come back as soon as its claim is done
           // rather than wait for a notification that will not come for a backlog.
@@ -204,8 +269,22 @@ export class Dispatcher {
       }
     } finally {
       this.claiming = false;
-      if (this.inFlight === 0) this.notifyIdle();
+      if (this.isIdle()) this.notifyIdle();
     }
+  }
+
+  /** Starts what free permits allow, in claim order, and holds the rest (behind jobs already held). */
+  private take(batches: readonly ClaimBatch[]): void {
+    const now = Date.now();
+    for (const b of batches)
+      for (const job of b.jobs) {
+        if (this.held.size === 0 && this.inFlight < this.concurrency) {
+          this.inFlight++;
+          this.deps.execute(this.queue, b, job);
+        } else this.held.push(b, job, now);
+      }
+    this.startHeld();
+    this.watchHeld();
   }
 
   private retrySoon(): void {

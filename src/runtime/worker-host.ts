@@ -155,9 +155,10 @@ export class WorkerHost extends HostEmitter {
     for (const [queue, q] of c.queues) {
       this.dispatchers.set(
         queue,
-        new Dispatcher(queue, q.concurrency, c.claimBatchSize, c.pollIntervalMs, {
+        new Dispatcher(queue, q.concurrency, c.claimBatchSize, c.pollIntervalMs, q.prefetch, {
           claim: (name, max) => this.claim(name, max),
           execute: (name, batch, job) => this.execute(name, batch, job),
+          handBack: (name, batch, job) => this.record(name, batch, job, 'snooze', new Date()),
           backpressure: () => this.batcher.backlog > c.completionBatchSize * 8,
           onError: (err) => this.reportError(err),
         }),
@@ -475,7 +476,8 @@ export class WorkerHost extends HostEmitter {
    */
   private closedElsewhere(jobId: string, runLease: number): void {
     const attempt = this.attempts.abort(jobId, runLease, new Error('attempt cancelled or rescued elsewhere'));
-    if (!attempt || attempt.settled) return;
+    if (!attempt) return this.forgetHeld(jobId, runLease);
+    if (attempt.settled) return;
     attempt.settled = true;
     this.attempts.end(attempt);
     this.receipts.answered(attempt.batch.batchId);
@@ -483,6 +485,18 @@ export class WorkerHost extends HostEmitter {
     this.telemetry.endProcess(attempt.telemetry, attempt.queue, attempt.job.kind, 'stale', undefined);
     this.telemetry.closedElsewhere(attempt.queue, attempt.job.kind);
     this.dispatchers.get(attempt.queue)!.release();
+  }
+
+  /** An attempt closed elsewhere before it started (held for a permit): drop it unstarted. */
+  private forgetHeld(jobId: string, runLease: number): void {
+    for (const d of this.dispatchers.values()) {
+      const held = d.forget(jobId, runLease);
+      if (!held) continue;
+      this.receipts.answered(held.batch.batchId);
+      this.stats.stale++;
+      this.telemetry.closedElsewhere(d.queue, held.job.kind);
+      return;
+    }
   }
 
   private complete(attempt: Attempt, thrown: unknown, failed: boolean): void {
@@ -515,7 +529,21 @@ export class WorkerHost extends HostEmitter {
     this.settle(queue, batch, c, 'snooze', new Date(now + this.config.unknownKindDelayMs), error);
   }
 
+  /** Queues a started job's result for flushing and gives its permit back. */
   private settle(
+    queue: string,
+    batch: ClaimBatch,
+    c: ClaimedJob,
+    outcome: Settlement['outcome'],
+    runAt?: Date,
+    error?: Record<string, unknown>,
+  ): void {
+    this.record(queue, batch, c, outcome, runAt, error);
+    this.dispatchers.get(queue)!.release();
+  }
+
+  /** Queues a claimed job's result for flushing. */
+  private record(
     queue: string,
     batch: ClaimBatch,
     c: ClaimedJob,
@@ -535,7 +563,6 @@ export class WorkerHost extends HostEmitter {
       runAt,
       error,
     });
-    this.dispatchers.get(queue)!.release();
   }
 
   private onFlushed(items: readonly HostSettlement[], accepted: Set<string>): void {

@@ -206,7 +206,8 @@ describe('awa bench', () => {
   }
 
   /** What a drain row says the run cost: the workers' CPU and PostgreSQL's (the test server is local) per job,
-   * and claims of at most the permits a host has. The server's CPU is read in 10 ms ticks from /proc, so a
+   * and claims of at most what a host may hold: its permits and as many again held ahead of them (a queue's
+   * `prefetch` defaults to its concurrency). The server's CPU is read in 10 ms ticks from /proc, so a
    * drain must cost it several ticks to read above zero: at about 6 µs a job, 2,000 jobs may not. */
   function expectDrainCosts(row: ResultRow, permitsPerHost: number): void {
     const { nodeCpuUsPerJob, pgCpuUsPerJob, jobsPerClaim, jobsPerFlush } = row.extra as Record<
@@ -216,7 +217,7 @@ describe('awa bench', () => {
     expect(nodeCpuUsPerJob).toBeGreaterThan(0);
     expect(pgCpuUsPerJob).toBeGreaterThan(0);
     expect(jobsPerClaim).toBeGreaterThanOrEqual(1);
-    expect(jobsPerClaim).toBeLessThanOrEqual(permitsPerHost);
+    expect(jobsPerClaim).toBeLessThanOrEqual(2 * permitsPerHost);
     expect(jobsPerFlush).toBeGreaterThanOrEqual(1);
   }
 

@@ -896,6 +896,13 @@ describe('WorkerHost', () => {
         'queues.default.concurrency',
       );
       expect(field({ connectionString: url, queues: { mail: -1 } })).toBe('queues.mail.concurrency');
+      for (const prefetch of [-1, 1.5, '4', Number.NaN])
+        expect(field({ connectionString: url, queues: { mail: { prefetch } as never } })).toBe(
+          'queues.mail.prefetch',
+        );
+      expect(
+        () => new WorkerHost({ connectionString: url, queues: { mail: { prefetch: 0 } } }),
+      ).not.toThrow();
       expect(field({ connectionString: url, pollIntervalMS: 20 } as WorkerOptions)).toBe(
         'options.pollIntervalMS',
       );

@@ -25,7 +25,7 @@ describe('Dispatcher', () => {
     let available = 25;
     const asks: number[] = [];
     const running: string[] = [];
-    const d = new Dispatcher('q', 10, 4, 60_000, {
+    const d = new Dispatcher('q', 10, 4, 60_000, 0, {
       claim: async (_q, max) => {
         asks.push(max);
         const n = Math.min(max, available);
@@ -33,6 +33,9 @@ describe('Dispatcher', () => {
         return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
+      handBack: () => {
+        throw new Error('nothing is held without prefetch');
+      },
       backpressure: () => false,
       onError: (e) => {
         throw e;
@@ -65,13 +68,16 @@ describe('Dispatcher', () => {
       const errors: unknown[] = [];
       let calls = 0;
       let failing = true;
-      const d = new Dispatcher('q', 5, 5, 3_600_000, {
+      const d = new Dispatcher('q', 5, 5, 3_600_000, 0, {
         claim: async () => {
           calls++;
           if (failing) throw new Error(`db down ${calls}`);
           return { batches: [], contended: false };
         },
         execute: () => {},
+        handBack: () => {
+          throw new Error('nothing is held without prefetch');
+        },
         backpressure: () => false,
         onError: (e) => errors.push(e),
       });
@@ -128,7 +134,7 @@ describe('Dispatcher', () => {
     it('claims again after 2 ms, doubling while the lane stays held, and waits for a wake-up once a short claim was not contended', async () => {
       const asks: number[] = [];
       let contendedClaims = 3;
-      const d = new Dispatcher('q', 10, 10, 3_600_000, {
+      const d = new Dispatcher('q', 10, 10, 3_600_000, 0, {
         claim: async (_q, max) => {
           asks.push(max);
           // Another host holds the lane: one job of the free lane, and the flag.
@@ -137,6 +143,9 @@ describe('Dispatcher', () => {
           return { batches: [], contended: false };
         },
         execute: () => {},
+        handBack: () => {
+          throw new Error('nothing is held without prefetch');
+        },
         backpressure: () => false,
         onError: (e) => {
           throw e;
@@ -181,12 +190,15 @@ describe('Dispatcher', () => {
       const at: number[] = [];
       let trickle = 3;
       const t0 = Date.now();
-      const d = new Dispatcher('q', 100, 50, 3_600_000, {
+      const d = new Dispatcher('q', 100, 50, 3_600_000, 0, {
         claim: async () => {
           at.push(Date.now() - t0);
           return { batches: trickle-- > 0 ? [batchOf(1, at.length)] : [], contended: false };
         },
         execute: () => {},
+        handBack: () => {
+          throw new Error('nothing is held without prefetch');
+        },
         backpressure: () => false,
         onError: (e) => {
           throw e;
@@ -222,12 +234,15 @@ describe('Dispatcher', () => {
     const onBacklog = (concurrency: number, batchSize: number) => {
       const asks: { max: number; at: number }[] = [];
       const t0 = Date.now();
-      const d = new Dispatcher('q', concurrency, batchSize, 3_600_000, {
+      const d = new Dispatcher('q', concurrency, batchSize, 3_600_000, 0, {
         claim: async (_q, max) => {
           asks.push({ max, at: Date.now() - t0 });
           return { batches: [batchOf(max, asks.length * 1000)], contended: false };
         },
         execute: () => {},
+        handBack: () => {
+          throw new Error('nothing is held without prefetch');
+        },
         backpressure: () => false,
         onError: (e) => {
           throw e;
@@ -277,7 +292,7 @@ describe('Dispatcher', () => {
     const asks: number[] = [];
     const running: string[] = [];
     let available = 6;
-    const d = new Dispatcher('q', 10, 4, 3_600_000, {
+    const d = new Dispatcher('q', 10, 4, 3_600_000, 0, {
       claim: async (_q, max) => {
         asks.push(max);
         const n = Math.min(max, available);
@@ -285,6 +300,9 @@ describe('Dispatcher', () => {
         return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
+      handBack: () => {
+        throw new Error('nothing is held without prefetch');
+      },
       backpressure: () => pressure,
       onError: (e) => {
         throw e;
@@ -314,5 +332,166 @@ describe('Dispatcher', () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(asks).toEqual([4, 4, 4]);
     d.stopClaiming();
+  });
+
+  describe('claiming ahead of free permits', () => {
+    beforeEach(() => {
+      vi.useFakeTimers();
+    });
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+
+    /** A started dispatcher on a backlog (every claim comes back full, ids in claim order) that records what
+     * it starts and hands back; `finish(n)` releases the n oldest running jobs. */
+    const aheadOnBacklog = (concurrency: number, batchSize: number, prefetch: number) => {
+      const asks: number[] = [];
+      /** Jobs running or held when each claim was made. */
+      const occupied: number[] = [];
+      const started: number[] = [];
+      const handedBack: number[] = [];
+      let next = 1;
+      let finished = 0;
+      const d = new Dispatcher('q', concurrency, batchSize, 3_600_000, prefetch, {
+        claim: async (_q, max) => {
+          asks.push(max);
+          occupied.push(d.running + d.waiting);
+          const batch = batchOf(max, next);
+          next += max;
+          return { batches: [batch], contended: false };
+        },
+        execute: (_q, _b, job) => started.push(Number(job.id)),
+        handBack: (_q, _b, job) => handedBack.push(Number(job.id)),
+        backpressure: () => false,
+        onError: (e) => {
+          throw e;
+        },
+      });
+      const finish = (n: number) => {
+        for (let i = 0; i < n; i++) {
+          expect(finished).toBeLessThan(started.length);
+          finished++;
+          d.release();
+        }
+      };
+      d.start();
+      return { d, asks, occupied, started, handedBack, finish };
+    };
+
+    /** Runs the queue at `perMs` jobs a millisecond for `ms`, always finishing the oldest running jobs. */
+    const runAt = async (finish: (n: number) => void, perMs: number, ms: number) => {
+      for (let t = 0; t < ms; t++) {
+        finish(perMs);
+        await vi.advanceTimersByTimeAsync(1);
+      }
+    };
+
+    it('holds ahead only once it has a pace, never runs more than its permits, and starts in claim order', async () => {
+      const { d, asks, started, finish } = aheadOnBacklog(10, 40, 10);
+      await vi.advanceTimersByTimeAsync(0);
+      // No pace yet: a claim for the free permits only.
+      expect(asks).toEqual([10]);
+      expect(d.waiting).toBe(0);
+      // 5 jobs a millisecond: 20 ms of that pace is 100 jobs, more than the 10 it may hold.
+      await runAt(finish, 5, 120);
+      expect(asks.some((n) => n > 10)).toBe(true);
+      expect(Math.max(...asks)).toBe(20);
+      expect(d.running).toBe(10);
+      expect(d.waiting).toBeGreaterThan(0);
+      expect(d.waiting).toBeLessThanOrEqual(10);
+      // Every job started once, in the order claimed.
+      expect(started).toEqual(Array.from({ length: started.length }, (_, i) => i + 1));
+      d.stopClaiming();
+    });
+
+    it('holds nothing for handlers slower than its horizon', async () => {
+      const { d, asks, occupied, finish } = aheadOnBacklog(10, 40, 10);
+      await vi.advanceTimersByTimeAsync(0);
+      // One job every 10 ms: 20 ms of that pace is 2 jobs, so claims are for the freed permits plus 2 at most.
+      for (let t = 0; t < 40; t++) {
+        finish(1);
+        await vi.advanceTimersByTimeAsync(10);
+      }
+      expect(Math.max(...asks)).toBeLessThanOrEqual(12);
+      expect(d.running).toBe(10);
+      // At one job every 50 ms nothing is held at all.
+      for (let t = 0; t < 20; t++) {
+        finish(1);
+        await vi.advanceTimersByTimeAsync(50);
+      }
+      const late = asks.length;
+      for (let t = 0; t < 10; t++) {
+        finish(1);
+        await vi.advanceTimersByTimeAsync(50);
+      }
+      // Claims only for free permits: what each asked for fits beside what was running.
+      expect(asks.length).toBeGreaterThan(late);
+      expect(asks.slice(late).every((n, i) => n + occupied[late + i]! <= 10)).toBe(true);
+      expect(d.waiting).toBe(0);
+      d.stopClaiming();
+    });
+
+    it('with prefetch 0 never holds, at any pace', async () => {
+      const { d, asks, finish } = aheadOnBacklog(10, 40, 0);
+      await vi.advanceTimersByTimeAsync(0);
+      await runAt(finish, 5, 120);
+      expect(Math.max(...asks)).toBe(10);
+      expect(d.waiting).toBe(0);
+      d.stopClaiming();
+    });
+
+    it('hands back, unstarted, jobs held 250 ms once its handlers stall, and what it holds when it stops', async () => {
+      const { d, started, handedBack, finish } = aheadOnBacklog(10, 40, 10);
+      await vi.advanceTimersByTimeAsync(0);
+      await runAt(finish, 5, 120);
+      const held = d.waiting;
+      expect(held).toBeGreaterThan(0);
+      const firstHeld = started.length + 1;
+      // The handlers stall: nothing finishes. The held jobs wait, then go back after 250 ms, none started.
+      await vi.advanceTimersByTimeAsync(200);
+      expect(handedBack).toEqual([]);
+      await vi.advanceTimersByTimeAsync(60);
+      expect(handedBack).toEqual(Array.from({ length: held }, (_, i) => firstHeld + i));
+      expect(d.waiting).toBe(0);
+      expect(started.length).toBe(firstHeld - 1);
+      // Running again: it holds jobs again, and stopping hands those back at once.
+      await runAt(finish, 5, 120);
+      const heldAtStop = d.waiting;
+      expect(heldAtStop).toBeGreaterThan(0);
+      const before = handedBack.length;
+      const startedBefore = started.length;
+      const lastStarted = Math.max(...started);
+      d.stopClaiming();
+      expect(handedBack.slice(before)).toEqual(
+        Array.from({ length: heldAtStop }, (_, i) => lastStarted + 1 + i),
+      );
+      expect(d.waiting).toBe(0);
+      // Its running jobs finish; then it is idle, and nothing more starts.
+      let idle = false;
+      void d.idle().then(() => (idle = true));
+      finish(9);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(idle).toBe(false);
+      finish(1);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(idle).toBe(true);
+      expect(started.length).toBe(startedBefore);
+    });
+
+    it('drops a held job closed elsewhere, and only that attempt', async () => {
+      const { d, started, finish } = aheadOnBacklog(10, 40, 10);
+      await vi.advanceTimersByTimeAsync(0);
+      await runAt(finish, 5, 120);
+      expect(d.waiting).toBeGreaterThan(1);
+      const target = String(started.length + 2);
+      expect(d.forget(target, 2)).toBeNull();
+      const dropped = d.forget(target, 1);
+      expect(dropped?.job.id).toBe(target);
+      expect(d.forget(target, 1)).toBeNull();
+      await runAt(finish, 5, 40);
+      expect(started).not.toContain(Number(target));
+      expect(started).toContain(Number(target) + 1);
+      d.stopClaiming();
+    });
   });
 });

@@ -1,0 +1,97 @@
+import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
+
+// Claiming ahead: a dispatcher under a backlog may claim more jobs than it has free permits and hold the rest
+// here until permits come back, so its claims stay large when its concurrency is small (each claim pays a
+// fixed cost and a turn on the lane). It holds only what it finishes in AHEAD_HORIZON_MS at its recent pace
+// (so a held job waits about that long, and slow handlers hold nothing), and hands back, unstarted, a job held
+// longer than HOLD_MAX_MS (its handlers slowed down after it was claimed).
+
+/** How much work, at the queue's recent pace, a dispatcher may hold ahead of its permits. */
+export const AHEAD_HORIZON_MS = 20;
+/** A job held this long goes back to the queue (a snooze: no attempt spent) for any host to run. */
+export const HOLD_MAX_MS = 250;
+/** The pace is measured over windows this long, each averaged with the one before. */
+const PACE_WINDOW_MS = 50;
+
+export interface HeldJob {
+  batch: ClaimBatch;
+  job: ClaimedJob;
+  heldAtMs: number;
+}
+
+/** Jobs claimed ahead of a permit, oldest first. */
+export class HeldJobs {
+  private items: HeldJob[] = [];
+  private head = 0;
+
+  get size(): number {
+    return this.items.length - this.head;
+  }
+
+  push(batch: ClaimBatch, job: ClaimedJob, nowMs: number): void {
+    this.items.push({ batch, job, heldAtMs: nowMs });
+  }
+
+  shift(): HeldJob | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const item = this.items[this.head++]!;
+    if (this.head === this.items.length) {
+      this.items = [];
+      this.head = 0;
+    }
+    return item;
+  }
+
+  /** When the oldest held job was held, or null when none is. */
+  oldestMs(): number | null {
+    return this.items[this.head]?.heldAtMs ?? null;
+  }
+
+  /** Removes and returns the jobs held since before `cutoffMs`. */
+  takeHeldBefore(cutoffMs: number): HeldJob[] {
+    const taken: HeldJob[] = [];
+    while ((this.items[this.head]?.heldAtMs ?? cutoffMs) < cutoffMs) taken.push(this.shift()!);
+    return taken;
+  }
+
+  takeAll(): HeldJob[] {
+    const taken = this.items.slice(this.head);
+    this.items = [];
+    this.head = 0;
+    return taken;
+  }
+
+  /** Removes the held attempt (`jobId`, `runLease`), if it is held here. */
+  remove(jobId: string, runLease: number): HeldJob | null {
+    const i = this.items.findIndex(
+      (h, at) => at >= this.head && h.job.id === jobId && h.job.runLease === runLease,
+    );
+    if (i < 0) return null;
+    const [item] = this.items.splice(i, 1);
+    if (this.head >= this.items.length) this.takeAll();
+    return item!;
+  }
+}
+
+/** Jobs finished per millisecond, recently. */
+export class Pace {
+  private count = 0;
+  private since = 0;
+  private rate = 0;
+
+  finished(nowMs: number): void {
+    if (this.since === 0) this.since = nowMs;
+    this.count++;
+    const elapsed = nowMs - this.since;
+    if (elapsed < PACE_WINDOW_MS) return;
+    const latest = this.count / elapsed;
+    this.rate = this.rate === 0 ? latest : (this.rate + latest) / 2;
+    this.count = 0;
+    this.since = nowMs;
+  }
+
+  /** A queue that has finished nothing for a few windows has no pace to hold ahead for. */
+  perMs(nowMs: number): number {
+    return this.since !== 0 && nowMs - this.since > 4 * PACE_WINDOW_MS ? 0 : this.rate;
+  }
+}
