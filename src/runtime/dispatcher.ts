@@ -273,12 +273,14 @@ export class Dispatcher {
     }
   }
 
-  /** Starts what free permits allow, in claim order, and holds the rest (behind jobs already held). */
+  /** Starts what free permits allow, in claim order, and holds the rest (behind jobs already held). A claim
+   * that was in flight when claiming stopped hands its jobs back unstarted. */
   private take(batches: readonly ClaimBatch[]): void {
     const now = Date.now();
     for (const b of batches)
       for (const job of b.jobs) {
-        if (this.held.size === 0 && this.inFlight < this.concurrency) {
+        if (this.stopped) this.deps.handBack(this.queue, b, job);
+        else if (this.held.size === 0 && this.inFlight < this.concurrency) {
           this.inFlight++;
           this.deps.execute(this.queue, b, job);
         } else this.held.push(b, job, now);

@@ -437,8 +437,6 @@ export class WorkerHost extends HostEmitter {
     const now = Date.now();
     this.stats.claimed++;
     this.stats.recordPickup(now - c.readyAtMs);
-    // A claim that was in flight when stop() began: start nothing new, hand the job straight back.
-    if (this.state === 'stopping') return this.settle(queue, batch, c, 'snooze', new Date(now));
     const entry = this.registry.get(c.kind);
     if (!entry) return this.handBack(queue, batch, c, now);
     const exec = this.telemetry.startProcess(queue, c, this.claimSpans.get(batch) ?? null);

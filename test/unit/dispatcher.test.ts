@@ -478,6 +478,34 @@ describe('Dispatcher', () => {
       expect(started.length).toBe(startedBefore);
     });
 
+    it('hands back, unstarted, every job of a claim that was in flight when claiming stopped', async () => {
+      let answer!: (r: { batches: ClaimBatch[]; contended: boolean }) => void;
+      const started: string[] = [];
+      const handedBack: string[] = [];
+      const d = new Dispatcher('q', 4, 10, 3_600_000, 4, {
+        claim: () => new Promise((r) => (answer = r)),
+        execute: (_q, _b, job) => started.push(job.id),
+        handBack: (_q, _b, job) => handedBack.push(job.id),
+        backpressure: () => false,
+        onError: (e) => {
+          throw e;
+        },
+      });
+      d.start();
+      await vi.advanceTimersByTimeAsync(0);
+      let idle = false;
+      d.stopClaiming();
+      void d.idle().then(() => (idle = true));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(idle).toBe(false);
+      answer({ batches: [batchOf(4, 1)], contended: false });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(started).toEqual([]);
+      expect(handedBack).toEqual(['1', '2', '3', '4']);
+      expect(d.running + d.waiting).toBe(0);
+      expect(idle).toBe(true);
+    });
+
     it('drops a held job closed elsewhere, and only that attempt', async () => {
       const { d, started, finish } = aheadOnBacklog(10, 40, 10);
       await vi.advanceTimersByTimeAsync(0);
