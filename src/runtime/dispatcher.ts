@@ -158,7 +158,7 @@ export class Dispatcher {
       const capacity = this.capacity(now);
       const full = Math.min(this.batchSize, capacity);
       const room = capacity - this.inFlight - this.pending - this.held.size;
-      if (room >= full || this.inFlight + this.held.size === 0) this.wake();
+      if (room >= full || this.inFlight + this.pending + this.held.size === 0) this.wake();
       else if (room >= Math.ceil(full / 4)) {
         if (capacity <= this.batchSize) this.coalesce();
         else this.wake();
