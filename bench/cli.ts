@@ -78,6 +78,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     unique: values.unique === true,
     otelSample: (values['otel-sample'] as number | undefined) ?? 1,
     shards: int(values.shards, 1, 'shards'),
+    prefetch: values.prefetch === undefined ? undefined : int(values.prefetch, 0, 'prefetch', 0),
     handlerUs: int(values['handler-us'], 0, 'handler-us', 0),
   };
   if (name === 'latency' && opts.duration * 1000 <= WARMUP_MS)

@@ -33,6 +33,11 @@ export const benchOptions: Record<string, BenchOption> = {
     description:
       'awa: enqueue shards of the bench queue (lanes per priority that hosts claim side by side; default 1)',
   },
+  prefetch: {
+    type: 'number',
+    description:
+      'awa: jobs a host may hold ahead of its permits under a backlog (queues.<q>.prefetch; default the concurrency, 0 off)',
+  },
   otel: {
     type: 'string',
     description:

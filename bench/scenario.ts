@@ -29,6 +29,8 @@ export interface ScenarioOptions {
   otelSample: number;
   /** Awa: the bench queue's enqueue shards (1: one lane per priority, strict FIFO). */
   shards: number;
+  /** Awa: the bench queue's `prefetch` (undefined: the host's default, the concurrency). */
+  prefetch: number | undefined;
   /** Drain, in-process workers: CPU each handler call spends, in µs (0: a no-op handler). */
   handlerUs: number;
 }

@@ -19,16 +19,21 @@ export function withOtel(systems: readonly string[], mode: (typeof OTEL_MODES)[n
   return systems.flatMap((s) => (s !== 'awa' ? [s] : mode === 'sdk' ? ['awa+otel'] : ['awa', 'awa+otel']));
 }
 
-/** otelSample: the fraction of root traces the SDK records in awa+otel (1: all); shards: awa's enqueue shards. */
+/** otelSample: the fraction of root traces the SDK records in awa+otel (1: all); shards: awa's enqueue shards;
+ * prefetch: awa's held jobs per host (undefined: the default). */
 export function makeAdapter(
   system: string,
-  { otelSample = 1, shards = 1 }: { otelSample?: number; shards?: number } = {},
+  {
+    otelSample = 1,
+    shards = 1,
+    prefetch,
+  }: { otelSample?: number; shards?: number; prefetch?: number | undefined } = {},
 ): SystemAdapter {
   switch (system) {
     case 'awa':
-      return new AwaAdapter(false, 1, shards);
+      return new AwaAdapter(false, 1, shards, prefetch);
     case 'awa+otel':
-      return new AwaAdapter(true, otelSample, shards);
+      return new AwaAdapter(true, otelSample, shards, prefetch);
     case 'pgboss':
       return new PgBossAdapter('per-job');
     case 'pgboss-batch':

@@ -30,6 +30,8 @@ export class AwaAdapter implements SystemAdapter {
     private readonly otel = false,
     private readonly otelSample = 1,
     private readonly shards = 1,
+    /** The queue's `prefetch`; undefined: the host's default. */
+    private readonly prefetch?: number,
   ) {
     this.label = !otel ? 'awa' : otelSample === 1 ? 'awa+otel' : `awa+otel@${otelSample}`;
   }
@@ -76,7 +78,9 @@ export class AwaAdapter implements SystemAdapter {
     const host = new WorkerHost({
       connectionString: this.url,
       schema: this.schema,
-      queues: { [QUEUE]: { concurrency } },
+      queues: {
+        [QUEUE]: { concurrency, ...(this.prefetch !== undefined ? { prefetch: this.prefetch } : {}) },
+      },
     });
     host.register(kind, (job) => handler(job.args));
     // The leader reports every prune attempt; 'pruned' means a ring slot was truncated (storage reclaimed
@@ -100,6 +104,7 @@ export class AwaAdapter implements SystemAdapter {
           queue: QUEUE,
           kind: KIND,
           concurrency,
+          ...(this.prefetch !== undefined ? { prefetch: this.prefetch } : {}),
           sleepMs: 0,
           waitForGo: true,
           progressEveryMs: 20,
@@ -164,6 +169,7 @@ export class AwaAdapter implements SystemAdapter {
       pollIntervalMs: c?.pollIntervalMs ?? 200,
       handler: 'one call per job',
       enqueueShards: this.shards,
+      prefetch: this.prefetch ?? 'the concurrency (default)',
       otel: this.otel
         ? 'SDK registered: periodic metric reader (5 s), batch span processor, exporters that discard, ' +
           (this.otelSample === 1

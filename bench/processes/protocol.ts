@@ -9,6 +9,8 @@ export interface WorkerProcessConfig {
   queue: string;
   kind: string;
   concurrency: number;
+  /** The queue's `prefetch` (absent: the host's default). */
+  prefetch?: number;
   /** The handler sleeps this long; 0 makes it a no-op. */
   sleepMs: number;
   /** Load (modules imported, host built), say `ready`, and start the host only on a `go` line on stdin. */

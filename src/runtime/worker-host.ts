@@ -158,7 +158,7 @@ export class WorkerHost extends HostEmitter {
         new Dispatcher(queue, q.concurrency, c.claimBatchSize, c.pollIntervalMs, q.prefetch, {
           claim: (name, max) => this.claim(name, max),
           execute: (name, batch, job) => this.execute(name, batch, job),
-          handBack: (name, batch, job) => this.record(name, batch, job, 'snooze', new Date()),
+          handBack: (name, batch, job) => this.handBackUnstarted(name, batch, job),
           backpressure: () => this.batcher.backlog > c.completionBatchSize * 8,
           onError: (err) => this.reportError(err),
         }),
@@ -536,31 +536,13 @@ export class WorkerHost extends HostEmitter {
     runAt?: Date,
     error?: Record<string, unknown>,
   ): void {
-    this.record(queue, batch, c, outcome, runAt, error);
+    this.batcher.add(settlementOf(queue, batch, c, outcome, runAt, error));
     this.dispatchers.get(queue)!.release();
   }
 
-  /** Queues a claimed job's result for flushing. */
-  private record(
-    queue: string,
-    batch: ClaimBatch,
-    c: ClaimedJob,
-    outcome: Settlement['outcome'],
-    runAt?: Date,
-    error?: Record<string, unknown>,
-  ): void {
-    this.batcher.add({
-      queue,
-      kind: c.kind,
-      claimSlot: batch.claimSlot,
-      batchId: batch.batchId,
-      idx: c.idx,
-      jobId: c.id,
-      runLease: c.runLease,
-      outcome,
-      runAt,
-      error,
-    });
+  /** A claimed job that never started goes back to its queue (a snooze: no attempt spent; it held no permit). */
+  private handBackUnstarted(queue: string, batch: ClaimBatch, c: ClaimedJob): void {
+    this.batcher.add(settlementOf(queue, batch, c, 'snooze', new Date()));
   }
 
   private onFlushed(items: readonly HostSettlement[], accepted: Set<string>): void {
@@ -587,6 +569,29 @@ export class WorkerHost extends HostEmitter {
     if (this.state !== 'running') return;
     for (const d of this.dispatchers.values()) d.wake();
   }
+}
+
+/** A result for the completion batcher: the attempt (receipt member, run lease) and what became of it. */
+function settlementOf(
+  queue: string,
+  batch: ClaimBatch,
+  c: ClaimedJob,
+  outcome: Settlement['outcome'],
+  runAt?: Date,
+  error?: Record<string, unknown>,
+): HostSettlement {
+  return {
+    queue,
+    kind: c.kind,
+    claimSlot: batch.claimSlot,
+    batchId: batch.batchId,
+    idx: c.idx,
+    jobId: c.id,
+    runLease: c.runLease,
+    outcome,
+    runAt,
+    error,
+  };
 }
 
 /** Upper bound of each database step of stop() after the drain. */

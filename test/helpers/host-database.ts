@@ -1,8 +1,18 @@
-import { AwaClient, type WorkerHost } from '../../src/index.js';
+import { AwaClient, type WorkerHost, type WorkerOptions } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 // The setup most host tests share: a database of the file's own with the schema migrated and a client on it,
 // the hosts a test started stopped after it, and both closed and dropped at the end.
+
+/** Host timings for tests that run jobs: quick polls, promotion and elections; completed history kept, so
+ * getJob() finds the jobs a test just ran; a bounded stop. */
+export const QUICK_HOST: Partial<WorkerOptions> = {
+  pollIntervalMs: 20,
+  promoteIntervalMs: 20,
+  leaderElectionIntervalMs: 50,
+  completedRetentionMs: 3_600_000,
+  shutdownTimeoutMs: 5_000,
+};
 
 export async function migratedDatabase(
   label: string,

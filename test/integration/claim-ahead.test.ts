@@ -1,26 +1,14 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type AwaClient,
-  defineJob,
-  type Settlement,
-  WorkerHost,
-  type WorkerOptions,
-} from '../../src/index.js';
+import { type AwaClient, defineJob, type Settlement, WorkerHost } from '../../src/index.js';
 import type { TestDatabase } from '../helpers/database.js';
-import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
+import { closeDatabase, migratedDatabase, QUICK_HOST, stopHosts } from '../helpers/host-database.js';
+import { until } from '../helpers/wait.js';
 
 // Claiming ahead against a real database: a host of one permit running fast jobs claims two at a time and
 // holds the second. When its running handler stalls, the held job must not be stuck behind it: it goes back
 // to the queue unstarted (no attempt spent) and another host runs it while the stall lasts. A held job that
 // an operator cancels is dropped unstarted. Every other job runs exactly once.
 
-const FAST: Partial<WorkerOptions> = {
-  pollIntervalMs: 20,
-  promoteIntervalMs: 20,
-  leaderElectionIntervalMs: 50,
-  completedRetentionMs: 3_600_000,
-  shutdownTimeoutMs: 5_000,
-};
 const JOBS = 300;
 const STALLER = 200;
 
@@ -39,14 +27,6 @@ afterAll(async () => {
   await closeDatabase(client, db);
 });
 
-async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
-  const until = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 /** A queue of JOBS jobs (args n = 1…JOBS) whose job STALLER blocks on host A until `unstall()`; what ran where. */
 async function stallingQueue(queue: string) {
   const kind = defineJob<{ n: number }>({ kind: `${queue}_k`, queue });
@@ -57,7 +37,11 @@ async function stallingQueue(queue: string) {
   let unstall!: () => void;
   const stall = new Promise<void>((r) => (unstall = r));
   const settledOnA: Settlement[] = [];
-  const a = new WorkerHost({ connectionString: db.url, queues: { [queue]: { concurrency: 1 } }, ...FAST });
+  const a = new WorkerHost({
+    connectionString: db.url,
+    queues: { [queue]: { concurrency: 1 } },
+    ...QUICK_HOST,
+  });
   a.register(kind, async (j) => {
     ran.push({ n: j.args.n, host: 'A', attempt: j.attempt });
     if (j.args.n === STALLER) await stall;
@@ -68,10 +52,12 @@ async function stallingQueue(queue: string) {
   // A runs the jobs before the staller one at a time, fast, so it claims ahead; the staller blocks its one
   // permit, and the job after it is claimed (running in the database) but not started.
   const next = ids[STALLER]!;
-  await waitFor('the staller to start', () => ran.some((r) => r.n === STALLER));
-  await waitFor(
+  await until('the staller to start', async () => ran.some((r) => r.n === STALLER), 15_000, 5);
+  await until(
     'the job after it to be claimed',
     async () => (await client.getJob(next))?.state === 'running',
+    15_000,
+    5,
   );
   expect(ran.filter((r) => r.n > STALLER)).toEqual([]);
   return { kind, ids, ran, unstall, a, settledOnA, next };
@@ -81,17 +67,17 @@ describe('claiming ahead', () => {
   it('a held job whose host stalls goes back unstarted after 250 ms and runs on another host, attempt 1, while the stall lasts', async () => {
     const q = stallingQueue('q_ahead_stall');
     const { kind, ids, ran, unstall, settledOnA, next } = await q;
-    const b = new WorkerHost({ connectionString: db.url, queues: { q_ahead_stall: 4 }, ...FAST });
+    const b = new WorkerHost({ connectionString: db.url, queues: { q_ahead_stall: 4 }, ...QUICK_HOST });
     b.register(kind, (j) => void ran.push({ n: j.args.n, host: 'B', attempt: j.attempt }));
     running.push(b);
     await b.start();
-    await waitFor('the held job to run on B', () => ran.some((r) => r.n === STALLER + 1));
+    await until('the held job to run on B', async () => ran.some((r) => r.n === STALLER + 1), 15_000, 5);
     // A handed it back (a snooze the database accepted) and never started it; the staller still runs.
     expect(settledOnA.filter((s) => s.jobId === next).map((s) => s.outcome)).toEqual(['snooze']);
     expect(ran.filter((r) => r.n === STALLER + 1)).toEqual([{ n: STALLER + 1, host: 'B', attempt: 1 }]);
     expect(settledOnA.some((s) => s.jobId === ids[STALLER - 1])).toBe(false);
     unstall();
-    await waitFor('every job completed', async () => {
+    await until('every job completed', async () => {
       const c = (await client.counts()).find((x) => x.queue === 'q_ahead_stall');
       return c?.completed === JOBS;
     });
@@ -108,7 +94,7 @@ describe('claiming ahead', () => {
     // Past the 250 ms a held job may wait: had the host still held it, it would have handed it back by now.
     await new Promise((r) => setTimeout(r, 400));
     unstall();
-    await waitFor('every other job completed', async () => {
+    await until('every other job completed', async () => {
       const c = (await client.counts()).find((x) => x.queue === 'q_ahead_cancel');
       return c?.completed === JOBS - 1 && c.cancelled === 1;
     });

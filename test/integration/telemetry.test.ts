@@ -10,20 +10,13 @@ import {
   type WorkerOptions,
 } from '../../src/index.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { QUICK_HOST } from '../helpers/host-database.js';
 import { createTestSdk, histogramCount, points, spansNamed, sum, type TestSdk } from '../helpers/otel.js';
 
 // OpenTelemetry with a real SDK registered (in-memory exporters, a reader collected on demand) against a real
 // database: exact counts for what the host and client did, and the trace context carried from the enqueueing
 // span into the job's execution span. Every test uses its own queue and filters metrics by it; the SDK is
 // registered before any client or host is built (they take the meter when constructed).
-
-const FAST: Partial<WorkerOptions> = {
-  pollIntervalMs: 20,
-  promoteIntervalMs: 20,
-  leaderElectionIntervalMs: 50,
-  completedRetentionMs: 3_600_000,
-  shutdownTimeoutMs: 5_000,
-};
 
 const Q = 'messaging.destination.name';
 const KIND = 'awa.job.kind';
@@ -53,7 +46,7 @@ afterAll(async () => {
 });
 
 async function start(queue: string, options: Partial<WorkerOptions> = {}): Promise<WorkerHost> {
-  const h = new WorkerHost({ connectionString: db.url, queues: { [queue]: 4 }, ...FAST, ...options });
+  const h = new WorkerHost({ connectionString: db.url, queues: { [queue]: 4 }, ...QUICK_HOST, ...options });
   h.on('error', (err) => {
     throw err;
   });

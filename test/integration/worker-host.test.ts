@@ -24,21 +24,12 @@ import {
 import { MAX_PROGRESS_BYTES } from '../../src/model/payload.js';
 import { attemptProgress } from '../helpers/attempt-state.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
+import { closeDatabase, migratedDatabase, QUICK_HOST, stopHosts } from '../helpers/host-database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 import { optionError } from '../helpers/option-error.js';
 
 // The worker host against a real database: outcomes, scheduling, ordering, unknown kinds, shutdown,
 // leadership and typed errors. Every test uses its own queue, so tests do not see each other's jobs.
-
-const FAST: Partial<WorkerOptions> = {
-  pollIntervalMs: 20,
-  promoteIntervalMs: 20,
-  leaderElectionIntervalMs: 50,
-  // Keep completed history readable: getJob() must find the jobs these tests just ran.
-  completedRetentionMs: 3_600_000,
-  shutdownTimeoutMs: 5_000,
-};
 
 let db: TestDatabase;
 let client: AwaClient;
@@ -61,7 +52,7 @@ afterAll(async () => {
 
 /** A host on the test database with short intervals; stopped after each test. */
 function host(queue: string, options: Partial<WorkerOptions> = {}): WorkerHost {
-  const h = new WorkerHost({ connectionString: db.url, queues: { [queue]: 4 }, ...FAST, ...options });
+  const h = new WorkerHost({ connectionString: db.url, queues: { [queue]: 4 }, ...QUICK_HOST, ...options });
   h.on('error', (err) => hostErrors.push(err));
   return h;
 }
@@ -932,7 +923,7 @@ describe('WorkerHost', () => {
           [three, true],
           [two, false],
         ] as const) {
-          const h = new WorkerHost({ pool, maintenance, queues: { q_small_pool: 4 }, ...FAST });
+          const h = new WorkerHost({ pool, maintenance, queues: { q_small_pool: 4 }, ...QUICK_HOST });
           h.on('error', (err) => hostErrors.push(err));
           h.register(kind, () => {});
           const ids = (await client.enqueueMany(Array.from({ length: 10 }, () => ({ kind, args: {} })))).map(
