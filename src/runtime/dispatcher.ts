@@ -173,13 +173,22 @@ export class Dispatcher {
     return this.concurrency + ahead;
   }
 
-  /** Starts held jobs, oldest first, while permits are free (iteratively: a handler may finish at once). */
+  /**
+   * Starts held jobs, oldest first, while permits are free (iteratively: a handler may finish at once). A job
+   * held HOLD_MAX_MS or more goes back instead: its hand-back timer is overdue, so this thread stood still
+   * (a blocked event loop, a stopped process) long enough for the job to have been rescued elsewhere.
+   */
   private startHeld(): void {
     if (this.startingHeld) return;
     this.startingHeld = true;
+    const staleBefore = Date.now() - HOLD_MAX_MS;
     try {
       while (this.inFlight < this.concurrency && this.held.size > 0 && !this.stopped) {
         const h = this.held.shift()!;
+        if (h.heldAtMs <= staleBefore) {
+          this.deps.handBack(this.queue, h.batch, h.job);
+          continue;
+        }
         this.inFlight++;
         this.deps.execute(this.queue, h.batch, h.job);
       }

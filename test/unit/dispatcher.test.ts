@@ -506,6 +506,21 @@ describe('Dispatcher', () => {
       expect(idle).toBe(true);
     });
 
+    it('after its thread stood still past 250 ms, hands back held jobs when a permit frees instead of starting them', async () => {
+      const { d, started, handedBack, finish } = aheadOnBacklog(10, 40, 10);
+      await vi.advanceTimersByTimeAsync(0);
+      await runAt(finish, 5, 120);
+      const held = d.waiting;
+      expect(held).toBeGreaterThan(0);
+      const lastStarted = Math.max(...started);
+      // The clock moves on while no timer runs (the event loop was blocked, or the process stopped).
+      vi.setSystemTime(Date.now() + 300);
+      finish(1);
+      expect(handedBack).toEqual(Array.from({ length: held }, (_, i) => lastStarted + 1 + i));
+      expect(Math.max(...started)).toBe(lastStarted);
+      d.stopClaiming();
+    });
+
     it('drops a held job closed elsewhere, and only that attempt', async () => {
       const { d, started, finish } = aheadOnBacklog(10, 40, 10);
       await vi.advanceTimersByTimeAsync(0);
