@@ -231,9 +231,8 @@ export async function waitForTerminal(
           return false;
         }
         const counts = all.filter((c) => queues.includes(c.queue));
-        const done = counts.reduce((n, c) => n + c.completed + c.failed + c.cancelled, 0);
         last = JSON.stringify(counts);
-        return done >= total;
+        return terminalIn(counts) >= total;
       },
       timeoutMs,
       100,
@@ -241,6 +240,17 @@ export async function waitForTerminal(
   } catch (err) {
     throw new Error(`${(err as Error).message}; counts: ${last}`);
   }
+}
+
+type QueueCounts = Awaited<ReturnType<AwaClient['counts']>>;
+
+function terminalIn(counts: QueueCounts): number {
+  return counts.reduce((n, c) => n + c.completed + c.failed + c.cancelled, 0);
+}
+
+/** Jobs of `queues` that are completed, failed or cancelled now: what an earlier scenario on the same queue left. */
+export async function terminalJobs(client: AwaClient, queues: readonly string[]): Promise<number> {
+  return terminalIn((await client.counts()).filter((c) => queues.includes(c.queue)));
 }
 
 /** Prints one scenario's figures in a form the report can quote. */

@@ -1,6 +1,7 @@
-// Chaos: a worker process dies (SIGKILL) or stalls (SIGSTOP past the staleness window) mid-job. The
-// other workers carry on, the maintenance leader rescues the lost attempts, and a stalled worker's late
-// completions are rejected by the run_lease fence.
+// Chaos: a worker process dies (SIGKILL) or stalls (SIGSTOP past the staleness window) mid-job, or dies
+// holding jobs it claimed ahead of its permits. The other workers carry on, the maintenance leader rescues
+// the lost attempts (held ones too), and a stalled worker's late completions are rejected by the run_lease
+// fence.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AwaClient } from '../../src/index.js';
 import { chaosSleep } from '../fixtures/chaos-jobs.js';
@@ -12,9 +13,11 @@ import {
   workerConfig,
   openScene,
   closeScene,
+  terminalJobs,
   type Scene,
 } from './harness.js';
 import { verifyRun, type ExpectedJob } from './invariants.js';
+import { until } from '../helpers/wait.js';
 
 describe('chaos: a worker dies or stalls mid-job', () => {
   let db: Scene['db'];
@@ -96,6 +99,88 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       expect(w.lines().some((l) => l.event === 'end')).toBe(true);
   }, 60_000);
 
+  it('SIGKILL of a worker holding jobs ahead of its permits: the held jobs are rescued and run elsewhere, none on the dead worker, nothing lost', async () => {
+    // The victim, alone, runs fast jobs (so it has a pace to claim ahead for), then four stallers take its four
+    // permits, and it holds the fast jobs after them: claimed (running in the database), not started.
+    const victim = await ChaosWorker.spawn(
+      logs.dir,
+      workerConfig(db.url, 'held-victim', { sleepMs: 1, queues: { chaos: { concurrency: 4 } } }),
+    );
+    workers.push(victim);
+    await waitFor('the victim to lead', () => victim.isLeader(), 10_000);
+    const enqueueSlice = async (prefix: string, n: number, sleepMs: number): Promise<ExpectedJob[]> => {
+      const uids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+      const ids = (
+        await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid, sleepMs } })))
+      ).map((r) => r.id);
+      return ids.map((id, i) => ({ id, uid: uids[i]!, kind: chaosSleep.kind, state: 'completed' as const }));
+    };
+    const before = await terminalJobs(client, ['chaos']);
+    const expected = [
+      ...(await enqueueSlice('held-fast', 600, 1)),
+      ...(await enqueueSlice('held-staller', 4, 2_000)),
+      ...(await enqueueSlice('held-after', 200, 1)),
+    ];
+    const after = expected.slice(604);
+    const startedOnVictim = () => new Set(victim.lines().flatMap((l) => (l.event === 'start' ? [l.id] : [])));
+    await waitFor(
+      'the four stallers to hold every permit',
+      () => victim.running().filter((a) => a.uid.startsWith('held-staller')).length === 4,
+      20_000,
+      5,
+    );
+    // Held: claimed by the victim (running in the database) yet never started. Killed well inside the 250 ms
+    // a held job may wait before it is handed back.
+    const held = await until(
+      'jobs held ahead',
+      async () => {
+        const started = startedOnVictim();
+        const claimed = await Promise.all(after.slice(0, 8).map((j) => client.getJob(j.id)));
+        const ids = claimed.filter((r) => r?.state === 'running' && !started.has(r.id)).map((r) => r!.id);
+        return ids.length > 0 ? ids : undefined;
+      },
+      5_000,
+      5,
+    );
+    await victim.kill();
+    const survivors = await Promise.all(
+      ['held-b', 'held-c'].map((id) =>
+        ChaosWorker.spawn(
+          logs.dir,
+          workerConfig(db.url, id, { sleepMs: 1, queues: { chaos: { concurrency: 4 } } }),
+        ),
+      ),
+    );
+    workers.push(...survivors);
+    const run = [victim, ...survivors];
+    await waitForTerminal(client, ['chaos'], before + expected.length, 45_000, run);
+    await Promise.all(survivors.map((w) => w.stop()));
+
+    const report = await verifyRun(client, expected, run);
+    printReport('sigkill-holding-worker', report, { workers: run.length, heldAtKill: held.length });
+    expect(report.violations).toEqual([]);
+    expect(report).toMatchObject({ jobs: expected.length, completed: expected.length, failed: 0, lost: 0 });
+    const rescuedFromVictim = new Set(
+      run
+        .flatMap((w) => w.lines())
+        .flatMap((l) =>
+          l.event === 'rescue'
+            ? l.rescued.filter((r) => r.instanceId === victim.instanceId).map((r) => r.jobId)
+            : [],
+        ),
+    );
+    const neverStartedThere = startedOnVictim();
+    for (const id of held) {
+      // Rescued like a running attempt (an attempt counted: the database cannot tell it was never started),
+      // run once, on a survivor.
+      expect(rescuedFromVictim.has(id)).toBe(true);
+      expect(neverStartedThere.has(id)).toBe(false);
+      expect(await client.getJob(id)).toMatchObject({ state: 'completed', attempt: 2 });
+      const starts = survivors.flatMap((w) => w.lines()).filter((l) => l.event === 'start' && l.id === id);
+      expect(starts).toHaveLength(1);
+    }
+  }, 90_000);
+
   it('SIGSTOP of a worker past the staleness window: its attempts are rescued, its late completions rejected', async () => {
     const run = await Promise.all(
       ['stall-a', 'stall-b'].map((id) =>
@@ -109,6 +194,7 @@ describe('chaos: a worker dies or stalls mid-job', () => {
     await waitFor('a leader among the new workers', () => run.some((w) => w.isLeader()), 10_000);
     const victim = run.find((w) => !w.isLeader())!;
     const N = 200;
+    const before = await terminalJobs(client, ['chaos']);
     const expected = await enqueue('stall', N);
     await waitFor('the victim to be mid-job', () => victim.running().length >= 3, 20_000, 5);
     const stuck = await victim.stopMidJob();
@@ -130,7 +216,7 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       .flatMap((w) => w.lines())
       .find((l) => l.event === 'rescue' && l.rescued.some((r) => r.instanceId === victim.instanceId))!.t;
     victim.thaw();
-    await waitForTerminal(client, ['chaos'], N + 300, 45_000, run);
+    await waitForTerminal(client, ['chaos'], before + N, 45_000, run);
     // The thawed handlers finish; wait until the victim has answered for each of them. Two answers are right,
     // depending on what the thawed process reads first: its expired timers (the handler returns, the result
     // is flushed and the fence rejects it) or the rescue's abort notice already in its LISTEN socket (the
