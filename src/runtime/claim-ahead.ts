@@ -10,7 +10,7 @@ import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
 export const AHEAD_HORIZON_MS = 20;
 /** A job held this long goes back to the queue (a snooze: no attempt spent) for any host to run. */
 export const HOLD_MAX_MS = 250;
-/** The pace is measured over windows this long, each averaged with the one before. */
+/** The pace is measured over windows this long: a slower window replaces it, a faster one is averaged in. */
 const PACE_WINDOW_MS = 50;
 
 export interface HeldJob {
@@ -85,13 +85,17 @@ export class Pace {
     const elapsed = nowMs - this.since;
     if (elapsed < PACE_WINDOW_MS) return;
     const latest = this.count / elapsed;
-    this.rate = this.rate === 0 ? latest : (this.rate + latest) / 2;
+    // Down at once, up by halves: holding too much behind slowed handlers costs more than holding too little.
+    this.rate = this.rate === 0 || latest < this.rate ? latest : (this.rate + latest) / 2;
     this.count = 0;
     this.since = nowMs;
   }
 
-  /** A queue that has finished nothing for a few windows has no pace to hold ahead for. */
+  /** Once the current window has run longer than a window, what it has seen so far caps the pace: handlers
+   * that stall (nothing finishes) stop the claiming ahead within a window, not after several. */
   perMs(nowMs: number): number {
-    return this.since !== 0 && nowMs - this.since > 4 * PACE_WINDOW_MS ? 0 : this.rate;
+    const elapsed = nowMs - this.since;
+    if (this.since === 0) return 0;
+    return elapsed > PACE_WINDOW_MS ? Math.min(this.rate, this.count / elapsed) : this.rate;
   }
 }

@@ -427,7 +427,10 @@ export class WorkerHost extends HostEmitter {
       lent?.release(failure);
     }
     this.stats.claimCalls++;
-    for (const b of result.batches) this.receipts.add(b);
+    for (const b of result.batches) {
+      this.receipts.add(b);
+      this.stats.claimed += b.jobs.length;
+    }
     const span = this.telemetry.claimed(queue, result, startedAtMs, startedAt);
     if (span) for (const b of result.batches) this.claimSpans.set(b, span);
     return result;
@@ -435,7 +438,6 @@ export class WorkerHost extends HostEmitter {
 
   private execute(queue: string, batch: ClaimBatch, c: ClaimedJob): void {
     const now = Date.now();
-    this.stats.claimed++;
     this.stats.recordPickup(now - c.readyAtMs);
     const entry = this.registry.get(c.kind);
     if (!entry) return this.handBack(queue, batch, c, now);

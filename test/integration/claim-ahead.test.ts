@@ -107,6 +107,9 @@ describe('claiming ahead', () => {
       'completed',
     ]);
     expect((await client.getJob(next))?.state).toBe('cancelled');
-    expect(a.stats.stale).toBe(1);
+    // A claimed every job (the cancelled one too), completed all but that one and counts it stale. A job it
+    // held behind the staller after the cancel, it handed back after 250 ms (a snooze) and claimed again.
+    expect(a.stats).toMatchObject({ claimed: JOBS + a.stats.snoozed, completed: JOBS - 1, stale: 1 });
+    expect(a.stats.snoozed).toBeLessThanOrEqual(1);
   });
 });

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { HeldJobs, Pace } from '../../src/runtime/claim-ahead.js';
+import type { ClaimBatch, ClaimedJob } from '../../src/storage/index.js';
+
+// The two parts of claiming ahead that keep state: the pace a dispatcher may hold ahead for, and the held jobs.
+
+const batch: ClaimBatch = { batchId: '1', claimSlot: 0, jobs: [] };
+const job = (id: number, runLease = 1): ClaimedJob => ({
+  idx: id,
+  id: String(id),
+  kind: 'k',
+  args: {},
+  attempt: 1,
+  maxAttempts: 1,
+  runLease,
+  priority: 2,
+  enqueuedAtMs: 0,
+  readyAtMs: 0,
+  meta: null,
+});
+
+describe('Pace', () => {
+  it('is nothing before a window of finishes, then the finishes per ms: a slower window replaces it, a faster one is averaged in', () => {
+    const pace = new Pace();
+    expect(pace.perMs(1_000)).toBe(0);
+    // 2 jobs a ms for 50 ms: the first window closes at 2 per ms.
+    for (let t = 1_000; t <= 1_050; t += 0.5) pace.finished(t);
+    expect(pace.perMs(1_050)).toBeCloseTo(2, 1);
+    // 1 job a ms for the next 50 ms: slower, so 1.
+    for (let t = 1_051; t <= 1_100; t++) pace.finished(t);
+    expect(pace.perMs(1_100)).toBeCloseTo(1, 1);
+    // 3 jobs a ms for the next 50: faster, averaged in, 2.
+    for (let i = 1; i <= 151; i++) pace.finished(1_100 + i / 3);
+    expect(pace.perMs(1_151)).toBeCloseTo(2, 1);
+  });
+
+  it('drops within a window when nothing finishes: a stall stops the claiming ahead', () => {
+    const pace = new Pace();
+    for (let t = 0; t <= 100; t += 0.25) pace.finished(1_000 + t);
+    const steady = pace.perMs(1_100);
+    expect(steady).toBeGreaterThan(3);
+    // Within the current window the last figure stands; past it, what the window saw (nothing) caps it.
+    expect(pace.perMs(1_140)).toBe(steady);
+    expect(pace.perMs(1_160)).toBe(0);
+    // One job in the 50 ms since: the window closes at 0.02 per ms, and that is the pace, not the old one.
+    pace.finished(1_150);
+    expect(pace.perMs(1_150)).toBeCloseTo(0.02, 3);
+    expect(pace.perMs(1_190)).toBeCloseTo(0.02, 3);
+  });
+});
+
+describe('HeldJobs', () => {
+  it('gives jobs back oldest first, by age, all at once, or one attempt by id and run lease', () => {
+    const held = new HeldJobs();
+    for (let i = 1; i <= 6; i++) held.push(batch, job(i), 100 + i * 10);
+    expect(held.size).toBe(6);
+    expect(held.oldestMs()).toBe(110);
+    expect(held.shift()?.job.id).toBe('1');
+    // Held before 135: jobs 2 and 3 (held at 120 and 130).
+    expect(held.takeHeldBefore(135).map((h) => h.job.id)).toEqual(['2', '3']);
+    expect(held.remove('5', 2)).toBeNull();
+    expect(held.remove('5', 1)?.job.id).toBe('5');
+    expect(held.remove('5', 1)).toBeNull();
+    expect(held.size).toBe(2);
+    expect(held.takeAll().map((h) => h.job.id)).toEqual(['4', '6']);
+    expect(held.size).toBe(0);
+    expect(held.oldestMs()).toBeNull();
+    expect(held.shift()).toBeUndefined();
+    // Emptied by shifting, it starts afresh.
+    held.push(batch, job(7), 500);
+    expect(held.shift()?.job.id).toBe('7');
+    expect(held.size).toBe(0);
+    held.push(batch, job(8), 600);
+    expect(held.oldestMs()).toBe(600);
+  });
+});
