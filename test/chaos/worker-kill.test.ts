@@ -34,9 +34,11 @@ describe('chaos: a worker dies or stalls mid-job', () => {
     await closeScene(scene, workers);
   });
 
-  const enqueue = async (prefix: string, n: number): Promise<ExpectedJob[]> => {
+  /** n chaos_sleep jobs (uids prefix-0…), sleeping `sleepMs` each if given (else the worker's own sleepMs). */
+  const enqueue = async (prefix: string, n: number, sleepMs?: number): Promise<ExpectedJob[]> => {
     const uids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-    const ids = (await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid } })))).map(
+    const args = (uid: string) => (sleepMs === undefined ? { uid } : { uid, sleepMs });
+    const ids = (await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: args(uid) })))).map(
       (r) => r.id,
     );
     return ids.map((id, i) => ({ id, uid: uids[i]!, kind: chaosSleep.kind, state: 'completed' as const }));
@@ -108,18 +110,11 @@ describe('chaos: a worker dies or stalls mid-job', () => {
     );
     workers.push(victim);
     await waitFor('the victim to lead', () => victim.isLeader(), 10_000);
-    const enqueueSlice = async (prefix: string, n: number, sleepMs: number): Promise<ExpectedJob[]> => {
-      const uids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
-      const ids = (
-        await client.enqueueMany(uids.map((uid) => ({ kind: chaosSleep, args: { uid, sleepMs } })))
-      ).map((r) => r.id);
-      return ids.map((id, i) => ({ id, uid: uids[i]!, kind: chaosSleep.kind, state: 'completed' as const }));
-    };
     const before = await terminalJobs(client, ['chaos']);
     const expected = [
-      ...(await enqueueSlice('held-fast', 600, 1)),
-      ...(await enqueueSlice('held-staller', 4, 2_000)),
-      ...(await enqueueSlice('held-after', 200, 1)),
+      ...(await enqueue('held-fast', 600, 1)),
+      ...(await enqueue('held-staller', 4, 2_000)),
+      ...(await enqueue('held-after', 200, 1)),
     ];
     const after = expected.slice(604);
     const startedOnVictim = () => new Set(victim.lines().flatMap((l) => (l.event === 'start' ? [l.id] : [])));
