@@ -391,6 +391,7 @@ export class WorkerHost extends HostEmitter {
             queue,
             running: running.get(queue) ?? 0,
             capacity: q.concurrency,
+            held: this.dispatchers.get(queue)!.waiting,
           }));
         },
         backlog: () => this.batcher.backlog,

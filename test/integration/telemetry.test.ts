@@ -284,6 +284,34 @@ describe('telemetry with an SDK registered', () => {
     expect(leader).toContain(1);
   });
 
+  it('reports the jobs a host holds ahead of its permits beside the ones it runs', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'tel_held', queue: 'tel_held' });
+    let unstall!: () => void;
+    const stall = new Promise<void>((r) => (unstall = r));
+    let stalled = false;
+    const h = (await start('tel_held', { queues: { tel_held: { concurrency: 1 } } })).register(
+      kind,
+      async (j) => {
+        if (j.args.n !== 150) return;
+        stalled = true;
+        await stall;
+      },
+    );
+    await client.enqueueMany(Array.from({ length: 200 }, (_, i) => ({ kind, args: { n: i + 1 } })));
+    await run(h);
+    const at = { [Q]: 'tel_held' };
+    await waitFor('the staller to start', () => stalled);
+    // Fast jobs before it gave the host a pace: with the staller on its one permit, it holds the next job (for up
+    // to 250 ms; then it hands it back and, having no pace left, holds nothing).
+    await waitFor('a held job', async () => (await sum(sdk.reader, 'awa.worker.held', at)) === 1, 2_000);
+    expect(await sum(sdk.reader, 'awa.worker.in_flight', at)).toBe(1);
+    expect(await sum(sdk.reader, 'awa.worker.capacity', at)).toBe(1);
+    unstall();
+    await waitFor('every job completed', () => h.stats.completed === 200);
+    expect(await sum(sdk.reader, 'awa.worker.held', at)).toBe(0);
+    expect(await sum(sdk.reader, 'awa.worker.in_flight', at)).toBe(0);
+  });
+
   it('counts callbacks registered, timed out in the handler and delivered, and DLQ moves and purges', async () => {
     const kind = defineJob({ kind: 'tel_cb', queue: 'tel_cb', maxAttempts: 1 });
     const h = (await start('tel_cb', { queues: { tel_cb: { concurrency: 2, dlq: true } } })).register(

@@ -4,15 +4,15 @@ import { CachedRead } from './cached-read.js';
 import { ATTR, METRIC } from './names.js';
 import type { TelemetryScope } from './scope.js';
 
-// The host's observable instruments: its own health (in-flight jobs and capacity per queue, completion
+// The host's observable instruments: its own health (in-flight, held jobs and capacity per queue, completion
 // backlog, leadership), read from memory, and queue health (depth per state, oldest available job's age,
 // paused) read from the database. The callbacks run only when an SDK collects. Queue health is fleet-wide,
 // so only the maintenance leader reports it (one series per queue across the fleet, not one per host), from
 // a read cached for QUEUE_HEALTH_MAX_AGE_MS.
 
 export interface GaugeSources {
-  /** Per served queue: jobs running now and the queue's concurrency in this process. */
-  queues(): Iterable<{ queue: string; running: number; capacity: number }>;
+  /** Per served queue: jobs running now, the queue's concurrency in this process, and jobs held for a permit. */
+  queues(): Iterable<{ queue: string; running: number; capacity: number; held: number }>;
   backlog(): number;
   isLeader(): boolean;
   queueHealth(): Promise<QueueHealth[]>;
@@ -42,6 +42,11 @@ export class HostGauges {
       description: 'Concurrency permits of this process per queue (running + free)',
       unit: '{job}',
     });
+    const held = m.createObservableUpDownCounter(METRIC.held, {
+      description:
+        'Jobs claimed ahead of a permit, waiting in this process to start (running in the database)',
+      unit: '{job}',
+    });
     const backlog = m.createObservableGauge(METRIC.backlog, {
       description: 'Attempt results waiting to be flushed in this process',
       unit: '{job}',
@@ -60,12 +65,13 @@ export class HostGauges {
     const paused = m.createObservableGauge(METRIC.paused, {
       description: '1 while the queue is paused (reported by the maintenance leader)',
     });
-    this.observables = [inFlight, capacity, backlog, leader, depth, oldest, paused];
+    this.observables = [inFlight, capacity, held, backlog, leader, depth, oldest, paused];
     this.callback = async (result) => {
       for (const q of sources.queues()) {
         const attrs = { [ATTR.queue]: q.queue };
         result.observe(inFlight, q.running, attrs);
         result.observe(capacity, q.capacity, attrs);
+        result.observe(held, q.held, attrs);
       }
       result.observe(backlog, sources.backlog());
       const isLeader = sources.isLeader();

@@ -57,6 +57,7 @@ export const METRIC = {
   callbackTimedOut: 'awa.callback.timed_out',
   inFlight: 'awa.worker.in_flight',
   capacity: 'awa.worker.capacity',
+  held: 'awa.worker.held',
   backlog: 'awa.completion.backlog',
   leader: 'awa.worker.leader',
   depth: 'awa.queue.depth',
