@@ -12,9 +12,7 @@ import {
   createPool,
   listenFromBirth,
   ensureLanes,
-  finishAttempts,
   isConnectionLoss,
-  isDataError,
   markStopped,
   queueHealth,
   redact,
@@ -23,12 +21,11 @@ import {
   type ClaimBatch,
   type ClaimResult,
   type ClaimedJob,
-  type Settlement,
 } from '../storage/index.js';
 import type { Attempt } from './attempts.js';
 import { AttemptTracker } from './attempts.js';
 import { CallbackWaits } from './callback-waits.js';
-import { CompletionBatcher } from './completion-batcher.js';
+import type { CompletionBatcher } from './completion-batcher.js';
 import { syncCronDefinitions } from './cron.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
 import { Dispatcher } from './dispatcher.js';
@@ -57,6 +54,7 @@ import { startThreadPoolKinds } from './thread-pool-kinds.js';
 import { Wakeup } from './wakeup.js';
 import { hostDescriptors } from './host-descriptors.js';
 import { HostEmitter } from './host-events.js';
+import { resultBatcher, settlementOf } from './host-results.js';
 
 // The worker host: the main-thread coordinator of one process. It owns every database conversation
 // (claims through the dispatchers, results through the completion batcher, the LISTEN connection, the
@@ -123,31 +121,13 @@ export class WorkerHost extends HostEmitter {
       this.scope,
       new Set([...c.queues].filter(([, q]) => q.dlq).map(([queue]) => queue)),
     );
-    this.batcher = new CompletionBatcher<HostSettlement>(
+    this.batcher = resultBatcher(
       {
-        flush: async (items) => {
-          const startedAt = performance.now();
-          try {
-            return await finishAttempts(this.pool, c.schema, items);
-          } finally {
-            this.telemetry.flushTook((performance.now() - startedAt) / 1000);
-          }
-        },
+        pool: this.pool,
+        schema: c.schema,
+        telemetry: this.telemetry,
         onFlushed: (items, accepted) => this.onFlushed(items, accepted),
         onError: (err) => this.reportError(err),
-        isPoison: isDataError,
-        // The attempt still ends as it asked (retry, fail…), only without what PostgreSQL refused: its
-        // own run time (a retry then waits out the backoff rule) and error details.
-        quarantine: (item, err) => ({
-          ...item,
-          runAt: undefined,
-          error: {
-            attempt: item.error?.attempt,
-            at: new Date().toISOString(),
-            name: 'ResultRejected',
-            error: `PostgreSQL refused this attempt's result (${(err as Error).message}); its error details were dropped`,
-          },
-        }),
       },
       c.completionBatchSize,
       c.completionFlushMs,
@@ -513,7 +493,7 @@ export class WorkerHost extends HostEmitter {
       thrown = err;
     }
     this.telemetry.endProcess(attempt.telemetry, attempt.queue, c.kind, d.outcome, thrown);
-    this.settle(attempt.queue, attempt.batch, c, d.outcome, d.runAt, d.error);
+    this.settle(settlementOf(attempt.queue, attempt.batch, c, d.outcome, d.runAt, d.error));
   }
 
   /** A kind no handler here knows: snooze it (no attempt spent) so a host that knows it can run it. */
@@ -527,20 +507,15 @@ export class WorkerHost extends HostEmitter {
       c.attempt,
       now,
     );
-    this.settle(queue, batch, c, 'snooze', new Date(now + this.config.unknownKindDelayMs), error);
+    this.settle(
+      settlementOf(queue, batch, c, 'snooze', new Date(now + this.config.unknownKindDelayMs), error),
+    );
   }
 
   /** Queues a started job's result for flushing and gives its permit back. */
-  private settle(
-    queue: string,
-    batch: ClaimBatch,
-    c: ClaimedJob,
-    outcome: Settlement['outcome'],
-    runAt?: Date,
-    error?: Record<string, unknown>,
-  ): void {
-    this.batcher.add(settlementOf(queue, batch, c, outcome, runAt, error));
-    this.dispatchers.get(queue)!.release();
+  private settle(result: HostSettlement): void {
+    this.batcher.add(result);
+    this.dispatchers.get(result.queue)!.release();
   }
 
   /** A claimed job that never started goes back to its queue (a snooze: no attempt spent; it held no permit). */
@@ -572,29 +547,6 @@ export class WorkerHost extends HostEmitter {
     if (this.state !== 'running') return;
     for (const d of this.dispatchers.values()) d.wake();
   }
-}
-
-/** A result for the completion batcher: the attempt (receipt member, run lease) and what became of it. */
-function settlementOf(
-  queue: string,
-  batch: ClaimBatch,
-  c: ClaimedJob,
-  outcome: Settlement['outcome'],
-  runAt?: Date,
-  error?: Record<string, unknown>,
-): HostSettlement {
-  return {
-    queue,
-    kind: c.kind,
-    claimSlot: batch.claimSlot,
-    batchId: batch.batchId,
-    idx: c.idx,
-    jobId: c.id,
-    runLease: c.runLease,
-    outcome,
-    runAt,
-    error,
-  };
 }
 
 /** Upper bound of each database step of stop() after the drain. */

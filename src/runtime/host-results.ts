@@ -1,0 +1,83 @@
+import type pg from 'pg';
+import {
+  finishAttempts,
+  isDataError,
+  type ClaimBatch,
+  type ClaimedJob,
+  type Schema,
+  type Settlement,
+} from '../storage/index.js';
+import { CompletionBatcher } from './completion-batcher.js';
+import type { ConsumerTelemetry, HostSettlement } from './telemetry/index.js';
+
+// How a worker host's attempt results reach the database: each one names its attempt (receipt member and run
+// lease) and what became of it, and they are flushed together through finish(). A result PostgreSQL refuses
+// for its data is quarantined, not lost.
+
+/** A result for the batcher: the attempt (receipt member, run lease) and what became of it. */
+export function settlementOf(
+  queue: string,
+  batch: ClaimBatch,
+  c: ClaimedJob,
+  outcome: Settlement['outcome'],
+  runAt?: Date,
+  error?: Record<string, unknown>,
+): HostSettlement {
+  return {
+    queue,
+    kind: c.kind,
+    claimSlot: batch.claimSlot,
+    batchId: batch.batchId,
+    idx: c.idx,
+    jobId: c.id,
+    runLease: c.runLease,
+    outcome,
+    runAt,
+    error,
+  };
+}
+
+export interface ResultSink {
+  pool: pg.Pool;
+  schema: Schema;
+  telemetry: ConsumerTelemetry;
+  onFlushed(items: readonly HostSettlement[], accepted: Set<string>): void;
+  onError(err: unknown): void;
+}
+
+/** The host's completion batcher: flushes of `size` results or after `flushMs`, one in flight. */
+export function resultBatcher(
+  sink: ResultSink,
+  size: number,
+  flushMs: number,
+): CompletionBatcher<HostSettlement> {
+  return new CompletionBatcher<HostSettlement>(
+    {
+      flush: async (items) => {
+        const startedAt = performance.now();
+        try {
+          return await finishAttempts(sink.pool, sink.schema, items);
+        } finally {
+          sink.telemetry.flushTook((performance.now() - startedAt) / 1000);
+        }
+      },
+      onFlushed: (items, accepted) => sink.onFlushed(items, accepted),
+      onError: (err) => sink.onError(err),
+      isPoison: isDataError,
+      // The attempt still ends as it asked (retry, fail…), only without what PostgreSQL refused: its
+      // own run time (a retry then waits out the backoff rule) and error details.
+      quarantine: (item, err) => ({
+        ...item,
+        runAt: undefined,
+        error: {
+          attempt: item.error?.attempt,
+          at: new Date().toISOString(),
+          name: 'ResultRejected',
+          error: `PostgreSQL refused this attempt's result (${(err as Error).message}); its error details were dropped`,
+        },
+      }),
+    },
+    size,
+    flushMs,
+  );
+}
