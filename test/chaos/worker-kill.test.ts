@@ -34,6 +34,24 @@ describe('chaos: a worker dies or stalls mid-job', () => {
     await closeScene(scene, workers);
   });
 
+  /** Worker processes serving the chaos queue (handlers sleep `sleepMs`), tracked for the scene's clean-up. */
+  const spawnWorkers = async (
+    ids: string[],
+    sleepMs: number,
+    concurrency: number,
+  ): Promise<ChaosWorker[]> => {
+    const spawned = await Promise.all(
+      ids.map((id) =>
+        ChaosWorker.spawn(
+          logs.dir,
+          workerConfig(db.url, id, { sleepMs, queues: { chaos: { concurrency } } }),
+        ),
+      ),
+    );
+    workers.push(...spawned);
+    return spawned;
+  };
+
   /** n chaos_sleep jobs (uids prefix-0…), sleeping `sleepMs` each if given (else the worker's own sleepMs). */
   const enqueue = async (prefix: string, n: number, sleepMs?: number): Promise<ExpectedJob[]> => {
     const uids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
@@ -45,15 +63,7 @@ describe('chaos: a worker dies or stalls mid-job', () => {
   };
 
   it('SIGKILL of a worker mid-job: the others carry on, the leader rescues its attempts, nothing is lost', async () => {
-    const run = await Promise.all(
-      ['kill-a', 'kill-b', 'kill-c'].map((id) =>
-        ChaosWorker.spawn(
-          logs.dir,
-          workerConfig(db.url, id, { sleepMs: 200, queues: { chaos: { concurrency: 5 } } }),
-        ),
-      ),
-    );
-    workers.push(...run);
+    const run = await spawnWorkers(['kill-a', 'kill-b', 'kill-c'], 200, 5);
     await waitFor('a leader', () => run.some((w) => w.isLeader()), 10_000);
     const victim = run.find((w) => !w.isLeader())!;
     const N = 300;
@@ -104,11 +114,7 @@ describe('chaos: a worker dies or stalls mid-job', () => {
   it('SIGKILL of a worker holding jobs ahead of its permits: the held jobs are rescued and run elsewhere, none on the dead worker, nothing lost', async () => {
     // The victim, alone, runs fast jobs (so it has a pace to claim ahead for), then four stallers take its four
     // permits, and it holds the fast jobs after them: claimed (running in the database), not started.
-    const victim = await ChaosWorker.spawn(
-      logs.dir,
-      workerConfig(db.url, 'held-victim', { sleepMs: 1, queues: { chaos: { concurrency: 4 } } }),
-    );
-    workers.push(victim);
+    const [victim] = (await spawnWorkers(['held-victim'], 1, 4)) as [ChaosWorker];
     await waitFor('the victim to lead', () => victim.isLeader(), 10_000);
     const before = await terminalJobs(client, ['chaos']);
     const expected = [
@@ -138,15 +144,7 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       5,
     );
     await victim.kill();
-    const survivors = await Promise.all(
-      ['held-b', 'held-c'].map((id) =>
-        ChaosWorker.spawn(
-          logs.dir,
-          workerConfig(db.url, id, { sleepMs: 1, queues: { chaos: { concurrency: 4 } } }),
-        ),
-      ),
-    );
-    workers.push(...survivors);
+    const survivors = await spawnWorkers(['held-b', 'held-c'], 1, 4);
     const run = [victim, ...survivors];
     await waitForTerminal(client, ['chaos'], before + expected.length, 45_000, run);
     await Promise.all(survivors.map((w) => w.stop()));
@@ -177,15 +175,7 @@ describe('chaos: a worker dies or stalls mid-job', () => {
   }, 90_000);
 
   it('SIGSTOP of a worker past the staleness window: its attempts are rescued, its late completions rejected', async () => {
-    const run = await Promise.all(
-      ['stall-a', 'stall-b'].map((id) =>
-        ChaosWorker.spawn(
-          logs.dir,
-          workerConfig(db.url, id, { sleepMs: 200, queues: { chaos: { concurrency: 5 } } }),
-        ),
-      ),
-    );
-    workers.push(...run);
+    const run = await spawnWorkers(['stall-a', 'stall-b'], 200, 5);
     await waitFor('a leader among the new workers', () => run.some((w) => w.isLeader()), 10_000);
     const victim = run.find((w) => !w.isLeader())!;
     const N = 200;

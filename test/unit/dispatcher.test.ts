@@ -386,6 +386,15 @@ describe('Dispatcher', () => {
       }
     };
 
+    /** 10 permits, up to 10 held, after 120 ms at 5 jobs a millisecond: holding some (checked). */
+    const holdingAhead = async () => {
+      const ahead = aheadOnBacklog(10, 40, 10);
+      await vi.advanceTimersByTimeAsync(0);
+      await runAt(ahead.finish, 5, 120);
+      expect(ahead.d.waiting).toBeGreaterThan(0);
+      return ahead;
+    };
+
     it('holds ahead only once it has a pace, never runs more than its permits, and starts in claim order', async () => {
       const { d, asks, started, finish } = aheadOnBacklog(10, 40, 10);
       await vi.advanceTimersByTimeAsync(0);
@@ -441,11 +450,8 @@ describe('Dispatcher', () => {
     });
 
     it('hands back, unstarted, jobs held 250 ms once its handlers stall, and what it holds when it stops', async () => {
-      const { d, started, handedBack, finish } = aheadOnBacklog(10, 40, 10);
-      await vi.advanceTimersByTimeAsync(0);
-      await runAt(finish, 5, 120);
+      const { d, started, handedBack, finish } = await holdingAhead();
       const held = d.waiting;
-      expect(held).toBeGreaterThan(0);
       const firstHeld = started.length + 1;
       // The handlers stall: nothing finishes. The held jobs wait, then go back after 250 ms, none started.
       await vi.advanceTimersByTimeAsync(200);
@@ -507,11 +513,8 @@ describe('Dispatcher', () => {
     });
 
     it('after its thread stood still past 250 ms, hands back held jobs when a permit frees instead of starting them', async () => {
-      const { d, started, handedBack, finish } = aheadOnBacklog(10, 40, 10);
-      await vi.advanceTimersByTimeAsync(0);
-      await runAt(finish, 5, 120);
+      const { d, started, handedBack, finish } = await holdingAhead();
       const held = d.waiting;
-      expect(held).toBeGreaterThan(0);
       const lastStarted = Math.max(...started);
       // The clock moves on while no timer runs (the event loop was blocked, or the process stopped).
       vi.setSystemTime(Date.now() + 300);
@@ -522,9 +525,7 @@ describe('Dispatcher', () => {
     });
 
     it('drops a held job closed elsewhere, and only that attempt', async () => {
-      const { d, started, finish } = aheadOnBacklog(10, 40, 10);
-      await vi.advanceTimersByTimeAsync(0);
-      await runAt(finish, 5, 120);
+      const { d, started, finish } = await holdingAhead();
       expect(d.waiting).toBeGreaterThan(1);
       const target = String(started.length + 2);
       expect(d.forget(target, 2)).toBeNull();
