@@ -67,9 +67,9 @@ export function toJobRow(
   maxPayloadBytes: number,
   now: number = Date.now(),
 ): JobRow | Promise<JobRow> {
-  if (!kind.schema) return buildJobRow(kind, encodeArgs(kind.kind, args, maxPayloadBytes), options, now);
   const build = (value: unknown) =>
     buildJobRow(kind, encodeArgs(kind.kind, value, maxPayloadBytes), options, now);
+  if (!kind.schema) return build(args);
   let checked: { value: unknown } | Promise<unknown>;
   try {
     checked = checkArgs(kind, args);

@@ -26,11 +26,11 @@ const ECHO_MS = 5;
  * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
 const CONTENDED_RETRY_MS = 2;
 const CONTENDED_RETRY_MAX_MS = 250;
-/** With a backlog, on a host whose permits for the queue fit in one claim batch (several hosts sharing a queue
- * each have a few hundred), how long freed permits wait for more before a claim that is not a full batch:
- * fast handlers give a full batch back within a millisecond or two, and every claim carries a fixed cost and
- * a turn on a lane; a slow handler holds back a quarter of the permits this long at most. A host with more
- * permits than a batch claims at a quarter at once, as its claims are large anyway. */
+/** With a backlog, on a host whose permits for the queue and what it may hold ahead fit in one claim batch
+ * (several hosts sharing a queue each have a few hundred), how long freed room waits for more before a claim
+ * that is not a full batch: fast handlers give a full batch back within a millisecond or two, and every claim
+ * carries a fixed cost and a turn on a lane; a slow handler holds back a quarter of the room this long at
+ * most. A host with more room than a batch claims at a quarter at once, as its claims are large anyway. */
 const COALESCE_MS = 2;
 
 export class Dispatcher {
@@ -179,7 +179,7 @@ export class Dispatcher {
    * (a blocked event loop, a stopped process) long enough for the job to have been rescued elsewhere.
    */
   private startHeld(): void {
-    if (this.startingHeld) return;
+    if (this.startingHeld || this.held.size === 0) return;
     this.startingHeld = true;
     const staleBefore = Date.now() - HOLD_MAX_MS;
     try {
