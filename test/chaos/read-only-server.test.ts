@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 // Chaos: the host's connections drop and come back to a server that cannot take writes. That is what a
 // failover looks like from a client whose address still leads to the old primary, now a standby, or to a
 // replica (a proxy or DNS record behind the failover): every write fails with 25006 (read_only_sql_transaction)
@@ -15,7 +16,6 @@ import { migratedDatabase } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
 
 const JOBS = 200;
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 describe('chaos: the server turns read-only under the host', () => {
   let db: TestDatabase;

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 // Chaos: the database goes silent on every connection the host has open, mid-run. Nothing is closed and no
 // error arrives (see silent-proxy.ts): a frozen server, or a failover that left the old address unreachable
 // while new connections reach the new primary. Without a bound on how long it waits for an answer, the host
@@ -21,7 +22,6 @@ import { until } from '../helpers/wait.js';
 
 const QUERY_TIMEOUT_MS = 1_000;
 const WAVE = 200;
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 describe('chaos: the database goes silent on every open connection', () => {
   let db: TestDatabase;

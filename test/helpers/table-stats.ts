@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 
 // Table statistics (pg_stat_user_tables) that can be trusted in an assertion.
@@ -18,8 +19,6 @@ export interface TableStats {
   del: number;
   dead: number;
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const c = new pg.Client({ connectionString: url, application_name: 'awa-test-stats' });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AwaClient } from '../../src/index.js';
@@ -15,7 +16,6 @@ import { until } from '../helpers/wait.js';
 
 const POLL_MS = 30_000;
 const WAKE_BOUND_MS = 2_000;
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Polls every 10 ms (the wake-ups measured here take a few). */
 const waitFor = (what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number) =>

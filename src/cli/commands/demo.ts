@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { EmbeddedPostgres } from '../../embedded/launcher.js';
 import { defineJob } from '../../model/job-kind.js';
 import { AwaClient, WorkerHost } from '../../runtime/index.js';
@@ -140,10 +141,6 @@ Awa demo (${f.postgres as string} PostgreSQL)
 
 function fmt(v: unknown): string {
   return typeof v === 'number' ? v.toLocaleString('en-US') : String(v);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 async function waitFor(done: () => boolean, tick: () => void): Promise<void> {
