@@ -78,9 +78,11 @@ export class Pace {
   private count = 0;
   private since = 0;
   private rate = 0;
+  private lastAt = 0;
 
   finished(nowMs: number): void {
     if (this.since === 0) this.since = nowMs;
+    this.lastAt = nowMs;
     this.count++;
     const elapsed = nowMs - this.since;
     if (elapsed < PACE_WINDOW_MS) return;
@@ -91,11 +93,13 @@ export class Pace {
     this.since = nowMs;
   }
 
-  /** Once the current window has run longer than a window, what it has seen so far caps the pace: handlers
-   * that stall (nothing finishes) stop the claiming ahead within a window, not after several. */
+  /** Handlers that stall stop the claiming ahead within a window, not after several: nothing finished for a
+   * window's length means no pace at all (what finished before the stall says nothing about when the running
+   * handlers will return), and once the current window has run longer than a window, what it has seen so far
+   * caps the pace. */
   perMs(nowMs: number): number {
+    if (this.since === 0 || nowMs - this.lastAt > PACE_WINDOW_MS) return 0;
     const elapsed = nowMs - this.since;
-    if (this.since === 0) return 0;
     return elapsed > PACE_WINDOW_MS ? Math.min(this.rate, this.count / elapsed) : this.rate;
   }
 }

@@ -47,6 +47,23 @@ describe('Pace', () => {
     expect(pace.perMs(1_150)).toBeCloseTo(0.02, 3);
     expect(pace.perMs(1_190)).toBeCloseTo(0.02, 3);
   });
+
+  it('drops to nothing a window after the last finish, however busy the window was before the stall', () => {
+    const pace = new Pace();
+    for (let t = 0; t <= 50; t += 0.25) pace.finished(1_000 + t);
+    // A new window opens at 1,050; 4 jobs a ms finish in its first 40 ms (160 of them), then nothing.
+    for (let t = 0.25; t <= 40; t += 0.25) pace.finished(1_050 + t);
+    expect(pace.perMs(1_090)).toBeGreaterThan(3);
+    // Within a window of the last finish, what the open window saw caps it (160 in 90 ms); past it, none
+    // (160 finishes over 300 ms would otherwise still read as half a job a ms, ten jobs held at a 20 ms
+    // horizon, and the pace would take seconds to fall to nothing).
+    expect(pace.perMs(1_140)).toBeCloseTo(160 / 90, 3);
+    expect(pace.perMs(1_141)).toBe(0);
+    expect(pace.perMs(1_350)).toBe(0);
+    // The next finish brings it back, as the window's rate so far.
+    pace.finished(1_360);
+    expect(pace.perMs(1_360)).toBeGreaterThan(0);
+  });
 });
 
 describe('HeldJobs', () => {
