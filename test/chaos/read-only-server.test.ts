@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 // Chaos: the host's connections drop and come back to a server that cannot take writes. That is what a
 // failover looks like from a client whose address still leads to the old primary, now a standby, or to a
 // replica (a proxy or DNS record behind the failover): every write fails with 25006 (read_only_sql_transaction)
@@ -8,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 // the database was writable again: its claims, flushes, heartbeats and the leader's work failed for good. It
 // must report AWA_DATABASE_READ_ONLY, give each such connection up, and finish every job once a new
 // connection can write; none lost, none run twice. A producer's call fails the same way, with nothing written.
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, DatabaseReadOnlyError, WorkerHost, defineJob } from '../../src/index.js';

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 // Chaos: the database goes silent on every connection the host has open, mid-run. Nothing is closed and no
 // error arrives (see silent-proxy.ts): a frozen server, or a failover that left the old address unreachable
 // while new connections reach the new primary. Without a bound on how long it waits for an answer, the host
@@ -10,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 // statement at queryTimeoutMs (statement_timeout), before the host's own deadline, so no statement is ever
 // abandoned on it. Each abandoned one would keep a backend waiting behind the lock after the host had gone,
 // a new one every timeout, until max_connections ran out.
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AwaClient } from '../../src/index.js';
