@@ -1,5 +1,5 @@
 import type { ClaimBatch, ClaimedJob, ClaimResult } from '../storage/index.js';
-import { AHEAD_HORIZON_MS, HOLD_MAX_MS, HeldJobs, Pace } from './claim-ahead.js';
+import { AHEAD_HORIZON_MS, HOLD_MAX_MS, HeldJobs, Pace, type HeldJob } from './claim-ahead.js';
 
 // One per queue. Holds the queue's permits: every running job holds one. It claims as many jobs as it has
 // free permits plus, under a backlog, a few it may hold ahead of a permit (claim-ahead.ts), claims again
@@ -105,7 +105,7 @@ export class Dispatcher {
   }
 
   /** The attempt was closed elsewhere (cancel, rescue): if it is held here, it is dropped, unstarted. */
-  forget(jobId: string, runLease: number): { batch: ClaimBatch; job: ClaimedJob } | null {
+  forget(jobId: string, runLease: number): HeldJob | null {
     const item = this.held.remove(jobId, runLease);
     if (item && this.isIdle()) this.notifyIdle();
     return item;
@@ -151,7 +151,7 @@ export class Dispatcher {
     this.inFlight--;
     const now = Date.now();
     this.pace.finished(now);
-    this.startHeld();
+    this.startHeld(now);
     if (this.mayHaveMore) {
       // Under a backlog a claim waits for a quarter of a full claim of room (and, when a full claim is one
       // batch or less, for a full claim or COALESCE_MS): claims stay large without leaving permits idle long.
@@ -178,10 +178,10 @@ export class Dispatcher {
    * held HOLD_MAX_MS or more goes back instead: its hand-back timer is overdue, so this thread stood still
    * (a blocked event loop, a stopped process) long enough for the job to have been rescued elsewhere.
    */
-  private startHeld(): void {
+  private startHeld(nowMs: number): void {
     if (this.startingHeld || this.held.size === 0) return;
     this.startingHeld = true;
-    const staleBefore = Date.now() - HOLD_MAX_MS;
+    const staleBefore = nowMs - HOLD_MAX_MS;
     try {
       while (this.inFlight < this.concurrency && this.held.size > 0 && !this.stopped) {
         const h = this.held.shift()!;
@@ -294,7 +294,7 @@ export class Dispatcher {
           this.deps.execute(this.queue, b, job);
         } else this.held.push(b, job, now);
       }
-    this.startHeld();
+    this.startHeld(Date.now());
     this.watchHeld();
   }
 

@@ -138,7 +138,7 @@ export class WorkerHost extends HostEmitter {
         new Dispatcher(queue, q.concurrency, c.claimBatchSize, c.pollIntervalMs, q.prefetch, {
           claim: (name, max) => this.claim(name, max),
           execute: (name, batch, job) => this.execute(name, batch, job),
-          handBack: (name, batch, job) => this.handBackUnstarted(name, batch, job),
+          handBack: (name, batch, job) => this.handBack(name, batch, job),
           backpressure: () => this.batcher.backlog > c.completionBatchSize * 8,
           onError: (err) => this.reportError(err),
         }),
@@ -421,7 +421,7 @@ export class WorkerHost extends HostEmitter {
     const now = Date.now();
     this.stats.recordPickup(now - c.readyAtMs);
     const entry = this.registry.get(c.kind);
-    if (!entry) return this.handBack(queue, batch, c, now);
+    if (!entry) return this.snoozeUnknownKind(queue, batch, c, now);
     const exec = this.telemetry.startProcess(queue, c, this.claimSpans.get(batch) ?? null);
     const attempt = this.attempts.begin(queue, batch, c, exec);
     const ctx = jobContext(attempt, this.contextDeps);
@@ -497,7 +497,7 @@ export class WorkerHost extends HostEmitter {
   }
 
   /** A kind no handler here knows: snooze it (no attempt spent) so a host that knows it can run it. */
-  private handBack(queue: string, batch: ClaimBatch, c: ClaimedJob, now: number): void {
+  private snoozeUnknownKind(queue: string, batch: ClaimBatch, c: ClaimedJob, now: number): void {
     if (!this.warnedKinds.has(c.kind)) {
       this.warnedKinds.add(c.kind);
       this.reportError(new UnknownKindError(c.kind, this.registry.kinds(), this.config.unknownKindDelayMs));
@@ -519,7 +519,7 @@ export class WorkerHost extends HostEmitter {
   }
 
   /** A claimed job that never started goes back to its queue (a snooze: no attempt spent; it held no permit). */
-  private handBackUnstarted(queue: string, batch: ClaimBatch, c: ClaimedJob): void {
+  private handBack(queue: string, batch: ClaimBatch, c: ClaimedJob): void {
     this.batcher.add(settlementOf(queue, batch, c, 'snooze', new Date()));
   }
 
