@@ -78,9 +78,7 @@ export class AwaAdapter implements SystemAdapter {
     const host = new WorkerHost({
       connectionString: this.url,
       schema: this.schema,
-      queues: {
-        [QUEUE]: { concurrency, ...(this.prefetch !== undefined ? { prefetch: this.prefetch } : {}) },
-      },
+      queues: { [QUEUE]: { concurrency, prefetch: this.prefetch } },
     });
     host.register(kind, (job) => handler(job.args));
     // The leader reports every prune attempt; 'pruned' means a ring slot was truncated (storage reclaimed
@@ -104,7 +102,7 @@ export class AwaAdapter implements SystemAdapter {
           queue: QUEUE,
           kind: KIND,
           concurrency,
-          ...(this.prefetch !== undefined ? { prefetch: this.prefetch } : {}),
+          prefetch: this.prefetch,
           sleepMs: 0,
           waitForGo: true,
           progressEveryMs: 20,

@@ -28,12 +28,7 @@ async function main(): Promise<void> {
     connectionString: cfg.url,
     ...(cfg.schema ? { schema: cfg.schema } : {}),
     ...(cfg.instanceId ? { instanceId: cfg.instanceId } : {}),
-    queues: {
-      [cfg.queue]: {
-        concurrency: cfg.concurrency,
-        ...(cfg.prefetch !== undefined ? { prefetch: cfg.prefetch } : {}),
-      },
-    },
+    queues: { [cfg.queue]: { concurrency: cfg.concurrency, prefetch: cfg.prefetch } },
     shutdownTimeoutMs: 2_000,
   });
   host.register(kind, async (job) => {

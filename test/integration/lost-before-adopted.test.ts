@@ -48,7 +48,7 @@ describe('a connection lost between its setup statement and its adoption', () =>
   let db: TestDatabase;
   let client: AwaClient;
   beforeAll(async () => {
-    ({ db, client: client } = await migratedDatabase('lost_adopted', { poolSize: 2 }));
+    ({ db, client } = await migratedDatabase('lost_adopted', { poolSize: 2 }));
     admin = sidePool(db.url, 1, 'lost-adopted-test');
   });
   afterAll(async () => {

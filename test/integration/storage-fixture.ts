@@ -1,7 +1,8 @@
 import type pg from 'pg';
-import { AwaClient } from '../../src/index.js';
+import type { AwaClient } from '../../src/index.js';
 import { resolveSchema, type Schema } from '../../src/storage/index.js';
-import { createTestDatabase, sidePool } from '../helpers/database.js';
+import { sidePool } from '../helpers/database.js';
+import { migratedDatabase } from '../helpers/host-database.js';
 
 /** A fresh, migrated database for one test file, with a client and a raw pool for storage calls. */
 export interface StorageFixture {
@@ -13,9 +14,7 @@ export interface StorageFixture {
 }
 
 export async function storageFixture(label: string): Promise<StorageFixture> {
-  const db = await createTestDatabase(label);
-  const client = new AwaClient({ connectionString: db.url });
-  await client.migrate();
+  const { db, client } = await migratedDatabase(label);
   const pool = sidePool(db.url, 6);
   return {
     url: db.url,

@@ -56,7 +56,7 @@ describe('WorkerHost({ pool })', () => {
   let client: AwaClient;
   let admin: pg.Pool;
   beforeAll(async () => {
-    ({ db, client: client } = await migratedDatabase('user_pool', { poolSize: 2 }));
+    ({ db, client } = await migratedDatabase('user_pool', { poolSize: 2 }));
     admin = sidePool(db.url, 2, 'user-pool-test');
   });
   afterAll(async () => {

@@ -28,7 +28,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
   let host: WorkerHost | undefined;
 
   beforeAll(async () => {
-    ({ db, client: client } = await migratedDatabase('wakeup', { poolSize: 2 }));
+    ({ db, client } = await migratedDatabase('wakeup', { poolSize: 2 }));
     admin = sidePool(db.url, 1, 'wakeup-test');
   });
   // A host a failed test left running would add a second wake-up session to the next test's database.
