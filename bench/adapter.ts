@@ -41,6 +41,9 @@ export interface SystemAdapter {
     onProgress: (done: number) => void,
     unique?: boolean,
   ): Promise<void>;
+  /** The same bulk path on the caller's client, inside the transaction it has open (mixed): every job
+   * becomes visible at that transaction's commit, for every system alike. */
+  enqueueBulkInTransaction(client: pg.ClientBase, args: readonly BenchArgs[]): Promise<void>;
   /** A producer batch (multi-row insert) for steady-rate scenarios. */
   enqueueBatch(args: readonly BenchArgs[]): Promise<void>;
   /** One job, one statement: what an application does per request. */

@@ -23,6 +23,7 @@ import { drainScenario } from './scenarios/drain.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { latencyScenario, WARMUP_MS } from './scenarios/latency.js';
 import { microScenario } from './scenarios/micro.js';
+import { mixedScenario } from './scenarios/mixed.js';
 import { pinnedScenario } from './scenarios/pinned.js';
 import { producersScenario } from './scenarios/producers.js';
 import { soakScenario } from './scenarios/soak.js';
@@ -37,6 +38,7 @@ const SCENARIOS: Record<string, Scenario> = {
   pinned: pinnedScenario,
   soak: soakScenario,
   producers: producersScenario,
+  mixed: mixedScenario,
   micro: microScenario,
 };
 
@@ -69,10 +71,10 @@ export async function benchCommand(argv: string[]): Promise<void> {
     jobs: int(values.jobs, 100_000, 'jobs'),
     concurrency: int(values.concurrency ?? values.workers, 1000, 'concurrency'),
     duration: int(values.duration, DEFAULT_DURATION[name] ?? 60, 'duration'),
-    rate: int(values.rate, 500, 'rate'),
+    rate: int(values.rate, name === 'mixed' ? 400 : 500, 'rate'),
     sampleEvery: int(values.sample, 5, 'sample'),
     payloadBytes: int(values.payload, 0, 'payload', 0),
-    producers: int(values.producers, 32, 'producers'),
+    producers: int(values.producers, name === 'mixed' ? 8 : 32, 'producers', name === 'mixed' ? 0 : 1),
     holdMs: int(values['hold-ms'], 20, 'hold-ms', 0),
     processes: int(values.processes, 0, 'processes'),
     unique: values.unique === true,
@@ -80,7 +82,20 @@ export async function benchCommand(argv: string[]): Promise<void> {
     shards: int(values.shards, 1, 'shards'),
     prefetch: values.prefetch === undefined ? undefined : int(values.prefetch, 0, 'prefetch', 0),
     handlerUs: int(values['handler-us'], 0, 'handler-us', 0),
+    handlerMs: int(values['handler-ms'], 0, 'handler-ms', 0),
+    longJobs: int(values.long, 8, 'long', 0),
+    rollback: (values.rollback as number | undefined) ?? 0.1,
   };
+  if (name === 'mixed' && opts.longJobs >= opts.concurrency)
+    throw new BenchUsageError(`--long (${opts.longJobs}) must be below --concurrency (${opts.concurrency})`);
+  if (!(opts.rollback >= 0 && opts.rollback <= 1))
+    throw new BenchUsageError(`--rollback must be a fraction in [0, 1], got ${opts.rollback}`);
+  for (const [flag, applies] of [
+    ['handler-ms', name === 'mixed'],
+    ['long', name === 'mixed'],
+    ['rollback', name === 'mixed'],
+  ] as const)
+    if (values[flag] !== undefined && !applies) throw new BenchUsageError(`--${flag} applies to mixed only`);
   if (name === 'latency' && opts.duration * 1000 <= WARMUP_MS)
     throw new BenchUsageError(
       `--duration must be more than ${WARMUP_MS / 1000} s for latency: its first ${WARMUP_MS / 1000} s are warm-up and not measured`,

@@ -4,7 +4,7 @@ import type { BenchOption } from './args.js';
 // peers (pg-boss, graphile-worker are dev dependencies).
 
 export const benchSummary =
-  'benchmarks: enqueue | drain | latency | pinned | soak | producers | micro, against pg-boss and graphile-worker';
+  'benchmarks: enqueue | drain | latency | pinned | soak | producers | mixed | micro, against pg-boss and graphile-worker';
 
 export const benchOptions: Record<string, BenchOption> = {
   jobs: { type: 'number', description: 'jobs for enqueue/drain (default 100000)' },
@@ -14,12 +14,19 @@ export const benchOptions: Record<string, BenchOption> = {
     type: 'number',
     description: 'seconds for latency/pinned/soak/producers (default 20/120/600/10)',
   },
-  rate: { type: 'number', description: 'offered jobs/s for latency/pinned/soak (default 500)' },
+  rate: {
+    type: 'number',
+    description:
+      "offered jobs/s for latency/pinned/soak (default 500); mixed: the producers' jobs/s in all (default 400)",
+  },
   system: { type: 'string', description: 'awa|pgboss|pgboss-batch|graphile|baseline|all (default all)' },
   runs: { type: 'number', description: 'run N times and report the median (default 1)' },
   sample: { type: 'number', description: 'seconds between samples in pinned/soak (default 5)' },
   payload: { type: 'number', description: 'extra payload bytes per job (default 0)' },
-  producers: { type: 'number', description: 'concurrent producer transactions for producers (default 32)' },
+  producers: {
+    type: 'number',
+    description: 'concurrent producer transactions for producers (default 32) and mixed (default 8; 0: none)',
+  },
   'hold-ms': {
     type: 'number',
     description: 'ms each producer transaction stays open after its enqueue (default 20)',
@@ -52,6 +59,16 @@ export const benchOptions: Record<string, BenchOption> = {
     type: 'number',
     description:
       'drain (in-process workers): µs of CPU each handler call spends, for every system (default 0, a no-op)',
+  },
+  'handler-ms': {
+    type: 'number',
+    description:
+      'mixed: ms every short handler call waits, as a handler doing I/O would (default 0, a no-op)',
+  },
+  long: { type: 'number', description: 'mixed: jobs that hold their permit for the whole run (default 8)' },
+  rollback: {
+    type: 'number',
+    description: "mixed: fraction of the producers' transactions that roll back (default 0.1)",
   },
   unique: {
     type: 'boolean',

@@ -33,6 +33,12 @@ export interface ScenarioOptions {
   prefetch: number | undefined;
   /** Drain, in-process workers: CPU each handler call spends, in µs (0: a no-op handler). */
   handlerUs: number;
+  /** Mixed: what every handler call of a short job waits, in ms (0: a no-op). */
+  handlerMs: number;
+  /** Mixed: jobs that hold their permit for the whole run. */
+  longJobs: number;
+  /** Mixed: the fraction of producer transactions that roll back (0…1). */
+  rollback: number;
 }
 
 export interface ScenarioContext {

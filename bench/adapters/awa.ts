@@ -22,6 +22,8 @@ export class AwaAdapter implements SystemAdapter {
   private host: WorkerHost | null = null;
   private processes: WorkerProcess[] = [];
   private enqueued = 0;
+  /** Jobs were enqueued on callers' transactions, which this adapter cannot tell committed from rolled back. */
+  private inTransaction = false;
   private cpuAtWorkersStart: NodeJS.CpuUsage | null = null;
   private prunes = 0;
   private uninstallOtel: (() => Promise<void>) | null = null;
@@ -59,6 +61,14 @@ export class AwaAdapter implements SystemAdapter {
     this.enqueued += (await this.db().copyEnqueue(jobs, { onProgress })).inserted;
   }
 
+  async enqueueBulkInTransaction(client: pg.ClientBase, args: readonly BenchArgs[]): Promise<void> {
+    this.inTransaction = true;
+    await this.db().copyEnqueue(
+      args.map((a) => ({ kind, args: a })),
+      { client },
+    );
+  }
+
   async enqueueBatch(args: readonly BenchArgs[]): Promise<void> {
     await this.db().enqueueMany(args.map((a) => ({ kind, args: a })));
     this.enqueued += args.length;
@@ -70,6 +80,7 @@ export class AwaAdapter implements SystemAdapter {
   }
 
   async enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void> {
+    this.inTransaction = true;
     await this.db().enqueue(kind, args, { client });
   }
 
@@ -122,6 +133,7 @@ export class AwaAdapter implements SystemAdapter {
           (sum, p) => ({
             cpuUs: sum.cpuUs + p.usage.cpuUs,
             claimCalls: sum.claimCalls + p.usage.claimCalls,
+            claimMs: sum.claimMs + p.usage.claimMs,
             flushes: sum.flushes + p.usage.flushes,
           }),
           NO_USAGE,
@@ -136,8 +148,9 @@ export class AwaAdapter implements SystemAdapter {
 
   async pending(): Promise<number> {
     // The host counts a job completed only once its completion batch committed, so this is exact
-    // without a query (the query below would add load to the measured run).
-    if (this.host) return Math.max(0, this.enqueued - this.host.stats.completed);
+    // without a query (the query below would add load to the measured run), as long as every job was
+    // enqueued here; jobs of callers' transactions may have rolled back, and only the database knows.
+    if (this.host && !this.inTransaction) return Math.max(0, this.enqueued - this.host.stats.completed);
     const q = (await this.db().counts()).find((c) => c.queue === QUEUE);
     return q ? q.available + q.running + q.scheduled + q.retryable : 0;
   }

@@ -60,6 +60,10 @@ export class BaselineAdapter implements SystemAdapter {
     return this.notAQueue();
   }
 
+  enqueueBulkInTransaction(): Promise<void> {
+    return this.notAQueue();
+  }
+
   enqueueBatch(): Promise<void> {
     return this.notAQueue();
   }

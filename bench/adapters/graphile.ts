@@ -56,6 +56,18 @@ export class GraphileAdapter implements SystemAdapter {
     }
   }
 
+  async enqueueBulkInTransaction(client: pg.ClientBase, args: readonly BenchArgs[]): Promise<void> {
+    // The SQL function workerUtils.addJobs() calls, on the caller's client, in the same chunks.
+    for (let start = 0; start < args.length; start += ADD_CHUNK) {
+      const specs = args.slice(start, start + ADD_CHUNK).map((payload) => ({ identifier: TASK, payload }));
+      await client.query(
+        `select 1 from ${this.schema}.add_jobs(
+           array(select json_populate_recordset(null::${this.schema}.job_spec, $1::json)), false)`,
+        [JSON.stringify(specs)],
+      );
+    }
+  }
+
   async enqueueBatch(args: readonly BenchArgs[]): Promise<void> {
     await this.db().addJobs(args.map((payload) => ({ identifier: TASK, payload })));
   }

@@ -79,6 +79,13 @@ export class PgBossAdapter implements SystemAdapter {
     }
   }
 
+  async enqueueBulkInTransaction(client: pg.ClientBase, args: readonly BenchArgs[]): Promise<void> {
+    for (let start = 0; start < args.length; start += INSERT_CHUNK) {
+      const chunk = args.slice(start, start + INSERT_CHUNK).map((data) => ({ data }));
+      await this.db().insert(QUEUE, chunk, { db: this.onClient(client) });
+    }
+  }
+
   async enqueueBatch(args: readonly BenchArgs[]): Promise<void> {
     await this.db().insert(
       QUEUE,

@@ -22,23 +22,29 @@ export interface WorkerProcessConfig {
 }
 
 /** What a process's worker host has cost since it started: CPU time of the whole process (user + system,
- * microseconds), claim calls and completion flushes. */
+ * microseconds), claim calls (and the time they took, ms) and completion flushes. */
 export interface WorkerUsage {
   cpuUs: number;
   claimCalls: number;
+  claimMs: number;
   flushes: number;
 }
 
-export const NO_USAGE: WorkerUsage = Object.freeze({ cpuUs: 0, claimCalls: 0, flushes: 0 });
+export const NO_USAGE: WorkerUsage = Object.freeze({ cpuUs: 0, claimCalls: 0, claimMs: 0, flushes: 0 });
 
 /** A host's usage: this process's CPU since `since` (process.cpuUsage() when the host started) and the
  * host's own counts. */
 export function hostUsage(
-  stats: { claimCalls: number; flushes: number },
+  stats: { claimCalls: number; claimMs: number; flushes: number },
   since: NodeJS.CpuUsage,
 ): WorkerUsage {
   const cpu = process.cpuUsage(since);
-  return { cpuUs: cpu.user + cpu.system, claimCalls: stats.claimCalls, flushes: stats.flushes };
+  return {
+    cpuUs: cpu.user + cpu.system,
+    claimCalls: stats.claimCalls,
+    claimMs: stats.claimMs,
+    flushes: stats.flushes,
+  };
 }
 
 export type WorkerEvent =

@@ -13,6 +13,8 @@ export class HostStats {
   stale = 0;
   claimed = 0;
   claimCalls = 0;
+  /** Time the claim calls took, summed (request to answer, ms): with claimCalls, what a claim costs. */
+  claimMs = 0;
   flushes = 0;
   /** In microseconds, so sub-millisecond pickups stay visible. */
   readonly pickupUs = hdr.build({
@@ -36,6 +38,7 @@ export class HostStats {
       stale: this.stale,
       claimed: this.claimed,
       claimCalls: this.claimCalls,
+      claimMs: this.claimMs,
       flushes: this.flushes,
       pickupP50Ms: this.pickupUs.getValueAtPercentile(50) / 1000,
       pickupP99Ms: this.pickupUs.getValueAtPercentile(99) / 1000,

@@ -408,6 +408,7 @@ export class WorkerHost extends HostEmitter {
       lent?.release(failure);
     }
     this.stats.claimCalls++;
+    this.stats.claimMs += performance.now() - startedAt;
     for (const b of result.batches) {
       this.receipts.add(b);
       this.stats.claimed += b.jobs.length;
