@@ -61,18 +61,18 @@ $$;
 -- slot as lane_high() read it. Caller holds the lane's claim lock. When the floor had caught up with the
 -- high-water and no newer receipt recorded gaps, the floor follows the high-water at once (the common case: no
 -- gaps at all). Otherwise the open gaps are examined: a gap whose producer has provably ended and that shows no
--- row is dead.
+-- row is dead. The floor needs only the LOWEST position still unresolved, so that is all this looks for, by
+-- ordered index probes: the cost does not grow with the rows that committed into the gaps (a 100,000-row COPY
+-- that committed late once cost every claim a read of all its unclaimed rows).
 create function {{schema}}.heal_lane(p_lane {{schema}}.lanes, out high bigint, out lane_floor bigint,
-    out open_gaps int8multirange, out ring_slot smallint)
+    out open_gaps int8multirange, out unsettled int8multirange, out ring_slot smallint)
   language plpgsql
   as $$
 declare
   v_cached_high bigint := coalesce(pg_sequence_last_value(p_lane.claim_seq), 0);
   v_gapped boolean;
   v_xmin bigint;
-  v_visible int8multirange;
-  v_cancelled int8multirange;
-  v_unresolved int8multirange;
+  v_lowest bigint;
   v_producers bigint := 0;
   v_high record;
   v_set bigint;
@@ -92,6 +92,7 @@ begin
     v_set := setval(p_lane.receipt_gen_seq, v_high.generation, true);
   end if;
   open_gaps := '{}';
+  unsettled := '{}';
   if lane_floor >= v_cached_high and not v_gapped then
     if high > lane_floor then
       v_set := setval(p_lane.floor_seq, high, true);
@@ -105,149 +106,265 @@ begin
     lane_floor := high;
     return;
   end if;
-  -- Two proofs that a gap's producer has ended; either suffices. (1) The lane's producers still in flight
-  -- are all newer than its horizon: read first, so the visibility read below sees any of them that ended.
-  -- Under a stricter isolation level that read would share the snapshot, so only (2) counts there: every
-  -- transaction older than the horizon has ended, read in the same snapshot as the rows.
-  if current_setting('transaction_isolation') = 'read committed' then
+  -- Two proofs that a gap's producer has ended; either suffices. (2) Every transaction older than the gap's
+  -- horizon has ended, as of a snapshot no newer than the one the rows are read in below (the same snapshot
+  -- under REPEATABLE READ; an older one under READ COMMITTED, whose later statements see whatever those
+  -- transactions committed). (1) Only under READ COMMITTED, and only when (2) leaves a gap unsettled: the
+  -- lane's producers still in flight are all newer than its horizon, read before the rows, so the reads below
+  -- see any of them that ended. (Under a stricter isolation level that read would share the snapshot.)
+  v_xmin := pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
+  unsettled := open_gaps - {{schema}}.lane_settled(p_lane.lane_id, lane_floor, v_xmin);
+  if not isempty(unsettled) and current_setting('transaction_isolation') = 'read committed' then
     v_producers := {{schema}}.lane_producers(p_lane.lane_id);
+    if v_producers > v_xmin then
+      unsettled := unsettled - {{schema}}.lane_settled(p_lane.lane_id, lane_floor, v_producers);
+    end if;
   end if;
-  select pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
-         -- Each gap range read through the index (OFFSET 0 keeps the lateral read from being flattened
-         -- into a scan of the whole lane).
-         coalesce((select range_agg(int8range(r.lane_seq, r.lane_seq + 1))
-                     from unnest(open_gaps) g
-                     cross join lateral (
-                       select r.lane_seq from {{schema}}.ready_entries r
-                        where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)
-                       offset 0) r),
-                  '{}'::int8multirange),
-         coalesce((select range_agg(int8range(t.lane_seq, t.lane_seq + 1))
-                     from unnest(open_gaps) g
-                     cross join lateral (
-                       select t.lane_seq from {{schema}}.ready_tombstones t
-                        where t.lane_id = p_lane.lane_id and t.lane_seq >= lower(g) and t.lane_seq < upper(g)
-                       offset 0) t),
-                  '{}'::int8multirange)
-    into v_xmin, v_visible, v_cancelled;
-  -- Not yet resolved: invisible positions whose owners may still commit, and visible rows not yet claimed.
-  v_unresolved := ((open_gaps - {{schema}}.lane_settled(p_lane.lane_id, lane_floor, greatest(v_xmin, v_producers)))
-                   - v_visible)
-                + (v_visible - v_cancelled);
-  if isempty(v_unresolved) then
+  -- Unresolved: an open position whose owner may still commit (its gap is not settled), unless it shows a
+  -- cancelled row; and a visible row nobody claimed or cancelled, settled or not. The lowest of the first
+  -- kind is read off the ranges (cancelled rows are looked for only when the lowest is one); the second is
+  -- looked for only below it, one index probe per gap range.
+  v_lowest := lower(unsettled);
+  if v_lowest is not null and not isempty({{schema}}.lane_cancelled(p_lane.lane_id,
+                                                                    int8multirange(int8range(v_lowest, v_lowest + 1)))) then
+    unsettled := unsettled - {{schema}}.lane_cancelled(p_lane.lane_id, unsettled);
+    v_lowest := lower(unsettled);
+  end if;
+  select least(min(r.lane_seq), v_lowest) into v_lowest
+    from unnest(open_gaps * int8multirange(int8range(lane_floor + 1, v_lowest))) g
+    cross join lateral (
+      select r.lane_seq from {{schema}}.ready_entries r
+       where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)
+         and not exists (select 1 from {{schema}}.ready_tombstones t
+                          where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
+       order by r.lane_seq
+       limit 1) r;
+  if v_lowest is null then
     v_set := setval(p_lane.floor_seq, high, true);
     lane_floor := high;
     open_gaps := '{}';
-  elsif lower(v_unresolved) - 1 > lane_floor then
-    lane_floor := lower(v_unresolved) - 1;
+  elsif v_lowest - 1 > lane_floor then
+    lane_floor := v_lowest - 1;
     v_set := setval(p_lane.floor_seq, lane_floor, true);
     open_gaps := open_gaps * int8multirange(int8range(lane_floor + 1, high + 1));
   end if;
+  unsettled := unsettled * open_gaps;
+end
+$$;
+
+-- The positions of a lane's open gaps that hold a cancelled row (a visible row with a tombstone): resolved,
+-- never to be claimed. Read per gap range through the tombstones' index, so it costs what the gaps hold in
+-- tombstones (an operator's cancels), not in rows.
+create function {{schema}}.lane_cancelled(p_lane_id int, p_open int8multirange) returns int8multirange
+  language plpgsql stable
+  as $$
+begin
+  return coalesce((select range_agg(int8range(t.lane_seq, t.lane_seq + 1))
+                     from unnest(p_open) g
+                     cross join lateral (
+                       select t.lane_seq from {{schema}}.ready_tombstones t
+                        where t.lane_id = p_lane_id and t.lane_seq >= lower(g) and t.lane_seq < upper(g)
+                          and exists (select 1 from {{schema}}.ready_entries r
+                                       where r.slot = t.slot and r.lane_id = t.lane_id and r.lane_seq = t.lane_seq)
+                       offset 0) t),
+                  '{}');
 end
 $$;
 
 -- Claims rows that committed late into open gaps of a lane (a producer that held its transaction open while
--- later jobs were claimed). One receipt per gap run and ready slot, so a receipt's range never spans positions
--- another receipt covers; its gaps name every position of its range it did not take. Returns the receipts.
-create function {{schema}}.claim_gap_rows(p_lane {{schema}}.lanes, p_open int8multirange, p_max int,
-    p_instance text, p_deadline_secs int)
+-- later jobs were claimed), the same way fresh rows are claimed (claim_slot_rows()): per gap run, in lane
+-- order, from the slot holding the run's lowest row, for no more rows than are still wanted. So a claim reads
+-- what it takes (plus a probe per run it looks into), however many rows wait in the gaps, and a late row costs
+-- what a fresh one does. A run whose rows lie in two slots (the ring turned between two reservations) is taken
+-- slot by slot: rows of the other slot inside the range taken stay open, and the next claim takes them first.
+-- Returns the receipts.
+create function {{schema}}.claim_gap_rows(p_lane {{schema}}.lanes, p_open int8multirange, p_unsettled int8multirange,
+    p_max int, p_instance text, p_deadline_secs int)
   returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
   language plpgsql
   as $$
 declare
-  g record;
+  v_left int := p_max;
+  v_skip int8multirange;
+  v_run int8range;
+  v_from bigint;
+  v_slot smallint;
+  v_taken record;
 begin
-  for g in
-    select x.run, x.slot, min(x.lane_seq) as first_seq, max(x.lane_seq) as last_seq,
-           array_agg(x.lane_seq order by x.lane_seq) as seqs,
-           array_agg(x.run_lease + 1 order by x.lane_seq) as leases,
-           json_agg({{schema}}.claimed_json(x.job_id, x.kind, x.args, x.attempt, x.max_attempts, x.run_lease,
-                                            x.priority, x.enqueued_at, x.ready_at, x.meta) order by x.lane_seq) as jobs
-      from (select run, r.*, row_number() over (order by r.lane_seq) as k
-              from unnest(p_open) run
-              -- Per gap run, through the index (the LIMIT keeps the planner from flattening this into a
-              -- scan of every row of the lane, filtered afterwards: slow as the ready slot fills).
-              cross join lateral (
-                select r.slot, r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
-                       r.priority, r.enqueued_at, r.ready_at, r.meta
-                  from {{schema}}.ready_entries r
-                 where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(run) and r.lane_seq < upper(run)
-                   and not exists (select 1 from {{schema}}.ready_tombstones t
-                                    where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
-                 order by r.lane_seq
-                 limit p_max) r) x
-     where x.k <= p_max
-     group by x.run, x.slot
-     order by min(x.lane_seq)
-  loop
-    select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id, g.slot, g.first_seq,
-      g.last_seq, g.seqs, g.leases,
-      int8multirange(int8range(g.first_seq, g.last_seq + 1))
-        - (select range_agg(int8range(s, s + 1)) from unnest(g.seqs) s),
-      null, p_instance, p_deadline_secs);
-    n := cardinality(g.seqs);
-    jobs := g.jobs;
-    return next;
+  -- Blocks in flight can only lie where a gap's owner may still commit (p_unsettled, from the heal): only then
+  -- is the lock table read, and those blocks are skipped rather than walked.
+  if not isempty(p_unsettled) then
+    v_skip := {{schema}}.lane_inflight_blocks(p_lane.lane_id, pg_sequence_last_value(p_lane.enqueue_seq))
+              * p_unsettled;
+  end if;
+  foreach v_run in array array(select unnest(p_open - coalesce(v_skip, '{}'))) loop
+    v_from := lower(v_run);
+    while v_left > 0 and v_from < upper(v_run) loop
+      v_slot := null;
+      select r.slot into v_slot from {{schema}}.ready_entries r
+       where r.lane_id = p_lane.lane_id and r.lane_seq >= v_from and r.lane_seq < upper(v_run)
+       order by r.lane_seq limit 1;
+      exit when v_slot is null;
+      v_taken := {{schema}}.claim_slot_rows(p_lane, v_slot, v_from, upper(v_run), null, v_left, false, p_instance,
+                                            p_deadline_secs);
+      v_from := v_taken.last_seq + 1;
+      continue when v_taken.n = 0;
+      v_left := v_left - v_taken.n;
+      batch_id := v_taken.batch_id;
+      claim_slot := v_taken.claim_slot;
+      n := v_taken.n;
+      jobs := v_taken.jobs;
+      return next;
+    end loop;
+    exit when v_left <= 0;
   end loop;
 end
 $$;
 
--- Positions above the high-water with no visible row: producers still in flight or rolled back. An empty
--- receipt passes them, all gaps, so the high-water stops counting them as available and the gaps resolve
--- like any others (a late commit is claimed as a gap row; an ended producer's gap dies). The lane's last
--- position is read first and the gap horizon (lane_gap_horizon()) after it, so the horizon covers every
--- producer of a position up to it. Only positions an earlier claim already found taken (at or below the
--- drained mark) are passed: a producer that is merely committing right now shows up to the next claim as a
--- fresh row, which costs far less to claim than a gap row. Returns null when a row is visible after all, or
--- nothing is old enough to pass.
+-- Positions above the high-water with no visible row, none of whose producers can still commit: rolled back,
+-- or died. An empty receipt passes them, all gaps, so the high-water stops counting them as available and the
+-- gaps resolve like any others. Only a quiet lane's tail is passed: one an earlier claim already found taken
+-- (the drained mark) and no position taken since. On a busy lane the claim of any later row records the tail
+-- as gaps anyway, and a tail whose producer is about to commit is claimed as fresh rows when it does, which
+-- costs far less than claiming it out of a gap. For the same reason nothing is passed while a producer of the
+-- lane is in flight (a COPY streaming its rows, an application transaction held open): the next claim that
+-- finds the lane quiet and without producers passes what they left. The lane's last position is read first
+-- and its producers after, so every producer of a position up to it is either listed (and the tail kept) or
+-- has ended; the horizon is then this transaction's own. Returns null when nothing was passed.
 create function {{schema}}.pass_empty_tail(p_lane {{schema}}.lanes, p_high bigint, p_instance text,
     out batch_id bigint, out claim_slot smallint)
   language plpgsql
   as $$
 declare
-  v_last bigint := least(pg_sequence_last_value(p_lane.drained_seq), pg_sequence_last_value(p_lane.enqueue_seq));
-  v_horizon bigint;
+  v_last bigint := pg_sequence_last_value(p_lane.drained_seq);
 begin
-  if v_last <= p_high then
+  if v_last <= p_high or v_last <> pg_sequence_last_value(p_lane.enqueue_seq) then
+    return;
+  end if;
+  if exists (select 1 from {{schema}}.lane_producer_xids(p_lane.lane_id)) then
     return;
   end if;
   if exists (select 1 from {{schema}}.ready_entries r
               where r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= v_last) then
     return;
   end if;
-  v_horizon := {{schema}}.lane_gap_horizon(p_lane.lane_id);
   select * into batch_id, claim_slot from {{schema}}.record_receipt(p_lane.lane_id,
     (select r.slot from {{schema}}.ring_rotations r order by r.generation desc limit 1), p_high + 1, v_last,
-    null, null, int8multirange(int8range(p_high + 1, v_last + 1)), v_horizon, p_instance, 0);
+    null, null, int8multirange(int8range(p_high + 1, v_last + 1)), pg_current_xact_id()::text::bigint + 1,
+    p_instance, 0);
+end
+$$;
+
+-- Claims the rows of one lane and ready slot from position p_from up to (not including) p_before, in lane
+-- order, at most p_max, under one receipt whose range starts at p_from: every position up to its last row is
+-- accounted for, and the positions that one read did not see (producers in flight or rolled back, rows of
+-- another slot, earlier gaps) are its gaps. A range of cancelled rows only still gets its (empty) receipt:
+-- that is what moves a high-water past them. p_fresh: the range lies above the high-water, so its gaps are
+-- new and get a horizon read after the rows were seen (lane_gap_horizon()); otherwise it lies in an open gap
+-- run, whose positions older receipts already recorded, and the receipt records its gaps ('{}' when none) so
+-- that lane_open() counts what it covers. p_skip: blocks whose producers are in flight (lane_inflight_blocks()),
+-- not read: they cannot show a row, and walking their index entries would cost one visibility check each; they
+-- become gaps like any other position not seen. last_seq: the last position read (null: nothing was there).
+create function {{schema}}.claim_slot_rows(p_lane {{schema}}.lanes, p_slot smallint, p_from bigint,
+    p_before bigint, p_skip int8multirange, p_max int, p_fresh boolean, p_instance text, p_deadline_secs int,
+    out batch_id bigint, out claim_slot smallint, out n int, out jobs json, out last_seq bigint)
+  language plpgsql
+  as $$
+declare
+  v_has_tombstones boolean;
+  v_seen bigint[];
+  v_seqs bigint[];
+  v_leases bigint[];
+  v_gaps int8multirange;
+  v_horizon bigint;
+  v_receipt record;
+begin
+  v_has_tombstones := exists (select 1 from {{schema}}.ready_tombstones t
+                               where t.slot = p_slot and t.lane_id = p_lane.lane_id and t.lane_seq >= p_from
+                                 and t.lane_seq < p_before);
+  -- The subquery's order feeds the aggregates in lane order. Two statements rather than one made conditional:
+  -- the common one (nothing to skip) keeps the plan of one ordered index scan.
+  if p_skip is null or isempty(p_skip) then
+    select max(r.lane_seq), array_agg(r.lane_seq),
+           array_agg(r.lane_seq) filter (where not r.dead),
+           array_agg(r.run_lease + 1) filter (where not r.dead),
+           json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
+                                            r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead)
+      into last_seq, v_seen, v_seqs, v_leases, jobs
+      from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,
+                   r.enqueued_at, r.ready_at, r.meta,
+                   (v_has_tombstones and exists (
+                     select 1 from {{schema}}.ready_tombstones t
+                      where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) as dead
+              from {{schema}}.ready_entries r
+             where r.slot = p_slot and r.lane_id = p_lane.lane_id and r.lane_seq >= p_from and r.lane_seq < p_before
+             order by r.lane_seq
+             limit p_max) r;
+  else
+    -- Range by range around the blocks in flight (each read through the index for at most p_max rows).
+    select max(r.lane_seq), array_agg(r.lane_seq),
+           array_agg(r.lane_seq) filter (where not r.dead),
+           array_agg(r.run_lease + 1) filter (where not r.dead),
+           json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
+                                            r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead)
+      into last_seq, v_seen, v_seqs, v_leases, jobs
+      from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,
+                   r.enqueued_at, r.ready_at, r.meta,
+                   (v_has_tombstones and exists (
+                     select 1 from {{schema}}.ready_tombstones t
+                      where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) as dead
+              from unnest(int8multirange(int8range(p_from, p_before)) - p_skip) g
+              cross join lateral (
+                select r.* from {{schema}}.ready_entries r
+                 where r.slot = p_slot and r.lane_id = p_lane.lane_id and r.lane_seq >= lower(g)
+                   and r.lane_seq < upper(g)
+                 order by r.lane_seq
+                 limit p_max) r
+             order by r.lane_seq
+             limit p_max) r;
+  end if;
+  if last_seq is null then
+    return;
+  end if;
+  -- The gaps are what that one read did not see. (Not a second read of the table: under READ COMMITTED it
+  -- would see rows committed since, and count positions as covered that this receipt never returned.)
+  if cardinality(v_seen) <> last_seq - p_from + 1 then
+    select int8multirange(int8range(p_from, last_seq + 1)) - range_agg(int8range(s, s + 1))
+      into v_gaps
+      from unnest(v_seen) s;
+    if p_fresh then
+      v_horizon := {{schema}}.lane_gap_horizon(p_lane.lane_id);
+    end if;
+  elsif not p_fresh then
+    v_gaps := '{}';
+  end if;
+  v_receipt := {{schema}}.record_receipt(p_lane.lane_id, p_slot, p_from, last_seq, v_seqs, v_leases, v_gaps,
+    v_horizon, p_instance, p_deadline_secs);
+  batch_id := v_receipt.batch_id;
+  claim_slot := v_receipt.claim_slot;
+  n := coalesce(cardinality(v_seqs), 0);
 end
 $$;
 
 -- Claims fresh rows of a lane: those above its high-water, in lane order, from the ready slot that holds the
--- next one. The receipt's range starts right above the high-water, so every position up to its last row is
--- accounted for; positions it did not see (producers in flight or rolled back, rows of another slot) are its
--- gaps, recorded with the horizon read after the rows were seen (lane_gap_horizon()). A range of
--- cancelled rows only still gets its (empty) receipt: that is what moves the high-water past them. At most one
--- receipt, so one record (all null when there was nothing to claim), not a set: the caller assigns it.
--- p_current: the ring's current slot as the caller last read it (a hint: see below).
+-- next one (claim_slot_rows()). At most one receipt, so one record (all null when there was nothing to claim),
+-- not a set: the caller assigns it. p_current: the ring's current slot as the caller last read it (a hint:
+-- see below).
 create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_current smallint, p_max int,
     p_instance text, p_deadline_secs int, out batch_id bigint, out claim_slot smallint, out n int, out jobs json)
   language plpgsql
   as $$
 declare
   v_head_slot smallint;
-  v_has_tombstones boolean;
-  v_last bigint;
-  v_seen bigint[];
-  v_seqs bigint[];
-  v_leases bigint[];
-  v_jobs json;
-  v_gaps int8multirange;
-  v_horizon bigint;
-  v_receipt record;
+  v_skip int8multirange;
+  v_range int8range;
+  v_taken record;
 begin
   -- The next position is nearly always a row of the current slot, where producers write: one probe of that
-  -- partition finds it. Only when it does not (a gap, a backlog older than the last rotation) are all the
-  -- ring's partitions probed for the lowest row above the high-water.
+  -- partition finds it; a backlog older than the last rotation is found by the same probe of every partition.
+  -- Only when the next position shows no row (a producer in flight or rolled back) is the lowest row above it
+  -- looked for, around the blocks still in flight (a COPY streaming into the lane would otherwise be walked
+  -- entry by entry on every claim).
   -- (The slot comes from the heal's read of the ring, a moment ago: as a parameter it prunes the other
   -- partitions from the plan, which a subquery in the same statement does not. Should the ring have turned
   -- since, the probe finds nothing there and the wider one runs.)
@@ -255,8 +372,18 @@ begin
    where r.slot = p_current and r.lane_id = p_lane.lane_id and r.lane_seq = p_high + 1;
   if v_head_slot is null then
     select r.slot into v_head_slot from {{schema}}.ready_entries r
-     where r.lane_id = p_lane.lane_id and r.lane_seq > p_high
-     order by r.lane_seq limit 1;
+     where r.lane_id = p_lane.lane_id and r.lane_seq = p_high + 1
+     limit 1;
+  end if;
+  if v_head_slot is null then
+    v_skip := {{schema}}.lane_inflight_blocks(p_lane.lane_id, pg_sequence_last_value(p_lane.enqueue_seq));
+    foreach v_range in array array(select unnest(int8multirange(int8range(p_high + 1, null)) - v_skip)) loop
+      select r.slot into v_head_slot from {{schema}}.ready_entries r
+       where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(v_range)
+         and r.lane_seq < coalesce(upper(v_range), 9223372036854775807)
+       order by r.lane_seq limit 1;
+      exit when v_head_slot is not null;
+    end loop;
   end if;
   if v_head_slot is null then
     select * into batch_id, claim_slot from {{schema}}.pass_empty_tail(p_lane, p_high, p_instance);
@@ -265,41 +392,12 @@ begin
     end if;
     return;
   end if;
-  v_has_tombstones := exists (select 1 from {{schema}}.ready_tombstones t
-                               where t.slot = v_head_slot and t.lane_id = p_lane.lane_id and t.lane_seq > p_high);
-  -- The subquery's order feeds the aggregates in lane order.
-  select max(r.lane_seq), array_agg(r.lane_seq),
-         array_agg(r.lane_seq) filter (where not r.dead),
-         array_agg(r.run_lease + 1) filter (where not r.dead),
-         json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
-                                          r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead)
-    into v_last, v_seen, v_seqs, v_leases, v_jobs
-    from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,
-                 r.enqueued_at, r.ready_at, r.meta,
-                 (v_has_tombstones and exists (
-                   select 1 from {{schema}}.ready_tombstones t
-                    where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)) as dead
-            from {{schema}}.ready_entries r
-           where r.slot = v_head_slot and r.lane_id = p_lane.lane_id and r.lane_seq > p_high
-           order by r.lane_seq
-           limit p_max) r;
-  if v_last is null then
-    return;
-  end if;
-  -- The gaps are what that one read did not see. (Not a second read of the table: under READ COMMITTED it
-  -- would see rows committed since, and count positions as covered that this receipt never returned.)
-  if cardinality(v_seen) <> v_last - p_high then
-    select int8multirange(int8range(p_high + 1, v_last + 1)) - range_agg(int8range(s, s + 1))
-      into v_gaps
-      from unnest(v_seen) s;
-    v_horizon := {{schema}}.lane_gap_horizon(p_lane.lane_id);
-  end if;
-  v_receipt := {{schema}}.record_receipt(p_lane.lane_id, v_head_slot, p_high + 1, v_last, v_seqs, v_leases, v_gaps,
-    v_horizon, p_instance, p_deadline_secs);
-  batch_id := v_receipt.batch_id;
-  claim_slot := v_receipt.claim_slot;
-  n := coalesce(cardinality(v_seqs), 0);
-  jobs := v_jobs;
+  v_taken := {{schema}}.claim_slot_rows(p_lane, v_head_slot, p_high + 1, 9223372036854775807, v_skip, p_max, true,
+                                        p_instance, p_deadline_secs);
+  batch_id := v_taken.batch_id;
+  claim_slot := v_taken.claim_slot;
+  n := v_taken.n;
+  jobs := v_taken.jobs;
 end
 $$;
 
@@ -317,7 +415,8 @@ declare
 begin
   v_heal := {{schema}}.heal_lane(p_lane);
   if not isempty(v_heal.open_gaps) then
-    for b in select * from {{schema}}.claim_gap_rows(p_lane, v_heal.open_gaps, v_left, p_instance, p_deadline_secs) loop
+    for b in select * from {{schema}}.claim_gap_rows(p_lane, v_heal.open_gaps, v_heal.unsettled, v_left, p_instance,
+                                                     p_deadline_secs) loop
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
@@ -373,6 +472,10 @@ $$;
 -- When every lane with work was held and this call holds none, it waits (briefly) for the first of them
 -- instead of coming back empty: hosts sharing a queue then take turns on its lane as each claim ends, not
 -- after a sleep. Waiting only while holding no lane lock means a waiter can never close a cycle.
+-- A priority's live lanes come before its bulk lane (where COPY loads go), so a job the application enqueues
+-- while a load drains is taken by the next claim rather than after the load; but while the bulk lane has work
+-- the live lanes leave it its share of the claim (half, rounded down, or its backlog if smaller), so a steady
+-- stream of live jobs cannot starve a load either.
 -- Generic plans, for this call and every function it calls: a statement over the ring's partitions whose
 -- parameters pick one partition (a slot) costs more as a generic plan on paper (every partition is in it,
 -- pruned only when it runs), so PostgreSQL kept a custom plan and planned it over sixteen partitions on every
@@ -389,12 +492,15 @@ declare
   v_lane {{schema}}.lanes;
   v_first_busy {{schema}}.lanes;
   v_left int := p_max;
+  v_take int;
+  -- Per priority: what this claim keeps back from the live lanes for the bulk lane that comes after them.
+  v_bulk_share int[] := array[0, 0, 0, 0];
   v_busy int := 0;
   v_locked boolean := false;
   b record;
 begin
-  -- Lanes with work, each lane's cursors read once, in priority order (ties in random order, so claimers of a
-  -- sharded queue start on different shards); none while the queue is paused.
+  -- Lanes with work, each lane's cursors read once, in priority order, live before bulk (ties in random order,
+  -- so claimers of a sharded queue start on different shards); none while the queue is paused.
   v_lanes := array(
     select l
       from {{schema}}.lanes l
@@ -403,7 +509,7 @@ begin
      where l.queue = p_queue
        and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
        and not exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null)
-     order by l.priority, random());
+     order by l.priority, l.bulk, random());
   -- Aging can only reorder lanes of different priorities, and only then are their heads read (each a probe of
   -- every ring partition). A separate statement, not a join made conditional: a generic plan sets up the
   -- head probe's sixteen index scans whether or not it runs them, which cost about as much as the rest of the
@@ -417,11 +523,21 @@ begin
            where r.lane_id = w.lane_id and r.lane_seq > coalesce(pg_sequence_last_value(w.claim_seq), 0)
            order by r.lane_seq limit 1) h on true
        order by greatest(1, w.priority - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
-                h.ready_at nulls last, random());
+                w.bulk, h.ready_at nulls last, random());
   end if;
+  -- The bulk lanes' share of each priority: their positions neither claimed nor passed (an upper bound on their
+  -- jobs), at most half, rounded down, so a claim of one job takes a live one.
+  foreach v_lane in array v_lanes loop
+    if v_lane.bulk then
+      v_bulk_share[v_lane.priority] := least(p_max / 2, v_bulk_share[v_lane.priority]
+        + coalesce(pg_sequence_last_value(v_lane.enqueue_seq), 0) - coalesce(pg_sequence_last_value(v_lane.floor_seq), 0));
+    end if;
+  end loop;
   foreach v_lane in array v_lanes
   loop
     exit when v_left <= 0;
+    v_take := case when v_lane.bulk then v_left else v_left - v_bulk_share[v_lane.priority] end;
+    continue when v_take <= 0;
     if not pg_try_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id) then
       v_busy := v_busy + 1;
       if v_busy = 1 then
@@ -430,7 +546,10 @@ begin
       continue;
     end if;
     v_locked := true;
-    for b in select * from {{schema}}.claim_lane(v_lane, v_left, p_instance, p_deadline_secs) loop
+    if v_lane.bulk then
+      v_bulk_share[v_lane.priority] := 0;
+    end if;
+    for b in select * from {{schema}}.claim_lane(v_lane, v_take, p_instance, p_deadline_secs) loop
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;

@@ -72,7 +72,7 @@ begin
      where x.keep and (x.run_at is null or x.run_at <= v_now)
      group by 1, 2 order by 1, 2
   loop
-    u := {{schema}}.reserve_lane(g.queue, g.priority, g.n);
+    u := {{schema}}.reserve_lane(g.queue, g.priority, g.n, false);
     insert into {{schema}}.ready_entries
       (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, max_attempts, meta)
     select u.slot, u.lane_id, u.first_seq + row_number() over (order by x.ord) - 1, x.id, x.kind, g.queue, g.priority,

@@ -18,11 +18,11 @@ create function {{schema}}.queue_shards(p_queue text) returns smallint
     select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint)
   $$;
 
--- Creates the lanes of a queue: four priorities per enqueue shard (DDL: six sequences each). Hosts and
--- clients call it in a transaction of their own before they enqueue, so a producer's open transaction never
--- holds this lock; a producer that reaches a lane nobody created yet creates it inside its own transaction (and
--- another producer of the same new queue then waits for it). With p_wait false it returns false instead of
--- waiting. Shard 0's sequences keep the names lanes always had.
+-- Creates the lanes of a queue: four priorities per enqueue shard, each a live lane and a bulk lane (DDL: six
+-- sequences each). Hosts and clients call it in a transaction of their own before they enqueue, so a
+-- producer's open transaction never holds this lock; a producer that reaches a lane nobody created yet creates
+-- it inside its own transaction (and another producer of the same new queue then waits for it). With p_wait
+-- false it returns false instead of waiting. Shard 0's live sequences keep the names lanes always had.
 create function {{schema}}.ensure_lanes(p_queue text, p_wait boolean) returns boolean
   language plpgsql
   as $$
@@ -30,10 +30,11 @@ declare
   v_shards smallint := {{schema}}.queue_shards(p_queue);
   p smallint;
   s smallint;
+  b boolean;
   v_name text;
   v_prefix text;
 begin
-  if (select count(*) from {{schema}}.lanes where queue = p_queue and shard < v_shards) = 4 * v_shards then
+  if (select count(*) from {{schema}}.lanes where queue = p_queue and shard < v_shards) = 8 * v_shards then
     return true;
   end if;
   if p_wait then
@@ -42,25 +43,29 @@ begin
     return false;
   end if;
   for s in 0..v_shards - 1 loop
-    for p in 1..4 loop
-      continue when exists (select 1 from {{schema}}.lanes where queue = p_queue and priority = p and shard = s);
-      v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end);
-      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
-                                        'lane_receipt_gen_'] loop
-        execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
-        -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
-        perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
+    foreach b in array array[false, true] loop
+      for p in 1..4 loop
+        continue when exists (select 1 from {{schema}}.lanes
+                               where queue = p_queue and priority = p and shard = s and bulk = b);
+        v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end
+                      || case when b then ':bulk' else '' end);
+        foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
+                                          'lane_receipt_gen_'] loop
+          execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
+          -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
+          perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
+        end loop;
+        insert into {{schema}}.lanes
+          (queue, priority, shard, bulk, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
+           enqueue_shards)
+          values (p_queue, p, s, b, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
+                  format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
+                  format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
+                  format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
+                  format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
+                  format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass,
+                  v_shards);
       end loop;
-      insert into {{schema}}.lanes
-        (queue, priority, shard, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
-         enqueue_shards)
-        values (p_queue, p, s, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass,
-                v_shards);
     end loop;
   end loop;
   return true;
@@ -87,7 +92,7 @@ end
 $$;
 
 -- Reserves p_count consecutive positions of a lane for the calling transaction, and says which slot its rows
--- go to. Producers do not wait for each other's transactions. First the producer makes sure it has its
+-- go to. p_bulk: in the priority's bulk lane (a bulk load), not a live one. Producers do not wait for each other's transactions. First the producer makes sure it has its
 -- transaction id, then takes the lane's 'producing' lock (shared, held to its transaction's end: the lock
 -- table is how claimers learn which producers of a lane may still commit, lane_producer_xids()), and only
 -- then takes positions. A single position is one nextval(); a block of several needs nextval() and setval()
@@ -95,7 +100,7 @@ $$;
 -- (single producers never wait for each other, not even for microseconds) and exclusive for a block, inside
 -- a subtransaction rolled back on purpose to release it at once (sequences are not transactional, so the
 -- positions stay taken): a block waits only for draws in progress, never for a transaction.
-create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_count int,
+create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_count int, p_bulk boolean,
     out lane_id int, out first_seq bigint, out slot smallint)
   language plpgsql
   as $$
@@ -116,7 +121,7 @@ begin
   select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq, l.enqueue_shards
     into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq, v_shards
     from {{schema}}.lanes l
-   where l.queue = p_queue and l.priority = p_priority and l.shard = 0;
+   where l.queue = p_queue and l.priority = p_priority and l.shard = 0 and l.bulk = p_bulk;
   if v_shards > 1 then
     v_shard := (nextval('{{schema}}.shard_rotor_seq') % v_shards)::smallint;
     if v_shard > 0 then
@@ -124,7 +129,7 @@ begin
       select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
         into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
         from {{schema}}.lanes l
-       where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
+       where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard and l.bulk = p_bulk;
     end if;
   end if;
   if lane_id is null then
@@ -132,7 +137,7 @@ begin
     select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
       into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
       from {{schema}}.lanes l
-     where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard;
+     where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard and l.bulk = p_bulk;
   end if;
   -- In this order: the transaction id, then the lock that lists it among the lane's producers, then positions.
   v_done := pg_current_xact_id()::text;
@@ -162,6 +167,16 @@ begin
   exception when sqlstate 'AWA01' then
     null;
   end;
+  -- A block's extent, for claimers: held (shared) to this transaction's end, so a claimer that reads the lock
+  -- table knows which positions cannot show a row yet and need not walk their index entries one by one
+  -- (lane_inflight_blocks()). Taken after the positions, in the transaction itself (the subtransaction above
+  -- releases what it takes); a claimer that looks before then finds the block empty anyway.
+  if p_count > 1 then
+    v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('block_first:' || lane_id),
+                                           {{schema}}.low_key(first_seq))::text;
+    v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('block_last:' || lane_id),
+                                           {{schema}}.low_key(first_seq + p_count - 1))::text;
+  end if;
   select r.slot into slot from {{schema}}.ring_rotations r order by r.generation desc limit 1;
   if v_notify then
     v_done := pg_notify('awa:{{schema}}', p_queue)::text;
@@ -179,7 +194,7 @@ create function {{schema}}.append_ready(p_queue text, p_priority smallint, p_bod
 declare
   v record;
 begin
-  v := {{schema}}.reserve_lane(p_queue, p_priority, cardinality(p_bodies));
+  v := {{schema}}.reserve_lane(p_queue, p_priority, cardinality(p_bodies), false);
   insert into {{schema}}.ready_entries
     (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, attempt, max_attempts, run_lease,
      enqueued_at, ready_at, meta)
@@ -282,6 +297,48 @@ begin
            where l.granted and l.locktype in ('advisory', 'transactionid')
            group by l.virtualtransaction) p
    where p.producing and p.xid is not null;
+end
+$$;
+
+-- A position's low 32 bits as an advisory-lock key (an int4), and back: the lock table shows the key as an
+-- unsigned oid, placed here next to p_ref (the lane's last position; every block in flight lies within 2^32
+-- below it).
+create function {{schema}}.low_key(p_seq bigint) returns int
+  language sql immutable parallel safe
+  as $$ select ((p_seq & 4294967295) - case when p_seq & 2147483648 <> 0 then 4294967296 else 0 end)::int $$;
+
+create function {{schema}}.from_low_key(p_key oid, p_ref bigint) returns bigint
+  language sql immutable parallel safe
+  as $$ select p_ref - (((p_ref & 4294967295) - p_key::text::bigint) % 4294967296 + 4294967296) % 4294967296 $$;
+
+-- The positions of a lane's blocks whose producers are still in flight (reserve_lane() holds a lock naming
+-- each block's first and last position until its transaction ends): none of them can show a row to a
+-- statement that starts after this read, until that producer commits. A claimer skips them instead of
+-- walking their index entries one by one, which for a COPY still streaming 100,000 rows took every claim of
+-- its lane 20 ms. A hint, never evidence: positions skipped stay unclaimed, above the high-water or in open
+-- gaps, and are read again later. One read of pg_locks; the i-th first and the i-th last of a transaction
+-- belong together (its blocks of one lane never overlap).
+create function {{schema}}.lane_inflight_blocks(p_lane_id int, p_ref bigint) returns int8multirange
+  language plpgsql volatile
+  as $$
+declare
+  v_db oid := (select d.oid from pg_database d where d.datname = current_database());
+  v_first oid := ({{schema}}.lock_ns('block_first:' || p_lane_id)::bigint & 4294967295)::text::oid;
+  v_last oid := ({{schema}}.lock_ns('block_last:' || p_lane_id)::bigint & 4294967295)::text::oid;
+begin
+  return coalesce((
+    with held as materialized (
+      select b.virtualtransaction as vxid, b.classid = v_first as is_first,
+             {{schema}}.from_low_key(b.objid, p_ref) as pos
+        from pg_locks b
+       where b.locktype = 'advisory' and b.granted and b.objsubid = 2 and b.database = v_db
+         and b.classid in (v_first, v_last)),
+    ranked as (
+      select h.vxid, h.is_first, h.pos, row_number() over (partition by h.vxid, h.is_first order by h.pos) as k
+        from held h)
+    select range_agg(int8range(f.pos, l.pos + 1))
+      from ranked f join ranked l on l.vxid = f.vxid and l.k = f.k and not l.is_first
+     where f.is_first and l.pos >= f.pos), '{}');
 end
 $$;
 

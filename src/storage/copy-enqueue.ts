@@ -42,7 +42,7 @@ export async function copyEnqueueChunk(
 async function copyLane(client: pg.ClientBase, schema: Schema, rows: readonly JobRow[]): Promise<void> {
   const first = rows[0]!;
   const { rows: res } = await client.query<{ lane_id: number; first_seq: string; slot: number }>(
-    `select lane_id, first_seq, slot from ${schema.ident}.reserve_lane($1, $2::smallint, $3)`,
+    `select lane_id, first_seq, slot from ${schema.ident}.reserve_lane($1, $2::smallint, $3, true)`,
     [first.queue, first.priority, rows.length],
   );
   const { lane_id: laneId, slot } = res[0]!;

@@ -56,7 +56,7 @@ async function appendOne(db: Queryable, schema: Schema, row: JobRow): Promise<En
     text: `insert into ${schema.ident}.ready_entries
              (slot, lane_id, lane_seq, kind, queue, priority, args, max_attempts, meta)
            select r.slot, r.lane_id, r.first_seq, $1, $2, $3, $4::jsonb, $5, $6::jsonb
-             from ${schema.ident}.reserve_lane($2::text, $3::smallint, 1) r
+             from ${schema.ident}.reserve_lane($2::text, $3::smallint, 1, false) r
            returning job_id::text as id`,
     values: [row.kind, row.queue, row.priority, row.argsJson, row.maxAttempts, row.metaJson],
   });

@@ -16,6 +16,7 @@ export const MIGRATION_NAMES: readonly string[] = [
   'receipt_generation',
   'leader_seat',
   'lane_shard_count',
+  'bulk_lanes',
 ];
 export const MIGRATION_VERSIONS: readonly number[] = MIGRATION_NAMES.map((_, i) => i + 1);
 export const LATEST_VERSION: number = MIGRATION_VERSIONS.length;

@@ -54,7 +54,7 @@ describe('ring prune and open gaps', () => {
       const lateEnqueue = f.client.enqueue('k', { n: 'late' }, { client: late, queue: 'late' });
       await until('the late producer to take its position and wait on the ledger', async () => {
         const { rows } = await f.pool.query(
-          `select (select pg_sequence_last_value(enqueue_seq) from awa.lanes where queue = 'late' and priority = 2)
+          `select (select pg_sequence_last_value(enqueue_seq) from awa.lanes where queue = 'late' and priority = 2 and not bulk)
                     as enq,
                   (select wait_event_type from pg_stat_activity where pid = $1) as waiting`,
           [latePid],
