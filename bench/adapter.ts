@@ -51,7 +51,9 @@ export interface SystemAdapter {
   /** One job on the caller's client, inside the transaction it has open (the producers scenario): the
    * job must commit or roll back with that transaction. */
   enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void>;
-  startWorkers(concurrency: number, handler: BenchHandler): Promise<void>;
+  /** `longJobs`: how many of the jobs will hold their slot for the whole run (mixed), for a system whose
+   * workers fetch in batches and must be sized so those few cannot stall the rest (pg-boss). */
+  startWorkers(concurrency: number, handler: BenchHandler, longJobs?: number): Promise<void>;
   /** No-op workers in `processes` child processes of `concurrency` each, loaded and waiting for start()
    * (so process start-up is not timed; the worker hosts' own start is, as in-process). Only systems that
    * support it (awa); stop() ends them. */

@@ -71,7 +71,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     jobs: int(values.jobs, 100_000, 'jobs'),
     concurrency: int(values.concurrency ?? values.workers, 1000, 'concurrency'),
     duration: int(values.duration, DEFAULT_DURATION[name] ?? 60, 'duration'),
-    rate: int(values.rate, name === 'mixed' ? 400 : 500, 'rate'),
+    rate: int(values.rate, name === 'mixed' ? 100 : 500, 'rate'),
     sampleEvery: int(values.sample, 5, 'sample'),
     payloadBytes: int(values.payload, 0, 'payload', 0),
     producers: int(values.producers, name === 'mixed' ? 8 : 32, 'producers', name === 'mixed' ? 0 : 1),

@@ -17,7 +17,7 @@ export const benchOptions: Record<string, BenchOption> = {
   rate: {
     type: 'number',
     description:
-      "offered jobs/s for latency/pinned/soak (default 500); mixed: the producers' jobs/s in all (default 400)",
+      "offered jobs/s for latency/pinned/soak (default 500); mixed: the producers' jobs/s in all (default 100)",
   },
   system: { type: 'string', description: 'awa|pgboss|pgboss-batch|graphile|baseline|all (default all)' },
   runs: { type: 'number', description: 'run N times and report the median (default 1)' },

@@ -111,11 +111,14 @@ export class PgBossAdapter implements SystemAdapter {
     return db;
   }
 
-  async startWorkers(concurrency: number, handler: BenchHandler): Promise<void> {
+  async startWorkers(concurrency: number, handler: BenchHandler, longJobs = 0): Promise<void> {
     // In-flight jobs = batchSize × localConcurrency; keep that at about `concurrency`, with batches of at
-    // most 500 (larger fetches lock more rows for longer without measurably raising throughput).
-    const batchSize = Math.max(1, Math.min(500, concurrency));
-    const localConcurrency = Math.max(1, Math.round(concurrency / batchSize));
+    // most 500 (larger fetches lock more rows for longer without measurably raising throughput). A batch is
+    // done only when its slowest job is: each job that runs for the whole run can hold a fetch worker, so
+    // there is one more worker per such job (and smaller batches, to keep the total).
+    const workers = Math.max(1, Math.round(concurrency / Math.min(500, concurrency))) + longJobs;
+    const batchSize = Math.max(1, Math.floor(concurrency / workers));
+    const localConcurrency = longJobs > 0 ? workers : Math.max(1, Math.round(concurrency / batchSize));
     const base = { batchSize, localConcurrency, burstWhenBatchFull: true, pollingIntervalSeconds: 0.5 };
     this.workOptions = { ...base, perJobResults: this.mode === 'per-job' };
     const boss = this.db();

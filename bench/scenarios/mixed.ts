@@ -34,17 +34,21 @@ export const mixedScenario: Scenario = {
     const counts = { long: 0, bulk: 0, singles: 0 };
     let recordFrom = Infinity;
     let recordUntil = Infinity;
-    await adapter.startWorkers(opts.concurrency, async (args: BenchArgs) => {
-      if (args.i < 0) {
-        counts.long++;
-        return longReleased;
-      }
-      if (args.i >= SINGLE_BASE) {
-        counts.singles++;
-        if (args.t >= recordFrom && args.t <= recordUntil) pickup.recordMs(nowMs() - args.t);
-      } else counts.bulk++;
-      if (mix.handlerMs > 0) await sleep(mix.handlerMs);
-    });
+    await adapter.startWorkers(
+      opts.concurrency,
+      async (args: BenchArgs) => {
+        if (args.i < 0) {
+          counts.long++;
+          return longReleased;
+        }
+        if (args.i >= SINGLE_BASE) {
+          counts.singles++;
+          if (args.t >= recordFrom && args.t <= recordUntil) pickup.recordMs(nowMs() - args.t);
+        } else counts.bulk++;
+        if (mix.handlerMs > 0) await sleep(mix.handlerMs);
+      },
+      mix.longJobs,
+    );
     const producers = new Producers(adapter, url, opts);
     const bulkClient = benchClient(url, 'bench-bulk');
     try {

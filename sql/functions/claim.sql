@@ -355,29 +355,32 @@ create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigi
   language plpgsql
   as $$
 declare
+  v_last bigint := pg_sequence_last_value(p_lane.enqueue_seq);
   v_head_slot smallint;
   v_skip int8multirange;
   v_range int8range;
   v_taken record;
 begin
   -- The next position is nearly always a row of the current slot, where producers write: one probe of that
-  -- partition finds it; a backlog older than the last rotation is found by the same probe of every partition.
-  -- Only when the next position shows no row (a producer in flight or rolled back) is the lowest row above it
-  -- looked for, around the blocks still in flight (a COPY streaming into the lane would otherwise be walked
-  -- entry by entry on every claim).
+  -- partition finds it. Further up, the lowest row is looked for around the blocks still in flight (a COPY
+  -- streaming into the lane would otherwise be walked entry by entry on every claim).
   -- (The slot comes from the heal's read of the ring, a moment ago: as a parameter it prunes the other
   -- partitions from the plan, which a subquery in the same statement does not. Should the ring have turned
   -- since, the probe finds nothing there and the wider one runs.)
   select r.slot into v_head_slot from {{schema}}.ready_entries r
    where r.slot = p_current and r.lane_id = p_lane.lane_id and r.lane_seq = p_high + 1;
+  -- Next, every partition for the lowest row among the positions just above it (a backlog older than the
+  -- last rotation; producers of single jobs in flight or rolled back leave a few entries to walk past, no
+  -- more). Only a lane with more positions taken than that may hold a block in flight, and only then is the
+  -- lock table read.
   if v_head_slot is null then
     select r.slot into v_head_slot from {{schema}}.ready_entries r
-     where r.lane_id = p_lane.lane_id and r.lane_seq = p_high + 1
-     limit 1;
+     where r.lane_id = p_lane.lane_id and r.lane_seq > p_high and r.lane_seq <= p_high + 64
+     order by r.lane_seq limit 1;
   end if;
-  if v_head_slot is null then
-    v_skip := {{schema}}.lane_inflight_blocks(p_lane.lane_id, pg_sequence_last_value(p_lane.enqueue_seq));
-    foreach v_range in array array(select unnest(int8multirange(int8range(p_high + 1, null)) - v_skip)) loop
+  if v_head_slot is null and v_last > p_high + 64 then
+    v_skip := {{schema}}.lane_inflight_blocks(p_lane.lane_id, v_last);
+    foreach v_range in array array(select unnest(int8multirange(int8range(p_high + 65, null)) - v_skip)) loop
       select r.slot into v_head_slot from {{schema}}.ready_entries r
        where r.lane_id = p_lane.lane_id and r.lane_seq >= lower(v_range)
          and r.lane_seq < coalesce(upper(v_range), 9223372036854775807)
