@@ -303,3 +303,19 @@ export async function newClient(url: string): Promise<AwaClient> {
   await client.migrate();
   return client;
 }
+
+/** A seeded generator: the seed is printed (and can be set with AWA_CHAOS_SEED), so a failing run's random
+ * draws (batch sizes, priorities, holds, rollbacks, kill pacing) can be repeated; the interleaving cannot. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** The first few of a list, for a failure message. */
+export const sample = <T>(xs: readonly T[], n = 20): T[] => xs.slice(0, n);

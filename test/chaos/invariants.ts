@@ -272,7 +272,11 @@ export async function verifyRun(
 ): Promise<RunReport> {
   const logs = collectLogs(workers);
   const records = new Map<string, JobRecord | null>();
-  await Promise.all(expected.map(async (j) => records.set(j.id, await client.getJob(j.id))));
+  // In rounds of a few hundred: thousands of reads at once would wait past the client pool's connect timeout.
+  for (let i = 0; i < expected.length; i += 200)
+    await Promise.all(
+      expected.slice(i, i + 200).map(async (j) => records.set(j.id, await client.getJob(j.id))),
+    );
 
   const v = [...attemptsStartedOnce(logs)];
   let completed = 0;

@@ -15,8 +15,10 @@ import { chaosSleep } from '../fixtures/chaos-jobs.js';
 import {
   ChaosWorker,
   closeScene,
+  mulberry32,
   openScene,
   printReport,
+  sample,
   sleep,
   waitForTerminal,
   workerConfig,
@@ -65,19 +67,6 @@ async function producerConnection(url: string): Promise<pg.Client> {
   return c;
 }
 
-/** A seeded generator: the seed is printed (and can be set with AWA_CHAOS_SEED), so a failing run's random
- * draws (batch sizes, priorities, holds, rollbacks, kill pacing) can be repeated; the interleaving cannot. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 function percentile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
@@ -94,8 +83,6 @@ function ends(workers: readonly ChaosWorker[], uidPrefix: string): AttemptLine[]
     .flatMap((w) => w.lines())
     .filter((l): l is AttemptLine => l.event === 'end' && l.uid.startsWith(uidPrefix));
 }
-
-const sample = <T>(xs: readonly T[], n = 20): T[] => xs.slice(0, n);
 
 /** Fails with `what` when `work` takes longer than `ms` (e.g. producers queued behind an open transaction). */
 async function within<T>(what: string, ms: number, work: Promise<T>): Promise<T> {
