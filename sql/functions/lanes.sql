@@ -18,23 +18,25 @@ create function {{schema}}.queue_shards(p_queue text) returns smallint
     select coalesce((select q.enqueue_shards from {{schema}}.queue_settings q where q.queue = p_queue), 1::smallint)
   $$;
 
--- Creates the lanes of a queue: four priorities per enqueue shard, each a live lane and a bulk lane (DDL: six
--- sequences each). Hosts and clients call it in a transaction of their own before they enqueue, so a
--- producer's open transaction never holds this lock; a producer that reaches a lane nobody created yet creates
--- it inside its own transaction (and another producer of the same new queue then waits for it). With p_wait
--- false it returns false instead of waiting. Shard 0's live sequences keep the names lanes always had.
-create function {{schema}}.ensure_lanes(p_queue text, p_wait boolean) returns boolean
+-- Creates the live lanes of a queue (p_bulk false) or its bulk lanes (p_bulk true): four priorities per enqueue
+-- shard (DDL: six sequences each). A queue gets bulk lanes the first time a bulk load reaches it, so one that
+-- never sees a COPY pays for no more lanes than it uses. Hosts and clients call it in a transaction of their own
+-- before they enqueue, so a producer's open transaction never holds this lock; a producer that reaches a lane
+-- nobody created yet creates it inside its own transaction (and another producer of the same new queue then
+-- waits for it). With p_wait false it returns false instead of waiting. Shard 0's live sequences keep the names
+-- lanes always had.
+create function {{schema}}.ensure_lanes(p_queue text, p_wait boolean, p_bulk boolean) returns boolean
   language plpgsql
   as $$
 declare
   v_shards smallint := {{schema}}.queue_shards(p_queue);
   p smallint;
   s smallint;
-  b boolean;
   v_name text;
   v_prefix text;
 begin
-  if (select count(*) from {{schema}}.lanes where queue = p_queue and shard < v_shards) = 8 * v_shards then
+  if (select count(*) from {{schema}}.lanes where queue = p_queue and shard < v_shards and bulk = p_bulk)
+     = 4 * v_shards then
     return true;
   end if;
   if p_wait then
@@ -43,29 +45,27 @@ begin
     return false;
   end if;
   for s in 0..v_shards - 1 loop
-    foreach b in array array[false, true] loop
-      for p in 1..4 loop
-        continue when exists (select 1 from {{schema}}.lanes
-                               where queue = p_queue and priority = p and shard = s and bulk = b);
-        v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end
-                      || case when b then ':bulk' else '' end);
-        foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
-                                          'lane_receipt_gen_'] loop
-          execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
-          -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
-          perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
-        end loop;
-        insert into {{schema}}.lanes
-          (queue, priority, shard, bulk, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
-           enqueue_shards)
-          values (p_queue, p, s, b, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
-                  format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
-                  format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
-                  format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
-                  format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
-                  format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass,
-                  v_shards);
+    for p in 1..4 loop
+      continue when exists (select 1 from {{schema}}.lanes
+                             where queue = p_queue and priority = p and shard = s and bulk = p_bulk);
+      v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end
+                    || case when p_bulk then ':bulk' else '' end);
+      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
+                                        'lane_receipt_gen_'] loop
+        execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
+        -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
+        perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
       end loop;
+      insert into {{schema}}.lanes
+        (queue, priority, shard, bulk, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
+         enqueue_shards)
+        values (p_queue, p, s, p_bulk, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
+                format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass,
+                v_shards);
     end loop;
   end loop;
   return true;
@@ -73,7 +73,7 @@ end
 $$;
 
 -- Sets how many enqueue shards a queue has, and creates their lanes now (in this, the caller's short
--- transaction, not in a producer's). Fewer shards than before: producers stop using the higher ones, and
+-- transaction, not in a producer's): live lanes, and bulk lanes if the queue has had a bulk load. Fewer shards than before: producers stop using the higher ones, and
 -- claimers drain them like any lane with work. The count is copied onto the queue's lane rows, where
 -- producers read it (reserve_lane()), after the lanes it names exist. Returns the previous count.
 create function {{schema}}.set_enqueue_shards(p_queue text, p_shards smallint) returns smallint
@@ -85,7 +85,10 @@ begin
   insert into {{schema}}.queue_settings (queue, enqueue_shards) values (p_queue, p_shards)
   on conflict (queue) do update set enqueue_shards = excluded.enqueue_shards, updated_at = now()
    where queue_settings.enqueue_shards <> excluded.enqueue_shards;
-  perform {{schema}}.ensure_lanes(p_queue, true);
+  perform {{schema}}.ensure_lanes(p_queue, true, false);
+  if exists (select 1 from {{schema}}.lanes where queue = p_queue and bulk) then
+    perform {{schema}}.ensure_lanes(p_queue, true, true);
+  end if;
   update {{schema}}.lanes set enqueue_shards = p_shards where queue = p_queue and enqueue_shards <> p_shards;
   return v_before;
 end
@@ -133,7 +136,7 @@ begin
     end if;
   end if;
   if lane_id is null then
-    perform {{schema}}.ensure_lanes(p_queue, true);
+    perform {{schema}}.ensure_lanes(p_queue, true, p_bulk);
     select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
       into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
       from {{schema}}.lanes l

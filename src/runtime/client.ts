@@ -121,8 +121,8 @@ export class AwaClient {
   private readonly target: string;
   private readonly maxPayloadBytes: number;
   private readonly adHocKinds = new Map<string, JobKind<unknown>>();
-  /** Queues whose lanes are known to exist (see prepareLanes). */
-  private readonly laneQueues = new Set<string>();
+  /** Queues whose live lanes, and whose bulk lanes, are known to exist (see prepareLanes). */
+  private readonly laneQueues = { live: new Set<string>(), bulk: new Set<string>() };
   private readonly telemetry = new ProducerTelemetry(telemetryScope());
   private closing: Promise<void> | null = null;
 
@@ -239,7 +239,7 @@ export class AwaClient {
       runCopyLoad(jobs, chunkSize, {
         toRow: (job) => this.toRow(job),
         copy: async (rows) => {
-          await this.prepareLanes(rows);
+          await this.prepareLanes(rows, 'bulk');
           send.inject(rows);
           const duplicates = await copyEnqueueChunk(client, this.schema, rows);
           send.sent(rows, duplicates);
@@ -511,13 +511,14 @@ export class AwaClient {
    * of the same new queue would wait for it). Skipped when the pool has no free connection: the enqueue
    * then creates the lane itself, which is just as correct.
    */
-  private async prepareLanes(rows: readonly JobRow[]): Promise<void> {
-    const fresh = [...new Set(rows.map((r) => r.queue))].filter((q) => !this.laneQueues.has(q));
+  private async prepareLanes(rows: readonly JobRow[], kind: 'live' | 'bulk' = 'live'): Promise<void> {
+    const known = this.laneQueues[kind];
+    const fresh = [...new Set(rows.map((r) => r.queue))].filter((q) => !known.has(q));
     if (fresh.length === 0) return;
     const p = this.pool;
     if (p.idleCount === 0 && p.totalCount >= (p.options.max ?? 10)) return;
-    await ensureLanes(p, this.schema, fresh);
-    for (const q of fresh) this.laneQueues.add(q);
+    await ensureLanes(p, this.schema, fresh, kind === 'bulk');
+    for (const q of fresh) known.add(q);
   }
 
   private toRow(job: JobInput): JobRow | Promise<JobRow> {

@@ -6,8 +6,14 @@ import type { Schema } from './schema.js';
 // takes. See ensure_lanes() in sql/functions/lanes.sql.
 
 /** Creates the four priority lanes of each queue that lacks them; returns once they exist. */
-export async function ensureLanes(db: Queryable, schema: Schema, queues: readonly string[]): Promise<void> {
+/** Creates the live lanes of `queues` (or, with `bulk`, the bulk lanes bulk loads go to) that do not exist. */
+export async function ensureLanes(
+  db: Queryable,
+  schema: Schema,
+  queues: readonly string[],
+  bulk = false,
+): Promise<void> {
   for (const queue of new Set(queues)) {
-    await db.query(`select ${schema.ident}.ensure_lanes($1, true)`, [queue]);
+    await db.query(`select ${schema.ident}.ensure_lanes($1, true, $2)`, [queue, bulk]);
   }
 }

@@ -315,6 +315,28 @@ describe('awa bench', () => {
     });
   }
 
+  it('mixed: the bulk load, the committed producer jobs and the long jobs all run; rolled-back ones do not', async () => {
+    const run = await bench(
+      'mixed --system awa --jobs 3000 --concurrency 50 --producers 4 --rate 100 --long 2 --runs 1 --json'.split(
+        ' ',
+      ),
+    );
+    const row = expectOneCleanRun(run, 'mixed', 'awa');
+    expect(row.jobs).toBe(3000);
+    expect(row.extra).toMatchObject({ producers: 4, offeredRate: 100, longJobs: 2, producerErrors: 0 });
+    const committed = row.extra.committed as number;
+    const rolledBack = row.extra.rolledBack as number;
+    // One transaction in ten rolls back, in turn: of every ten, nine committed.
+    expect(committed).toBeGreaterThan(0);
+    expect(rolledBack).toBe(Math.floor((committed + rolledBack) / 10));
+    // Pickups are recorded for the producer jobs enqueued during the bulk load: some, never more than committed.
+    expect(row.extra.pickupSamples as number).toBeGreaterThan(0);
+    expect(row.extra.pickupSamples as number).toBeLessThanOrEqual(committed);
+    expectOrderedLatencies(row);
+    expect(row.extra.claimCalls as number).toBeGreaterThan(0);
+    expect(row.extra.jobsPerClaim as number).toBeGreaterThan(0);
+  });
+
   it('latency: ordered percentiles after the warm-up second, and every offered job handled', async () => {
     // The first second is warm-up and not recorded, so the run needs more than one second to record any.
     const run = await bench(
@@ -432,6 +454,15 @@ describe('awa bench', () => {
         'awa bench: --handler-us applies to drain with in-process workers (not --processes)\n',
       ],
       [['drain', '--system', 'nope'], /^awa bench: --system must be one of awa, .*, got "nope"\n$/],
+      [
+        ['mixed', '--system', 'awa', '--long', '20', '--concurrency', '20'],
+        'awa bench: --long (20) must be below --concurrency (20)\n',
+      ],
+      [
+        ['mixed', '--system', 'awa', '--rollback', '1.5'],
+        'awa bench: --rollback must be a fraction in [0, 1], got 1.5\n',
+      ],
+      [['drain', '--system', 'awa', '--handler-ms', '5'], 'awa bench: --handler-ms applies to mixed only\n'],
       // The first second of a latency run is warm-up: one second would measure nothing.
       [
         ['latency', '--system', 'awa', '--duration', '1'],

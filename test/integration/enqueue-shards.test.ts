@@ -43,12 +43,13 @@ describe('enqueue shards', () => {
     const { rows: lanes } = await f.pool.query<{ shard: number; n: string }>(
       `select shard, count(*) as n from awa.lanes where queue = 'sh_spread' group by shard order by shard`,
     );
-    // Created by the setting, not by a producer: four priorities per shard, each a live and a bulk lane.
+    // Created by the setting, not by a producer: four priorities per shard (live lanes: the queue has had no
+    // bulk load, so it has no bulk lanes).
     expect(lanes.map((l) => [l.shard, Number(l.n)])).toEqual([
-      [0, 8],
-      [1, 8],
-      [2, 8],
-      [3, 8],
+      [0, 4],
+      [1, 4],
+      [2, 4],
+      [3, 4],
     ]);
     const order: string[] = [];
     for (let i = 0; i < 40; i++) order.push((await f.client.enqueue('s', { i }, { queue: 'sh_spread' })).id);
@@ -130,6 +131,14 @@ describe('enqueue shards', () => {
       const all = mine.flat();
       expect(all).toHaveLength(4000);
       expect(new Set(all).size).toBe(4000);
+      // The first COPY gave the queue its bulk lanes, one per live lane.
+      const { rows: kinds } = await f.pool.query<{ bulk: boolean; n: number }>(
+        `select bulk, count(*)::int as n from awa.lanes where queue = 'sh_race' group by bulk order by bulk`,
+      );
+      expect(kinds).toEqual([
+        { bulk: false, n: 16 },
+        { bulk: true, n: 16 },
+      ]);
       // COPY chunks of 500 took the shards' bulk lanes in turn: each shard got 1,000 jobs.
       const { rows } = await f.pool.query<{ shard: number; n: string }>(
         `select l.shard, count(*) as n from awa.ready_entries r join awa.lanes l using (lane_id)
@@ -154,7 +163,7 @@ describe('enqueue shards', () => {
     const { rows: counts } = await f.pool.query<{ enqueue_shards: number; n: string }>(
       `select enqueue_shards, count(*) as n from awa.lanes where queue = 'sh_grow' group by enqueue_shards`,
     );
-    expect(counts.map((r) => [r.enqueue_shards, Number(r.n)])).toEqual([[2, 16]]);
+    expect(counts.map((r) => [r.enqueue_shards, Number(r.n)])).toEqual([[2, 8]]);
     for (let i = 1; i <= 6; i++) await f.client.enqueue('s', { i }, { queue: 'sh_grow' });
     const jobs = await placed((await claimJobs(f.pool, f.schema, req('sh_grow', 100))).batches);
     expect(jobs).toHaveLength(7);
