@@ -32,6 +32,18 @@ export class HeldJobs {
     this.items.push({ batch, job, heldAtMs: nowMs });
   }
 
+  /**
+   * Holds a live lane's job ahead of the bulk jobs already held (behind live ones held before it): a job the
+   * application enqueued while a load drains is started before the load's jobs claimed earlier. It takes the
+   * time of the job it goes ahead of, if older, so held jobs stay oldest first for the hand-back.
+   */
+  pushAhead(batch: ClaimBatch, job: ClaimedJob, nowMs: number): void {
+    let at = this.head;
+    while (at < this.items.length && this.items[at]!.batch.bulk !== true) at++;
+    const heldAtMs = Math.min(nowMs, this.items[at]?.heldAtMs ?? nowMs);
+    this.items.splice(at, 0, { batch, job, heldAtMs });
+  }
+
   shift(): HeldJob | undefined {
     if (this.head >= this.items.length) return undefined;
     const item = this.items[this.head++]!;

@@ -282,8 +282,9 @@ export class Dispatcher {
     }
   }
 
-  /** Starts what free permits allow, in claim order, and holds the rest (behind jobs already held). A claim
-   * that was in flight when claiming stopped hands its jobs back unstarted. */
+  /** Starts what free permits allow, in claim order, and holds the rest: behind jobs already held, or, for a
+   * live lane's jobs, ahead of held bulk ones. A claim that was in flight when claiming stopped hands its jobs
+   * back unstarted. */
   private take(batches: readonly ClaimBatch[]): void {
     const now = Date.now();
     for (const b of batches)
@@ -292,7 +293,8 @@ export class Dispatcher {
         else if (this.held.size === 0 && this.inFlight < this.concurrency) {
           this.inFlight++;
           this.deps.execute(this.queue, b, job);
-        } else this.held.push(b, job, now);
+        } else if (b.bulk === false) this.held.pushAhead(b, job, now);
+        else this.held.push(b, job, now);
       }
     this.startHeld(Date.now());
     this.watchHeld();

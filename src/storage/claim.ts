@@ -31,6 +31,8 @@ export interface ClaimBatch {
   batchId: string;
   claimSlot: number;
   jobs: ClaimedJob[];
+  /** The receipt's lane is a bulk lane (a COPY load's), whose jobs may wait behind live ones. */
+  bulk?: boolean;
 }
 
 export interface ClaimRequest {
@@ -65,9 +67,9 @@ export interface ClaimResult {
 }
 
 export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimResult> {
-  const { rows } = await db.query<{ batch_id: string | null; claim_slot: number; jobs: string }>({
+  const { rows } = await db.query<{ batch_id: string | null; claim_slot: number; jobs: string; bulk: boolean }>({
     name: `awa-claim-${schema.name}`,
-    text: `select batch_id::text, claim_slot, jobs::text from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
+    text: `select batch_id::text, claim_slot, jobs::text, bulk from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
     values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds, req.waitMs ?? 50],
   });
   const contended = rows.some((r) => r.batch_id === null);
@@ -76,6 +78,7 @@ export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest
     .map((r) => ({
       batchId: r.batch_id,
       claimSlot: r.claim_slot,
+      bulk: r.bulk,
       // One JSON.parse per batch is far cheaper than the driver building hundreds of row objects.
       jobs: (JSON.parse(r.jobs) as JobTuple[]).map((t, i) => ({
         idx: i + 1,

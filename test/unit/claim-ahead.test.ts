@@ -91,3 +91,24 @@ describe('HeldJobs', () => {
     expect(held.oldestMs()).toBe(600);
   });
 });
+
+describe('HeldJobs ahead', () => {
+  it("holds a live lane's jobs ahead of held bulk jobs, in their own order, keeping the oldest first for the hand-back", () => {
+    const bulk: ClaimBatch = { batchId: '2', claimSlot: 0, jobs: [], bulk: true };
+    const live: ClaimBatch = { batchId: '3', claimSlot: 0, jobs: [], bulk: false };
+    const held = new HeldJobs();
+    held.push(bulk, job(1), 100);
+    held.push(bulk, job(2), 110);
+    held.pushAhead(live, job(3), 120);
+    held.pushAhead(live, job(4), 130);
+    held.push(bulk, job(5), 140);
+    // Live jobs first (in the order they came), then the bulk ones; the live ones took the older bulk time.
+    const order = held.takeAll();
+    expect(order.map((h) => h.job.id)).toEqual(['3', '4', '1', '2', '5']);
+    expect(order.map((h) => h.heldAtMs)).toEqual([100, 100, 100, 110, 140]);
+    // With nothing bulk held, a live job simply joins the end.
+    held.pushAhead(live, job(6), 200);
+    expect(held.oldestMs()).toBe(200);
+    expect(held.takeHeldBefore(201).map((h) => h.job.id)).toEqual(['6']);
+  });
+});
