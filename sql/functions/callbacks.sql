@@ -29,30 +29,33 @@ begin
 end
 $$;
 
--- Settles a parked job as its callback (or its timeout) says:
---   complete -> terminal history 'completed'        fail   -> 'failed' (or the DLQ), attempt counted
---   retry    -> retryable after p_run_at or backoff cancel  -> 'cancelled'
+-- Settles a parked job as its callback (or its timeout) says, and returns where it went:
+--   complete -> terminal history 'completed'
+--   retry    -> retryable after p_run_at or backoff, while attempts remain; on the last attempt as fail
+--   fail     -> 'failed' (or the DLQ on a queue with the DLQ on), attempt counted
+--   cancel   -> 'cancelled'
 --   resume   -> back into the ready ring, same attempt, the payload on the job (meta.callback)
+-- Retry and fail go by failure_route(), the rule every failed attempt follows.
 create function {{schema}}.settle_waiting(w {{schema}}.waiting_jobs, p_action text, p_payload jsonb,
-    p_run_at timestamptz, p_error jsonb) returns void
+    p_run_at timestamptz, p_error jsonb) returns text
   language plpgsql
   as $$
 declare
-  v_dlq boolean := p_action = 'fail' and coalesce(
-    (select q.dlq_enabled from {{schema}}.queue_settings q where q.queue = w.queue), false);
+  v_route text := {{schema}}.failure_route(w.queue, case p_action when 'fail' then 'failed' else p_action end,
+                                           w.attempt, w.max_attempts);
   v_meta jsonb := {{schema}}.with_error(w.meta, p_error);
 begin
-  if p_action = 'resume' then
+  if v_route = 'resume' then
     perform {{schema}}.append_ready(w.queue, w.priority, array[row(w.job_id, w.kind, w.args, w.attempt - 1,
       w.max_attempts, w.run_lease, w.enqueued_at, now(),
       coalesce(w.meta, '{}') || jsonb_build_object('callback', jsonb_build_object('payload', p_payload, 'at', now()))
       )::{{schema}}.job_body]);
-  elsif p_action = 'retry' then
+  elsif v_route = 'retry' then
     insert into {{schema}}.deferred_jobs
       (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
     values (w.job_id, w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.run_lease,
             coalesce(p_run_at, now() + {{schema}}.backoff(w.attempt)), 'retryable', w.enqueued_at, v_meta);
-  elsif v_dlq then
+  elsif v_route = 'dlq' then
     insert into {{schema}}.dlq_entries
       (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
     values (w.job_id, w.run_lease, w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.enqueued_at,
@@ -62,12 +65,13 @@ begin
     insert into {{schema}}.done_entries
       (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
     values (w.job_id, w.run_lease,
-            case p_action when 'complete' then 'completed' when 'cancel' then 'cancelled' else 'failed' end,
+            case v_route when 'complete' then 'completed' when 'cancel' then 'cancelled' else 'failed' end,
             w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.enqueued_at,
-            case when p_action = 'complete'
+            case when v_route = 'complete'
                  then coalesce(w.meta, '{}') || jsonb_build_object('result', p_payload)
                  else v_meta end);
   end if;
+  return v_route;
 end
 $$;
 
@@ -83,13 +87,14 @@ create function {{schema}}.resolve_callback(p_token uuid, p_action text, p_paylo
 declare
   w {{schema}}.waiting_jobs;
   s record;
+  v_done text;
 begin
   if p_action not in ('complete', 'fail', 'retry', 'cancel', 'resume') then
     raise exception 'unknown callback action %', p_action using errcode = '22023';
   end if;
   delete from {{schema}}.waiting_jobs wj where wj.token = p_token returning * into w;
   if found then
-    perform {{schema}}.settle_waiting(w, p_action, p_payload, p_run_at, p_error);
+    v_done := {{schema}}.settle_waiting(w, p_action, p_payload, p_run_at, p_error);
     return query select 'settled'::text, w.job_id, w.run_lease;
     return;
   end if;
@@ -107,7 +112,7 @@ begin
   perform pg_advisory_xact_lock({{schema}}.lock_ns('receipt'), (s.batch_id % 2147483647)::int);
   delete from {{schema}}.waiting_jobs wj where wj.token = p_token returning * into w;
   if found then
-    perform {{schema}}.settle_waiting(w, p_action, p_payload, p_run_at, p_error);
+    v_done := {{schema}}.settle_waiting(w, p_action, p_payload, p_run_at, p_error);
     return query select 'settled'::text, w.job_id, w.run_lease;
     return;
   end if;
@@ -148,7 +153,7 @@ create function {{schema}}.expire_callbacks(p_limit int) returns table (job_id b
   as $$
 declare
   w {{schema}}.waiting_jobs;
-  v_action text;
+  v_route text;
 begin
   for w in
     delete from {{schema}}.waiting_jobs wj
@@ -156,12 +161,12 @@ begin
                           where x.timeout_at < now() order by x.timeout_at limit p_limit for update skip locked)
     returning *
   loop
-    v_action := case when w.attempt >= w.max_attempts then 'fail' else 'retry' end;
-    perform {{schema}}.settle_waiting(w, v_action, null, null,
+    -- A timeout is a failed attempt: retried while attempts remain (failure_route()).
+    v_route := {{schema}}.settle_waiting(w, 'retry', null, null,
       jsonb_build_object('attempt', w.attempt, 'at', now(), 'error', 'callback timed out', 'name', 'CallbackTimeout'));
     job_id := w.job_id;
     run_lease := w.run_lease;
-    outcome := v_action;
+    outcome := case v_route when 'retry' then 'retry' else 'fail' end;
     return next;
   end loop;
 end

@@ -15,6 +15,7 @@ declare
   l {{schema}}.lanes;
   b record;
   v_err jsonb;
+  v_route text;
 begin
   delete from {{schema}}.deferred_jobs dj where dj.job_id = p_job_id returning * into d;
   if found then
@@ -26,7 +27,7 @@ begin
   end if;
   delete from {{schema}}.waiting_jobs wj where wj.job_id = p_job_id returning * into w;
   if found then
-    perform {{schema}}.settle_waiting(w, 'cancel', null, null,
+    v_route := {{schema}}.settle_waiting(w, 'cancel', null, null,
       jsonb_build_object('attempt', w.attempt, 'at', now(), 'error', p_reason));
     return 'waiting_external';
   end if;

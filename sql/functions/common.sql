@@ -34,3 +34,23 @@ begin
          with ordinality as x(e, o) order by o desc limit 20) newest));
 end
 $$;
+
+-- Where an attempt that did not succeed goes: the one rule for every settling path (finish() for handlers,
+-- rescue and cancel; settle_waiting() for callbacks and their timeouts). A retry while attempts remain is a
+-- retry; a retry on the last attempt, or a failure, is failed, or a DLQ entry on a queue with the DLQ on.
+-- p_attempt: the attempt that ended, counted from 1. Other outcomes (completed, snooze, cancelled, wait,
+-- resume) pass through unchanged. (PL/pgSQL, so its one query's plan is kept per session: see with_error().)
+create function {{schema}}.failure_route(p_queue text, p_outcome text, p_attempt int, p_max_attempts int)
+  returns text
+  language plpgsql stable
+  as $$
+begin
+  if p_outcome = 'retry' and p_attempt < p_max_attempts then
+    return 'retry';
+  elsif p_outcome in ('retry', 'failed') then
+    return case when coalesce((select q.dlq_enabled from {{schema}}.queue_settings q where q.queue = p_queue), false)
+                then 'dlq' else 'failed' end;
+  end if;
+  return p_outcome;
+end
+$$;

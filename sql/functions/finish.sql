@@ -3,7 +3,8 @@
 -- only if that receipt is still open for that member at that run lease (the fence); anything else is a stale
 -- writer and is silently ignored. Returns the job ids that were accepted.
 --   completed  -> closure only (compact success history)
---   retry      -> closure + deferred_jobs(retryable, attempt counted); run_at null = the backoff rule
+--   retry      -> closure + deferred_jobs(retryable, attempt counted); run_at null = the backoff rule; on the
+--                 last attempt, as failed (failure_route())
 --   snooze     -> closure + deferred_jobs(scheduled, attempt not counted)
 --   failed / cancelled -> closure + done_entries, or dlq_entries for failures of DLQ-enabled queues
 --   wait       -> closure + waiting_jobs: parked until the callback the attempt registered (callbacks.sql),
@@ -29,6 +30,7 @@ create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs
   as $$
 declare
   v_early record;
+  v_route text;
 begin
   -- Serialises closers of the same receipt batch (completion vs rescue vs cancel); sorted, so two
   -- flushes that share batches cannot deadlock.
@@ -104,24 +106,25 @@ begin
       from valid v
      group by v.slot, v.batch_id, v.outcome = 'completed'
   ), body as (
+    -- Where each goes: failure_route(), the rule every settling path shares (a retry on the last attempt is a
+    -- failure, a failure goes to the DLQ on a queue with the DLQ on).
     select v.*, r.kind, r.queue, r.priority, r.args, r.attempt as prior_attempt, r.max_attempts,
            r.enqueued_at, r.meta,
-           (v.outcome = 'failed' and coalesce(q.dlq_enabled, false)) as to_dlq
+           {{schema}}.failure_route(r.queue, v.outcome, r.attempt + 1, r.max_attempts) as route
       from valid v
       join {{schema}}.ready_entries r
         on r.slot = v.ready_slot and r.lane_id = v.lane_id and r.lane_seq = v.lane_seq
-      left join {{schema}}.queue_settings q on q.queue = r.queue
      where v.outcome <> 'completed'
   ), to_deferred as (
     insert into {{schema}}.deferred_jobs
       (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
     select b.job_id, b.kind, b.queue, b.priority, b.args,
-           case when b.outcome = 'retry' then b.prior_attempt + 1 else b.prior_attempt end,
+           case when b.route = 'retry' then b.prior_attempt + 1 else b.prior_attempt end,
            b.max_attempts, b.run_lease,
            coalesce(b.run_at, now() + {{schema}}.backoff(b.prior_attempt + 1)),
-           case when b.outcome = 'retry' then 'retryable' else 'scheduled' end,
+           case when b.route = 'retry' then 'retryable' else 'scheduled' end,
            b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
-      from body b where b.outcome in ('retry', 'snooze')
+      from body b where b.route in ('retry', 'snooze')
   ), to_waiting as (
     insert into {{schema}}.waiting_jobs
       (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta, token, timeout_at)
@@ -133,15 +136,15 @@ begin
   ), to_done as (
     insert into {{schema}}.done_entries
       (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
-    select b.job_id, b.run_lease, b.outcome, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
+    select b.job_id, b.run_lease, b.route, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
            b.max_attempts, b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
-      from body b where b.outcome in ('failed', 'cancelled') and not b.to_dlq
+      from body b where b.route in ('failed', 'cancelled')
   ), to_dlq as (
     insert into {{schema}}.dlq_entries
       (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
     select b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1, b.max_attempts,
            b.enqueued_at, b.error ->> 'error', {{schema}}.with_error(b.meta, b.error)
-      from body b where b.to_dlq
+      from body b where b.route = 'dlq'
     on conflict on constraint dlq_entries_pkey do nothing
   )
   select v.job_id, null::bigint, null::int4multirange from valid v;
@@ -157,7 +160,7 @@ begin
          and s.callback_result is not null
       returning wj as w, s.callback_result as cb
     loop
-      perform {{schema}}.settle_waiting(v_early.w, v_early.cb ->> 'action', v_early.cb -> 'payload',
+      v_route := {{schema}}.settle_waiting(v_early.w, v_early.cb ->> 'action', v_early.cb -> 'payload',
         (v_early.cb ->> 'runAt')::timestamptz,
         case when jsonb_typeof(v_early.cb -> 'error') = 'object' then v_early.cb -> 'error' end);
     end loop;

@@ -127,6 +127,44 @@ describe('parked callbacks', () => {
     expect((await client.getJob(ids[2]!))?.attempt).toBe(2);
   });
 
+  it('retry on the last attempt ends the job as failed (or in the DLQ), like any failed attempt', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_last', queue: 'cb_last', maxAttempts: 2 });
+    const dlqKind = defineJob<{ n: number }>({ kind: 'park_last_dlq', queue: 'cb_last_dlq', maxAttempts: 1 });
+    const tokens = new Map<string, string>();
+    const park = async (job: Job<{ n: number }>, ctx: JobContext) => {
+      tokens.set(`${job.args.n}:${job.attempt}`, await ctx.registerCallback());
+      throw new WaitForCallback();
+    };
+    await host('cb_last', kind, park);
+    const h = new WorkerHost({
+      connectionString: db.url,
+      queues: { cb_last_dlq: { concurrency: 1, dlq: true } },
+      ...FAST,
+    });
+    h.on('error', () => {});
+    h.register(dlqKind, park);
+    await h.start();
+    hosts.push(h);
+
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until('parked on attempt 1', async () => tokens.has('1:1'));
+    expect((await client.retryExternal(tokens.get('1:1')!, { delayMs: 0 })).outcome).toBe('settled');
+    await until(
+      'parked on attempt 2',
+      async () => tokens.has('1:2') && (await state(id)) === 'waiting_external',
+    );
+    // The second of two attempts: a retry has nowhere to go but failed.
+    expect((await client.retryExternal(tokens.get('1:2')!, { error: 'still down' })).outcome).toBe('settled');
+    const failed = await client.getJob(id);
+    expect(failed).toMatchObject({ state: 'failed', attempt: 2, maxAttempts: 2 });
+    expect(failed?.meta?.errors?.at(-1)?.error).toBe('still down');
+
+    const { id: toDlq } = await client.enqueue(dlqKind, { n: 2 });
+    await until('parked on its only attempt', async () => tokens.has('2:1'));
+    expect((await client.retryExternal(tokens.get('2:1')!)).outcome).toBe('settled');
+    expect(await client.getJob(toDlq)).toMatchObject({ state: 'dlq', attempt: 1 });
+  });
+
   it('resume runs the handler again, same attempt, with the payload on the job', async () => {
     const kind = defineJob<{ n: number }>({ kind: 'park_resume', queue: 'cb_resume' });
     let token = '';
@@ -332,5 +370,23 @@ describe('a callback that arrives before the job parks', () => {
     expect(r).toMatchObject({ state: 'retryable', attempt: 1 });
     expect(r?.meta?.errors?.at(-1)?.error).toBe('try later');
     expect(r!.runAt!.getTime()).toBeGreaterThan(Date.now() + 50_000);
+  });
+
+  it('a retry that arrives before the last attempt parks fails the job', async () => {
+    const kind = defineJob<{ n: number }>({
+      kind: 'park_early_last',
+      queue: 'cb_early_last',
+      maxAttempts: 1,
+    });
+    const answers: string[] = [];
+    await host('cb_early_last', kind, async (_job, ctx) => {
+      const token = await ctx.registerCallback();
+      answers.push((await client.retryExternal(token, { error: 'no more' })).outcome);
+      throw new WaitForCallback();
+    });
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until('settled', async () => (await state(id)) === 'failed', 5_000);
+    expect(answers).toEqual(['delivered']);
+    expect(await client.getJob(id)).toMatchObject({ state: 'failed', attempt: 1 });
   });
 });
