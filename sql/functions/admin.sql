@@ -130,10 +130,11 @@ $$;
 
 -- The ring at a glance: one row per slot that holds rows (and the current one), oldest first; for the oldest
 -- sealed slot, what keeps prune from truncating it and which queues it belongs to. Row counts are the
--- statistics collector's estimates, not a scan.
+-- statistics collector's estimates, not a scan; its unclaimed rows are counted up to 100,000 (unclaimed_more:
+-- there are more than that).
 create function {{schema}}.ring_status()
   returns table (slot smallint, role text, generation bigint, ready_rows bigint, receipts bigint,
-                 pinned_by text, unclaimed bigint, open_receipts bigint, queues text[])
+                 pinned_by text, unclaimed bigint, unclaimed_more boolean, open_receipts bigint, queues text[])
   language plpgsql stable
   set jit = off
   as $$
@@ -155,19 +156,14 @@ begin
                     where s.relid = to_regclass('{{schema}}.ready_entries_' || v_s));
     receipts := (select coalesce(s.n_live_tup, 0) from pg_stat_user_tables s
                   where s.relid = to_regclass('{{schema}}.claim_batches_' || v_s));
-    pinned_by := null; unclaimed := null; open_receipts := null; queues := null;
+    pinned_by := null; unclaimed := null; unclaimed_more := null; open_receipts := null; queues := null;
     if v_s = v_oldest then
       select * into v_live from {{schema}}.slot_live(v_s, 100000);
       pinned_by := v_live.reason;
-      unclaimed := v_live.unclaimed;
+      unclaimed := least(v_live.unclaimed, 100000);
+      unclaimed_more := v_live.unclaimed > 100000;
       open_receipts := v_live.receipts;
-      queues := array(
-        select distinct l.queue from {{schema}}.slot_unclaimed(v_s, 100000) u join {{schema}}.lanes l on l.lane_id = u.lane_id
-        union
-        select distinct l.queue from {{schema}}.slot_open_receipts(v_s) o
-          join {{schema}}.claim_batches b on b.slot = o.slot and b.batch_id = o.batch_id
-          join {{schema}}.lanes l on l.lane_id = b.lane_id
-        order by 1);
+      queues := array(select q from {{schema}}.slot_holding_queues(v_s) q order by 1);
     end if;
     return next;
   end loop;

@@ -53,15 +53,7 @@ begin
            order by r.lane_seq limit 1) h
        group by l.queue
     ), blocking as (
-      select distinct l.queue
-        from {{schema}}.slot_unclaimed(v_oldest, 1000) u join {{schema}}.lanes l on l.lane_id = u.lane_id
-       where v_oldest is not null
-      union
-      select distinct l.queue
-        from {{schema}}.slot_open_receipts(v_oldest) o
-        join {{schema}}.claim_batches b on b.slot = o.slot and b.batch_id = o.batch_id
-        join {{schema}}.lanes l on l.lane_id = b.lane_id
-       where v_oldest is not null
+      select q as queue from {{schema}}.slot_holding_queues(v_oldest) q where v_oldest is not null
     )
     select c.queue, c.paused, c.available, c.running, c.waiting, c.scheduled, c.retryable, c.completed, c.failed,
            c.cancelled,
@@ -75,11 +67,13 @@ begin
 end
 $$;
 
--- The 'available' page of list_jobs(): each lane's next jobs above its high-water, in lane order through the
--- primary key, however many rows wait behind them. Ring partitions are truncated, not vacuumed or analyzed,
--- so their statistics are stale: on a 10M backlog the planner took a bitmap scan of every waiting row and a
--- sort (1 s). Bitmap scans are off here and the tombstone check is a per-row filter (an anti-join would
--- want the rows sorted), so each lane stops after p_limit rows.
+-- The 'available' page of list_jobs(): each lane's next unclaimed jobs, in lane order through the primary key,
+-- however many rows wait behind them: those that committed late into the lane's open gaps (a block whose
+-- producer committed after later rows were claimed: they wait below the high-water) and those above its
+-- high-water. Ring partitions are truncated, not vacuumed or analyzed, so their statistics are stale: on a 10M
+-- backlog the planner took a bitmap scan of every waiting row and a sort (1 s). Bitmap scans are off here and
+-- the tombstone check is a per-row filter (an anti-join would want the rows sorted), so each range stops after
+-- p_limit rows.
 create function {{schema}}.list_available(p_queue text, p_kind text, p_before_at timestamptz,
     p_after_at timestamptz, p_limit int)
   returns table (job_id bigint, state text, kind text, queue text, priority smallint, attempt int,
@@ -87,21 +81,35 @@ create function {{schema}}.list_available(p_queue text, p_kind text, p_before_at
   language sql stable
   set jit = off
   set enable_bitmapscan = off
-  set enable_sort = off
   as $$
     select r.job_id, 'available'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, r.ready_at
       from {{schema}}.lanes l
       cross join lateral {{schema}}.lane_high(l) lh
       cross join lateral (
-        select x.* from {{schema}}.ready_entries x
-         where x.lane_id = l.lane_id and x.lane_seq > lh.high
-           and (p_kind is null or x.kind = p_kind)
-           and x.ready_at < p_before_at and x.ready_at >= p_after_at
-           and (select t.lane_seq from {{schema}}.ready_tombstones t
-                 where t.slot = x.slot and t.lane_id = x.lane_id and t.lane_seq = x.lane_seq) is null
-         order by x.lane_seq limit p_limit) r
+        select y.* from unnest({{schema}}.lane_open(l.lane_id, coalesce(pg_sequence_last_value(l.floor_seq), 0), lh.high)
+                               + int8multirange(int8range(lh.high + 1, null))) g
+        cross join lateral (
+          select x.* from {{schema}}.ready_entries x
+           where x.lane_id = l.lane_id and x.lane_seq >= lower(g)
+             and x.lane_seq < coalesce(upper(g), 9223372036854775807)
+             and (p_kind is null or x.kind = p_kind)
+             and x.ready_at < p_before_at and x.ready_at >= p_after_at
+             and (select t.lane_seq from {{schema}}.ready_tombstones t
+                   where t.slot = x.slot and t.lane_id = x.lane_id and t.lane_seq = x.lane_seq) is null
+           order by x.lane_seq limit p_limit) y
+         order by y.lane_seq limit p_limit) r
      where p_queue is null or l.queue = p_queue
      order by r.ready_at, r.job_id limit p_limit
+  $$;
+
+-- The span of completion times kept only in compact history (ids, no kind or args) for a queue, or for all:
+-- a kind filter on completed jobs cannot find those. Nulls when there are none.
+create function {{schema}}.compact_history_span(p_queue text, out oldest timestamptz, out newest timestamptz)
+  language sql stable
+  as $$
+    select min(h.closed_at), max(h.closed_at)
+      from {{schema}}.completed_history h
+     where p_queue is null or h.lane_id in (select l.lane_id from {{schema}}.lanes l where l.queue = p_queue)
   $$;
 
 -- A page of jobs in one state, optionally of one queue and kind. Every branch reads an index or a bounded set:
@@ -167,6 +175,10 @@ begin
                           where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx)
        order by r.job_id desc limit p_limit;
   elsif p_state = 'completed' then
+    -- Three homes, each read newest first with the queue (and kind, where it is kept) filtered BEFORE the limit:
+    -- terminal history; the ring's completed receipt members (closure batches of the queue's lanes, their
+    -- members read until p_limit match); compact history (rows of the queue's lanes; it keeps no kind, so a
+    -- kind filter cannot find what only it holds: compact_history_span() says when).
     return query
       select x.* from (
         (select e.job_id, 'completed'::text, e.kind, e.queue, e.priority, e.attempt::int, e.max_attempts::int,
@@ -178,24 +190,26 @@ begin
           order by e.finished_at desc limit p_limit)
         union all
         (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
-           from (select * from {{schema}}.closure_batches cc
-                  where cc.outcome = 'completed' and cc.closed_at < v_before_at
-                    and cc.closed_at >= v_after_at
-                  order by cc.closed_at desc limit p_limit) c
+           from (select cc.slot, cc.batch_id, cc.idxs, cc.closed_at
+                   from {{schema}}.closure_batches cc
+                   join {{schema}}.claim_batches b on b.slot = cc.slot and b.batch_id = cc.batch_id
+                  where cc.outcome = 'completed' and cc.closed_at < v_before_at and cc.closed_at >= v_after_at
+                    and (p_queue is null or b.lane_id in (select q.lane_id from {{schema}}.lanes q where q.queue = p_queue))
+                  order by cc.closed_at desc) c
            cross join lateral {{schema}}.receipt_members(c.slot, c.batch_id) m
            join {{schema}}.ready_entries r
              on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
-          where c.outcome = 'completed' and c.closed_at < v_before_at and c.idxs @> m.idx
-            and (p_queue is null or r.queue = p_queue) and (p_kind is null or r.kind = p_kind)
+          where c.idxs @> m.idx and (p_kind is null or r.kind = p_kind)
           order by c.closed_at desc limit p_limit)
         union all
         (select g.id, 'completed'::text, null::text, l.queue, l.priority, h.attempt::int, null::int, h.closed_at
            from (select * from {{schema}}.completed_history hh where hh.closed_at < v_before_at
                     and hh.closed_at >= v_after_at
+                    and (p_queue is null or hh.lane_id in (select q.lane_id from {{schema}}.lanes q where q.queue = p_queue))
                   order by hh.closed_at desc limit p_limit) h
            join {{schema}}.lanes l on l.lane_id = h.lane_id
            cross join lateral (select generate_series(lower(rg), upper(rg) - 1) as id from unnest(h.ids) rg) g
-          where p_kind is null and (p_queue is null or l.queue = p_queue)
+          where p_kind is null
           limit p_limit)) x
        order by x.at desc, x.job_id desc limit p_limit;
   else

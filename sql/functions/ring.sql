@@ -113,6 +113,36 @@ create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int)
      limit p_limit
   $$;
 
+-- The queues that hold slot p_slot: those with a ready row there that no receipt covers (one probe per lane and
+-- span, not a capped sample of rows, which named whichever queue's rows came first) or a receipt there still
+-- open. What an operator needs to know about a slot prune cannot truncate.
+create function {{schema}}.slot_holding_queues(p_slot smallint) returns setof text
+  language sql stable
+  set jit = off
+  as $$
+    select l.queue
+      from {{schema}}.lanes l
+     where exists (
+       select 1
+         from {{schema}}.lane_high(l) h
+         cross join lateral (
+           select h.high + 1 as lo, 9223372036854775807 as hi
+           union all
+           select lower(g), upper(g)
+             from unnest({{schema}}.lane_open(l.lane_id, coalesce(pg_sequence_last_value(l.floor_seq), 0), h.high)) g
+         ) span
+        where exists (
+          select 1 from {{schema}}.ready_entries r
+           where r.slot = p_slot and r.lane_id = l.lane_id and r.lane_seq >= span.lo and r.lane_seq < span.hi
+             and not exists (select 1 from {{schema}}.ready_tombstones t
+                              where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)))
+    union
+    select l.queue
+      from {{schema}}.slot_open_receipts(p_slot) o
+      join {{schema}}.claim_batches b on b.slot = o.slot and b.batch_id = o.batch_id
+      join {{schema}}.lanes l on l.lane_id = b.lane_id
+  $$;
+
 -- Receipts that live in slot p_slot or read its rows, with how many of their members no closure names yet.
 -- Per slot holding such receipts (a receipt never lives in an older slot than the rows it reads, so there
 -- are few), that slot's closures are summed in one pass: prune asks this under the ring lock, where a

@@ -8,6 +8,7 @@ import {
   rejectUnknownKeys,
   validateDate,
   validateInt,
+  validateJobId,
   validateName,
   validatePlainObject,
 } from '../model/validation.js';
@@ -25,7 +26,9 @@ import {
   pendingSql,
   listDescriptors,
   listJobs,
+  compactHistorySpan,
   purgeDlq,
+  countDlq,
   queueHealth,
   retryJob,
   runtimeList,
@@ -284,18 +287,18 @@ export class AwaClient {
 
   /** Delivers an external callback that completes the job (parked) or resumes its waiting handler with
    * `payload` (waiting in its handler). See docs/callbacks.md for every outcome. */
-  completeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
+  async completeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
     return this.deliver(token, 'complete', payload, null, null);
   }
 
   /** Fails the job for good (failed, or the DLQ of a DLQ queue); a waiting handler gets an ExternalFailure,
    * which fails the job unless the handler catches it. */
-  failExternal(token: string, error: string, payload?: unknown): Promise<CallbackDelivery> {
+  async failExternal(token: string, error: string, payload?: unknown): Promise<CallbackDelivery> {
     return this.deliver(token, 'fail', payload, null, error);
   }
 
   /** Retries the job after `delayMs` (default: the backoff rule), the attempt counted. */
-  retryExternal(
+  async retryExternal(
     token: string,
     options: { delayMs?: number; error?: string } = {},
   ): Promise<CallbackDelivery> {
@@ -307,12 +310,12 @@ export class AwaClient {
   }
 
   /** Cancels the job for good. */
-  cancelExternal(token: string, reason = 'cancelled by callback'): Promise<CallbackDelivery> {
+  async cancelExternal(token: string, reason = 'cancelled by callback'): Promise<CallbackDelivery> {
     return this.deliver(token, 'cancel', undefined, null, reason);
   }
 
   /** Runs the handler again (same attempt) with `payload` on job.callback, or hands it to a waiting handler. */
-  resumeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
+  async resumeExternal(token: string, payload?: unknown): Promise<CallbackDelivery> {
     return this.deliver(token, 'resume', payload, null, null);
   }
 
@@ -379,9 +382,19 @@ export class AwaClient {
     return this.run('listJobs', undefined, (db) => listJobs(db, this.schema, { ...filter, limit }));
   }
 
+  /** When the completions of a queue (or of all) that are kept only in compact history closed: those keep no
+   * kind or args, so a kind filter on completed jobs cannot find them. Null when there are none. */
+  async compactHistorySpan(queue?: string): Promise<{ oldest: Date; newest: Date } | null> {
+    if (queue !== undefined) validateName('queue', queue);
+    return this.run('compactHistorySpan', undefined, (db) =>
+      compactHistorySpan(db, this.schema, queue ?? null),
+    );
+  }
+
   /** Runs a failed, cancelled, dead-lettered, scheduled or retryable job again now (fresh attempt counter
    * for ended ones). Returns the state it was retried from, or null. */
-  async retryJob(id: string): Promise<JobState | null> {
+  async retryJob(job: string | { id: string }): Promise<JobState | null> {
+    const id = validateJobId('id', job);
     return this.run('retryJob', undefined, (db) => retryJob(db, this.schema, id));
   }
 
@@ -414,13 +427,15 @@ export class AwaClient {
     return this.run('ringStatus', undefined, (db) => ringStatus(db, this.schema));
   }
 
-  async getJob(id: string): Promise<JobRecord | null> {
+  async getJob(job: string | { id: string }): Promise<JobRecord | null> {
+    const id = validateJobId('id', job);
     return this.run('getJob', undefined, (db) => findJob(db, this.schema, id));
   }
 
   /** The newest progress an attempt of job `id` recorded, while it is held (usually until the attempt
    * closes), or null. */
-  async jobProgress(id: string): Promise<JobProgress | null> {
+  async jobProgress(job: string | { id: string }): Promise<JobProgress | null> {
+    const id = validateJobId('id', job);
     return this.run('jobProgress', undefined, (db) => jobProgress(db, this.schema, id));
   }
 
@@ -429,7 +444,11 @@ export class AwaClient {
    * late result is ignored) and its handler's signal aborts through a notification to its worker.
    * Returns the state it was cancelled from, or null when it had already finished.
    */
-  async cancel(id: string, reason = 'cancelled by operator'): Promise<CancelledFrom | null> {
+  async cancel(
+    job: string | { id: string },
+    reason = 'cancelled by operator',
+  ): Promise<CancelledFrom | null> {
+    const id = validateJobId('id', job);
     return this.run('cancel', undefined, (db) => cancelJob(db, this.schema, id, reason));
   }
 
@@ -446,7 +465,21 @@ export class AwaClient {
   }
 
   /** Deletes DLQ entries by id, or those of a queue (or all) older than `before`. */
-  async purgeDlq(target: { ids: readonly string[] } | { queue?: string; before: Date }): Promise<number> {
+  /** Deletes DLQ entries: these ids, or those of a queue (or all) that went to the DLQ before `before`. With
+   * `dryRun`, deletes nothing and returns how many would go. */
+  async purgeDlq(
+    target: { ids: readonly string[] } | { queue?: string; before: Date },
+    options: { dryRun?: boolean } = {},
+  ): Promise<number> {
+    validatePlainObject('target', target);
+    if ('ids' in target) {
+      if (!Array.isArray(target.ids) || target.ids.some((id) => !/^\d{1,19}$/.test(String(id))))
+        throw new InvalidOptionError('target.ids', 'must be an array of job ids');
+    } else {
+      validateDate('target.before', target.before);
+      if (target.queue !== undefined) validateName('target.queue', target.queue);
+    }
+    if (options.dryRun) return this.run('purgeDlq', undefined, (db) => countDlq(db, this.schema, target));
     const purged = await this.run('purgeDlq', undefined, (db) => purgeDlq(db, this.schema, target));
     this.telemetry.dlqPurgedCount(purged);
     return purged;

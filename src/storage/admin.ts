@@ -175,6 +175,21 @@ export async function listJobs(db: Queryable, schema: Schema, f: JobListFilter):
   }));
 }
 
+/** When the completions kept only in compact history (no kind, no args) closed, for a queue or all: a kind
+ * filter on completed jobs cannot find those. Null when there are none. */
+export async function compactHistorySpan(
+  db: Queryable,
+  schema: Schema,
+  queue: string | null,
+): Promise<{ oldest: Date; newest: Date } | null> {
+  const { rows } = await db.query<{ oldest: Date | null; newest: Date | null }>(
+    `select oldest, newest from ${schema.ident}.compact_history_span($1)`,
+    [queue],
+  );
+  const r = rows[0];
+  return r?.oldest && r.newest ? { oldest: r.oldest, newest: r.newest } : null;
+}
+
 /** Runs a failed, cancelled, dead-lettered, scheduled or retryable job again now; the state it was retried
  * from, or null when it is in none of those. */
 export async function retryJob(db: Queryable, schema: Schema, id: string): Promise<JobState | null> {

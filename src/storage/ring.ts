@@ -63,7 +63,9 @@ export interface RingSlot {
   receipts: number;
   /** For the oldest sealed slot: what keeps prune from truncating it (null when nothing does). */
   pinnedBy: PruneOutcome | null;
+  /** For the oldest sealed slot: its unclaimed rows, counted up to 100,000 (`unclaimedMore`: more than that). */
   unclaimed: number | null;
+  unclaimedMore: boolean | null;
   openReceipts: number | null;
   /** For the oldest sealed slot: the queues whose jobs or receipts are in it. */
   queues: string[] | null;
@@ -80,6 +82,7 @@ export async function ringStatus(db: Queryable, schema: Schema): Promise<RingSlo
     receipts: Number(r.receipts),
     pinnedBy: r.pinned_by,
     unclaimed: r.unclaimed === null ? null : Number(r.unclaimed),
+    unclaimedMore: r.unclaimed_more,
     openReceipts: r.open_receipts === null ? null : Number(r.open_receipts),
     queues: r.queues,
   }));

@@ -1,13 +1,17 @@
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   type AwaClient,
   CancelJob,
   defineJob,
+  InvalidOptionError,
   FailJob,
   WorkerHost,
   type Job,
   type WorkerOptions,
 } from '../../src/index.js';
+import { claimJobs, finishAttempts, pruneRing, resolveSchema, rotateRing } from '../../src/storage/index.js';
+import { settleAll } from '../helpers/claim.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
@@ -158,6 +162,128 @@ describe('queue health and listings', () => {
     await expect(client.listJobs({ state: 'nope' as never })).rejects.toMatchObject({
       field: 'filter.state',
     });
+  });
+});
+
+describe('available jobs', () => {
+  it('lists jobs that committed late below the high-water, in agreement with the count', async () => {
+    const queue = 'late_list';
+    const jobs = (n: number, from: number) =>
+      Array.from({ length: n }, (_, i) => ({ kind: 'late', args: { i: from + i }, options: { queue } }));
+    // A load takes its positions first and stays open; a later one commits and is claimed past it (its block
+    // becomes an open gap below the lane's high-water); then the first commits, unclaimed.
+    const open = new pg.Client({ connectionString: db.url });
+    await open.connect();
+    try {
+      await open.query('begin');
+      await client.copyEnqueue(jobs(40, 0), { client: open });
+      await client.copyEnqueue(jobs(5, 40));
+      const { batches } = await claimJobs(client.pool, resolveSchema(), {
+        queue,
+        max: 100,
+        instanceId: 'list',
+        agingSeconds: 3600,
+        deadlineSeconds: 0,
+      });
+      expect(batches.flatMap((b) => b.jobs)).toHaveLength(5);
+      await open.query('commit');
+    } finally {
+      await open.end();
+    }
+    const counted = (await client.counts()).find((c) => c.queue === queue);
+    expect(counted).toMatchObject({ available: 40, running: 5 });
+    const listed = await client.listJobs({ state: 'available', queue, limit: 100 });
+    expect(listed).toHaveLength(40);
+    expect(new Set(listed.map((j) => j.id)).size).toBe(40);
+    expect(listed.every((j) => j.state === 'available' && j.queue === queue)).toBe(true);
+    expect(await client.listJobs({ state: 'available', queue, limit: 10 })).toHaveLength(10);
+    // Every one listed is claimable, and the list empties with them.
+    const { batches } = await claimJobs(client.pool, resolveSchema(), {
+      queue,
+      max: 100,
+      instanceId: 'list',
+      agingSeconds: 3600,
+      deadlineSeconds: 0,
+    });
+    const taken = batches.flatMap((b) => b.jobs.map((j) => j.id));
+    expect(taken.sort()).toEqual(listed.map((j) => j.id).sort());
+    await finishAttempts(client.pool, resolveSchema(), settleAll(batches, 'completed'));
+    expect(await client.listJobs({ state: 'available', queue })).toEqual([]);
+  });
+});
+
+describe('completed jobs', () => {
+  it('are filtered by queue and kind before the limit, across the ring and compact history', async () => {
+    const schema = resolveSchema();
+    const completeAll = async (queue: string, perClaim: number) => {
+      for (;;) {
+        const { batches } = await claimJobs(client.pool, schema, {
+          queue,
+          max: perClaim,
+          instanceId: 'search',
+          agingSeconds: 3600,
+          deadlineSeconds: 0,
+        });
+        if (batches.length === 0) return;
+        await finishAttempts(client.pool, schema, settleAll(batches, 'completed'));
+      }
+    };
+    const enqueue = (queue: string, kind: string, n: number) =>
+      client.enqueueMany(Array.from({ length: n }, (_, i) => ({ kind, args: { i }, options: { queue } })));
+    // Older mail completions, pruned from the ring into compact history (ids only, no kind).
+    await enqueue('s_mail', 'mail_send', 40);
+    await completeAll('s_mail', 500);
+    for (let i = 0; i < 20 && !(await client.compactHistorySpan('s_mail')); i++) {
+      await rotateRing(client.pool, schema);
+      // Carrying forward whatever earlier tests of this file left in the oldest slot, so it can go.
+      await pruneRing(client.pool, schema, { lockTimeoutMs: 200, carryLimit: 100_000, carryAfterSlots: 1 });
+    }
+    expect(await client.compactHistorySpan('s_mail')).not.toBeNull();
+    // Newer: 30 more mail jobs, then 80 report jobs completed one per receipt: the newest 50 completion
+    // records of the ring are all reports'.
+    await enqueue('s_mail', 'mail_send', 30);
+    await completeAll('s_mail', 500);
+    await enqueue('s_reports', 'report', 80);
+    await completeAll('s_reports', 1);
+
+    const mail = await client.listJobs({ state: 'completed', queue: 's_mail', limit: 50 });
+    expect(mail).toHaveLength(50);
+    expect(new Set(mail.map((j) => j.id)).size).toBe(50);
+    expect(mail.every((j) => j.queue === 's_mail')).toBe(true);
+    // Newest first: the 30 in the ring (with their kind), then 20 from compact history (without).
+    expect(mail.slice(0, 30).every((j) => j.kind === 'mail_send')).toBe(true);
+    expect(mail.slice(30).every((j) => j.kind === null)).toBe(true);
+    expect(await client.listJobs({ state: 'completed', queue: 's_reports', limit: 5 })).toHaveLength(5);
+    // A kind filter finds the ones that kept their kind; compact history says when the others closed.
+    const byKind = await client.listJobs({
+      state: 'completed',
+      queue: 's_mail',
+      kind: 'mail_send',
+      limit: 100,
+    });
+    expect(byKind).toHaveLength(30);
+    expect(await client.compactHistorySpan('s_reports')).toBeNull();
+  });
+});
+
+describe('job ids', () => {
+  it('reads and actions take the id or what enqueue() returned; anything else is a typed error, rejected', async () => {
+    const enqueued = await client.enqueue('ids', { n: 1 }, { queue: 'ids_q', delayMs: 3_600_000 });
+    expect(await client.getJob(enqueued)).toMatchObject({ id: enqueued.id, state: 'scheduled' });
+    expect(await client.jobProgress(enqueued)).toBeNull();
+    expect(await client.cancel(enqueued)).toBe('scheduled');
+    expect(await client.retryJob(enqueued)).toBe('cancelled');
+    for (const bad of ['abc', '', '12x', { id: 7 }, {}, null, 12]) {
+      await expect(client.getJob(bad as never)).rejects.toBeInstanceOf(InvalidOptionError);
+      await expect(client.cancel(bad as never)).rejects.toMatchObject({
+        code: 'AWA_INVALID_OPTION',
+        field: 'id',
+      });
+    }
+    // A malformed token is a rejected promise, like every other failure of these calls, not a throw.
+    const pending = client.completeExternal('not-a-token');
+    expect(pending).toBeInstanceOf(Promise);
+    await expect(pending).rejects.toBeInstanceOf(InvalidOptionError);
   });
 });
 

@@ -27,6 +27,7 @@ function recordingClient(): { client: DashboardClient; calls: string[] } {
   const answer: Record<string, unknown> = {
     queueHealth: [],
     listJobs: [],
+    compactHistorySpan: null,
     getJob: null,
     jobProgress: null,
     cancel: null,

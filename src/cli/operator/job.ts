@@ -27,14 +27,19 @@ export const jobOptions = {
 export const JOB_USAGE =
   'awa job show <id> | awa job list --state <state> [--queue Q] [--kind K] [--after TIME] [--before TIME] [--before-id ID] [--limit N] | awa job cancel <id> | awa job retry <id>';
 
-export async function jobCommand(argv: string[], ctx: CliContext): Promise<void> {
+export async function jobCommand(argv: string[], ctx: CliContext): Promise<number | void> {
   const { positionals, values } = parse(argv, jobOptions);
   const [verb, id, ...rest] = positionals;
   if (rest.length > 0) throw new UsageError(`usage: ${JOB_USAGE}`);
-  await withClient(ctx, values, async (client) => {
+  if (id !== undefined && !/^\d{1,19}$/.test(id)) throw new UsageError(`"${id}" is not a job id (digits)`);
+  return withClient(ctx, values, async (client) => {
     if ((verb === 'show' || verb === 'get') && id) {
       const job = await client.getJob(id);
-      return print(ctx, values, job, job ? inspect(job, { depth: 6, colors: false }) : `job ${id} not found`);
+      if (job) return print(ctx, values, job, inspect(job, { depth: 6, colors: false }));
+      // Not found is a failure a script can test for (exit 1), said on stderr; --json still prints null.
+      if (values.json) ctx.out('null');
+      ctx.err(`job ${id} not found`);
+      return 1;
     }
     if (verb === 'cancel' && id) {
       const from = await client.cancel(id);
@@ -72,6 +77,16 @@ export async function jobCommand(argv: string[], ctx: CliContext): Promise<void>
         afterAt,
         limit: values.limit as number | undefined,
       });
+      // A kind filter cannot see completed jobs kept without their kind: say so, beside the answer.
+      const span =
+        state === 'completed' && values.kind !== undefined
+          ? await client.compactHistorySpan(values.queue as string | undefined)
+          : null;
+      if (span)
+        ctx.err(
+          `note: completed jobs closed from ${span.oldest.toISOString()} to ${span.newest.toISOString()} are kept ` +
+            'without their kind (compact history): a kind filter cannot find them',
+        );
       return print(ctx, values, jobs, jobs);
     }
     throw new UsageError(`usage: ${JOB_USAGE}`);

@@ -12,7 +12,7 @@ export async function storageCommand(argv: string[], ctx: CliContext): Promise<v
     const [ring, tables] = await Promise.all([client.ringStatus(), client.storageStatus()]);
     const oldest = ring.find((s) => s.role === 'sealed');
     const held = oldest?.pinnedBy
-      ? `oldest sealed slot ${oldest.slot} is held by ${oldest.pinnedBy} (${oldest.unclaimed ?? 0} unclaimed rows, ${oldest.openReceipts ?? 0} open receipts) of queues ${oldest.queues?.join(', ') || '-'}`
+      ? `oldest sealed slot ${oldest.slot} is held by ${oldest.pinnedBy} (${oldest.unclaimedMore ? 'more than ' : ''}${oldest.unclaimed ?? 0} unclaimed rows, ${oldest.openReceipts ?? 0} open receipts) of queues ${oldest.queues?.join(', ') || '-'}`
       : 'nothing holds the ring: the oldest slot is pruned as soon as it is spent';
     return print(
       ctx,

@@ -11,6 +11,8 @@ export interface JobPage {
   jobs: JobSummary[];
   /** The query parameters of the next (older) page, or null when this was the last. */
   next: { beforeId: string } | { before: string } | null;
+  /** What the search cannot see, when there is such a part: completed jobs kept without their kind. */
+  note: string | null;
 }
 
 export function createApi(client: DashboardClient): Hono {
@@ -109,6 +111,8 @@ export async function searchJobs(client: DashboardClient, s: input.JobSearch): P
     const end = new Date(s.to.getTime() + 1);
     if (!before || end < before) before = end;
   }
+  // The time window and every filter go to the database, which applies them before the limit.
+  if (!byTime && s.to) before = new Date(s.to.getTime() + 1);
   let limit = s.limit;
   let rows: JobSummary[];
   for (;;) {
@@ -117,12 +121,14 @@ export async function searchJobs(client: DashboardClient, s: input.JobSearch): P
       queue: s.queue,
       kind: s.kind,
       limit,
-      ...(byTime ? { beforeAt: before } : { beforeId: s.beforeId }),
+      ...(before ? { beforeAt: before } : {}),
+      ...(s.from ? { afterAt: s.from } : {}),
+      ...(byTime ? {} : { beforeId: s.beforeId }),
     });
     if (!byTime || rows.length < limit || limit >= MAX_WIDENED_PAGE || !oneMillisecond(rows)) break;
     limit = Math.min(limit * 4, MAX_WIDENED_PAGE);
   }
-  const jobs = rows.filter((j) => (!s.from || j.at >= s.from) && (!s.to || j.at <= s.to));
+  const jobs = rows;
   const last = rows.at(-1);
   // 'available' lists each lane's next jobs only: there is no deeper page to ask for.
   let next: JobPage['next'] = null;
@@ -133,7 +139,18 @@ export async function searchJobs(client: DashboardClient, s: input.JobSearch): P
       next = { before: new Date(last.at.getTime() + (stuck ? 0 : 1)).toISOString() };
     }
   }
-  return { jobs, next };
+  return { jobs, next, note: s.state === 'completed' && s.kind ? await kindlessNote(client, s) : null };
+}
+
+/** Completed jobs whose rows were pruned are kept as ids in compact history, without their kind: a kind filter
+ * cannot find them, and the page says so rather than "no jobs match". */
+async function kindlessNote(client: DashboardClient, s: input.JobSearch): Promise<string | null> {
+  const span = await client.compactHistorySpan(s.queue);
+  if (!span || (s.from && span.newest < s.from) || (s.to && span.oldest > s.to)) return null;
+  return (
+    `completed jobs closed from ${span.oldest.toISOString()} to ${span.newest.toISOString()} are kept ` +
+    'without their kind (compact history): a kind filter cannot find them'
+  );
 }
 
 function oneMillisecond(rows: readonly JobSummary[]): boolean {

@@ -10,6 +10,7 @@ export type DashboardClient = Pick<
   AwaClient,
   | 'queueHealth'
   | 'listJobs'
+  | 'compactHistorySpan'
   | 'getJob'
   | 'jobProgress'
   | 'cancel'
@@ -81,6 +82,7 @@ const KEYS = [
 const CLIENT_METHODS = [
   'queueHealth',
   'listJobs',
+  'compactHistorySpan',
   'getJob',
   'jobProgress',
   'cancel',

@@ -320,6 +320,7 @@ async function jobsPage(gen, params) {
     }
     replace(
       more,
+      page.note ? el('p', { class: 'muted', 'data-note': '' }, `Note: ${page.note}.`) : null,
       seen.size === 0 ? el('p', { class: 'muted' }, 'No jobs match.') : null,
       page.next ? el('button', { onclick: () => load(page.next).catch(showError) }, 'Older') : null,
     );
@@ -612,7 +613,7 @@ async function storagePage(gen) {
   if (gen !== generation) return;
   const oldest = ring.find((s) => s.role === 'sealed');
   const held = oldest?.pinnedBy
-    ? `Oldest sealed slot ${oldest.slot} is held: ${oldest.pinnedBy} (${oldest.unclaimed ?? 0} unclaimed rows, ${oldest.openReceipts ?? 0} open receipts) of queues ${(oldest.queues ?? []).join(', ') || '—'}.`
+    ? `Oldest sealed slot ${oldest.slot} is held: ${oldest.pinnedBy} (${oldest.unclaimedMore ? 'more than ' : ''}${oldest.unclaimed ?? 0} unclaimed rows, ${oldest.openReceipts ?? 0} open receipts) of queues ${(oldest.queues ?? []).join(', ') || '—'}.`
     : 'Nothing holds the ring: the oldest slot is pruned as soon as it is spent.';
   replace(
     main,
