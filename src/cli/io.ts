@@ -26,8 +26,22 @@ export interface CliContext {
 export function contextOf(io: CliIo): CliContext {
   return {
     env: io.env,
-    out: (line) => void io.stdout.write(`${line}\n`),
-    err: (line) => void io.stderr.write(`${line}\n`),
+    out: (line) => void io.stdout.write(`${inert(line)}\n`),
+    err: (line) => void io.stderr.write(`${inert(line)}\n`),
     write: (text) => void io.stdout.write(text),
   };
+}
+
+/**
+ * Text as a terminal should show it, not obey it: C0 controls other than newline and tab, DEL and C1 controls
+ * (which can clear the screen, retitle the window, move the cursor or forge a table row) become visible
+ * escapes. Job error messages, args and names reach these lines from outside. JSON output is unchanged:
+ * JSON.stringify already writes these characters as escapes.
+ */
+export function inert(text: string): string {
+  return text.replace(
+    // eslint-disable-next-line no-control-regex
+    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
+    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+  );
 }

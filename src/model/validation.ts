@@ -12,8 +12,9 @@ export function validateName(field: string, value: unknown): string {
     throw new InvalidOptionError(field, `must be a non-empty string, got ${describe(value)}`);
   }
   if (value.length > MAX_NAME) throw new InvalidOptionError(field, `must be at most ${MAX_NAME} characters`);
+  // C0, DEL and C1: a name is printed in terminals, logs and pages, where these would act, not show.
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f]/.test(value))
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(value))
     throw new InvalidOptionError(field, 'must not contain control characters');
   if (!value.isWellFormed()) throw new InvalidOptionError(field, 'must not contain a lone UTF-16 surrogate');
   return value;
@@ -87,4 +88,16 @@ export function describe(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
     return String(value);
   return Array.isArray(value) ? 'an array' : typeof value;
+}
+
+/** A job's id as the client's reads and actions take it: the id string, or what enqueue() returned
+ * (`{ id, inserted }`). Anything else is a typed error here rather than a database error later. */
+export function validateJobId(field: string, value: unknown): string {
+  const id =
+    typeof value === 'object' && value !== null && 'id' in value ? (value as { id: unknown }).id : value;
+  if (typeof id === 'string' && /^\d{1,19}$/.test(id)) return id;
+  throw new InvalidOptionError(
+    field,
+    `must be a job id (a string of digits) or what enqueue() returned ({ id }), got ${describe(value)}`,
+  );
 }

@@ -51,6 +51,26 @@ export async function retryDlq(db: Queryable, schema: Schema, ids: readonly stri
 }
 
 /** Deletes DLQ entries by id, or all of a queue (or all) older than `before`; returns how many. */
+/** How many DLQ entries a purge of `target` would delete (for a dry run). */
+export async function countDlq(
+  db: Queryable,
+  schema: Schema,
+  target: { ids: readonly string[] } | { queue?: string; before: Date },
+): Promise<number> {
+  const { rows } =
+    'ids' in target
+      ? await db.query<{ n: number }>(
+          `select count(*)::int as n from ${schema.ident}.dlq_entries where job_id = any($1::bigint[])`,
+          [target.ids],
+        )
+      : await db.query<{ n: number }>(
+          `select count(*)::int as n from ${schema.ident}.dlq_entries
+            where ($1::text is null or queue = $1) and dlq_at < $2`,
+          [target.queue ?? null, target.before],
+        );
+  return rows[0]!.n;
+}
+
 export async function purgeDlq(
   db: Queryable,
   schema: Schema,

@@ -436,9 +436,19 @@ describe('operator commands', () => {
       // `job get` is show's old name.
       expect(json(await awa(['job', 'get', id, '--json'], env))).toEqual(JSON.parse(JSON.stringify(record)));
       expect(await awa(['job', 'show', '987654321'], env)).toEqual({
-        code: 0,
-        stdout: 'job 987654321 not found\n',
-        stderr: '',
+        code: 1,
+        stdout: '',
+        stderr: 'job 987654321 not found\n',
+      });
+      expect(await awa(['job', 'show', '987654321', '--json'], env)).toEqual({
+        code: 1,
+        stdout: 'null\n',
+        stderr: 'job 987654321 not found\n',
+      });
+      expect(await awa(['job', 'show', 'abc'], env)).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa job: "abc" is not a job id (digits)\n',
       });
 
       expect(await awa(['job', 'cancel', id], env)).toEqual({
@@ -665,7 +675,7 @@ describe('operator commands', () => {
       expect(await awa(['dlq', 'retry'], env)).toMatchObject({
         code: 2,
         stderr:
-          'awa dlq: usage: awa dlq list | awa dlq retry <id…> | awa dlq purge (<id…> | --older-than-ms N)\n',
+          'awa dlq: usage: awa dlq list | awa dlq retry <id…> | awa dlq purge (<id…> | --older-than-ms N [--queue Q]) [--dry-run] [--yes]\n',
       });
     });
 
@@ -679,16 +689,35 @@ describe('operator commands', () => {
       expect(await client.getJob(ids[1]!)).toBeNull();
 
       // Nothing in another queue, and nothing younger than an hour.
-      expect(await awa(['dlq', 'purge', '--queue', 'elsewhere', '--older-than-ms', '0'], env)).toEqual({
+      expect(await awa(['dlq', 'purge', '--queue', 'elsewhere', '--older-than-ms', '1'], env)).toEqual({
         code: 0,
         stdout: 'purged 0\n',
         stderr: '',
       });
-      expect(json(await awa(['dlq', 'purge', '--older-than-ms', '3600000', '--json'], env))).toEqual({
-        purged: 0,
+      expect(json(await awa(['dlq', 'purge', '--older-than-ms', '3600000', '--yes', '--json'], env))).toEqual(
+        {
+          purged: 0,
+        },
+      );
+      // An age of zero or less would reach every entry: refused, nothing deleted.
+      for (const age of ['0', '-5', '1.5'])
+        expect(await awa(['dlq', 'purge', '--queue', 'cq_dlq', '--older-than-ms', age], env)).toMatchObject({
+          code: 2,
+          stderr: expect.stringContaining('--older-than-ms must be a whole number of milliseconds above 0'),
+        });
+      // Across every queue only with --yes; --dry-run says what would go and deletes nothing.
+      expect(await awa(['dlq', 'purge', '--older-than-ms', '1'], env)).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining('add --yes to confirm'),
       });
+      expect(await awa(['dlq', 'purge', '--older-than-ms', '1', '--dry-run'], env)).toEqual({
+        code: 0,
+        stdout: 'would purge 1 (dry run: nothing deleted)\n',
+        stderr: '',
+      });
+      expect(await awa(['dlq', 'purge', 'abc'], env)).toMatchObject({ code: 2 });
       expect(await dlqRows()).toEqual([ids[2]]);
-      expect(await awa(['dlq', 'purge', '--queue', 'cq_dlq', '--older-than-ms', '0'], env)).toEqual({
+      expect(await awa(['dlq', 'purge', '--queue', 'cq_dlq', '--older-than-ms', '1'], env)).toEqual({
         code: 0,
         stdout: 'purged 1\n',
         stderr: '',

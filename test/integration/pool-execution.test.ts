@@ -5,6 +5,7 @@ import { AwaClient, WorkerHost, type JobRecord, type WorkerOptions } from '../..
 import {
   hash,
   inlineHash,
+  inlineNoop,
   poolBadOutcome,
   poolCrash,
   poolHash,
@@ -18,8 +19,8 @@ import { createTestDatabase } from '../helpers/database.js';
 // Worker-thread execution against a real PostgreSQL: CPU-heavy kinds do not stall the coordinator, a
 // throw or a dying thread fails only its own attempts, whatever a thread sends back cannot crash the
 // host, aborts reach the thread, a thread that ignores its abort is terminated, and logs/progress come
-// back. Outcomes are exact, and so are the errors each host reports; the only timing assertion is the
-// event-loop-delay comparison between pool and inline runs of the same work.
+// back. Outcomes are exact, and so are the errors each host reports; there is no timing assertion (pool
+// against inline is shown by which of two jobs finishes first).
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/pool-handlers.ts', import.meta.url));
 
@@ -84,48 +85,65 @@ describe('pool execution', () => {
     (await jobs(ids)).every((j) => j.state === 'completed');
   const firstError = (j: JobRecord) => j.meta?.errors?.[0]?.error ?? '';
 
-  /** Runs `count` hash jobs of `kind` on a fresh host; returns the coordinator's event-loop delay p99 in ms. */
-  async function hashRun(
+  /**
+   * One long hash job of `kind` (about `ms` of CPU on an idle machine) on a host that also serves a queue of
+   * quick inline jobs; once the long job runs, a quick job is enqueued. Returns which settled first, and the
+   * coordinator's event-loop delay p99 over the run (reported, not asserted).
+   */
+  async function longBesideQuick(
     kind: typeof poolHash,
     queue: string,
-    count: number,
     rounds: number,
-  ): Promise<number> {
-    const h = host(queue, 4, kind.execution === 'pool' ? { threadPool: pool() } : {});
+  ): Promise<{ first: 'long' | 'quick'; loopDelayMs: number }> {
+    const h = new WorkerHost({
+      connectionString: db.url,
+      queues: { [queue]: 1, [`${queue}_quick`]: 1 },
+      pollIntervalMs: 50,
+      completedRetentionMs: 600_000,
+      ...(kind.execution === 'pool' ? { threadPool: pool() } : {}),
+    });
+    const errors: string[] = [];
+    h.on('error', (err) => errors.push(err instanceof Error ? err.message : String(err)));
+    hostErrors.set(h, errors);
+    hosts.push(h);
     if (kind.execution !== 'pool') h.register(inlineHash, (job) => void hash(job.args.rounds));
-    const ids = (
-      await client.enqueueMany(
-        Array.from({ length: count }, () => ({ kind, args: { rounds }, options: { queue } })),
-      )
-    ).map((r) => r.id);
-    const completed = new Set<string>();
-    h.on('settled', (s, ok) => ok && s.outcome === 'completed' && completed.add(s.jobId));
+    h.register(inlineNoop, () => {});
+    const order: string[] = [];
+    h.on('settled', (st, ok) => ok && st.outcome === 'completed' && order.push(st.jobId));
+    const { id: long } = await client.enqueue(kind, { rounds }, { queue });
     const delay = monitorEventLoopDelay({ resolution: 10 });
     delay.enable();
     await h.start();
-    await waitFor(`${count} ${kind.kind} jobs`, () => completed.size === count, 60_000);
+    // (Inline, the test's own code waits on the same thread: it may only see the long job done.)
+    await waitFor(
+      'the long job to be claimed',
+      async () => (await client.getJob(long))?.state !== 'available',
+    );
+    const { id: quick } = await client.enqueue(inlineNoop, { n: 1 }, { queue: `${queue}_quick` });
+    await waitFor('both jobs', () => order.includes(long) && order.includes(quick), 60_000);
     delay.disable();
     await h.stop();
-    expect(await allCompleted(ids)).toBe(true);
-    expect(h.stats.completed).toBe(count);
     expect(errorsOf(h)).toEqual([]);
-    return delay.percentile(99) / 1e6;
+    return {
+      first: order.indexOf(quick) < order.indexOf(long) ? 'quick' : 'long',
+      loopDelayMs: delay.percentile(99) / 1e6,
+    };
   }
 
   it('runs a CPU-heavy kind in the pool without stalling the coordinator; the same work inline does stall it', async () => {
-    // About 80 ms of sha256 work per job on this machine, whatever its speed.
+    // About 600 ms of sha256 work on this machine when it is idle, whatever its speed.
     hash(20);
     const t0 = performance.now();
     hash(100);
-    const rounds = Math.max(20, Math.round((100 * 80) / Math.max(1, performance.now() - t0)));
-    const pooled = await hashRun(poolHash, 'cpu_pool', 24, rounds);
-    const inline = await hashRun(inlineHash, 'cpu_inline', 12, rounds);
-    const detail = `event-loop delay p99: pool ${pooled.toFixed(1)} ms, inline ${inline.toFixed(1)} ms`;
-    // Inline, each job alone blocks the loop for its whole ~80 ms. In the pool the loop only waits for
-    // the scheduler, which a loaded 2-core machine (other test files, PostgreSQL) can stretch, so the
-    // bound is relative: the pool must keep the tail well under what inline work causes.
-    expect(inline, detail).toBeGreaterThan(60);
-    expect(pooled, detail).toBeLessThan(inline / 2);
+    const rounds = Math.max(100, Math.round((100 * 600) / Math.max(1, performance.now() - t0)));
+    // In the pool, the coordinator claims, runs and settles a quick job while the long one is still hashing.
+    // Inline, the long job holds the coordinator's only thread: nothing else is claimed until it returns. An
+    // order, not a timing: a busy machine slows the hashing at least as much as the quick job's round trips.
+    const pooled = await longBesideQuick(poolHash, 'cpu_pool', rounds);
+    const inline = await longBesideQuick(inlineHash, 'cpu_inline', rounds);
+    const detail = `event-loop delay p99: pool ${pooled.loopDelayMs.toFixed(1)} ms, inline ${inline.loopDelayMs.toFixed(1)} ms`;
+    expect(pooled.first, detail).toBe('quick');
+    expect(inline.first, detail).toBe('long');
   }, 120_000);
 
   it('a throw fails only its own attempt, rebuilt as the same outcome; its batch-mates complete', async () => {
