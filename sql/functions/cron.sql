@@ -138,7 +138,7 @@ begin
   elsif not p_enqueue then
     update {{schema}}.cron_jobs x set last_fire_at = p_fire_at where x.name = p_name;
     outcome := 'skipped';
-  elsif not {{schema}}.ensure_lanes(c.queue, false) then
+  elsif not {{schema}}.ensure_lanes(c.queue, false, false) then
     outcome := 'lanes_busy';
   else
     select e.job_id, e.inserted into v_job, v_inserted
@@ -170,7 +170,7 @@ begin
   elsif c.hash <> p_hash then
     outcome := 'changed';
   else
-    perform {{schema}}.ensure_lanes(c.queue, true);
+    perform {{schema}}.ensure_lanes(c.queue, true, false);
     select e.job_id, e.inserted into job_id, v_inserted
       from {{schema}}.cron_enqueue(c, jsonb_build_object('name', c.name, 'manual', true,
                                                          'triggeredAt', {{schema}}.cron_iso(now())),

@@ -16,7 +16,7 @@ begin
   for q in select distinct d.queue from {{schema}}.deferred_jobs d
             where d.run_at <= now()
               and not exists (select 1 from {{schema}}.lanes l where l.queue = d.queue) loop
-    if not {{schema}}.ensure_lanes(q, false) then
+    if not {{schema}}.ensure_lanes(q, false, false) then
       v_blocked := v_blocked || q;
     end if;
   end loop;
