@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../src/runtime/dispatcher.js';
 import type { ClaimBatch } from '../../src/storage/index.js';
+import { until } from '../helpers/wait.js';
 
 const batchOf = (n: number, start: number): ClaimBatch => ({
   batchId: String(start),
@@ -322,8 +323,9 @@ describe('Dispatcher', () => {
     // Pressure gone: resume() claims, batch after batch while they come back full.
     pressure = false;
     d.resume();
-    await new Promise((r) => setTimeout(r, 10));
-    // The second batch came back short: one more look 5 ms later finds nothing.
+    // The second batch came back short: one more look a few ms later finds nothing. (Waited for, not slept
+    // on: on a busy machine the echo's timer can fire well after its 5 ms.)
+    await until('the echo claim', async () => asks.length >= 3, 5_000, 2);
     expect(asks).toEqual([4, 4, 4]);
     expect(running).toHaveLength(6);
     expect(d.running).toBe(6);
