@@ -27,7 +27,6 @@ export const mixedScenario: Scenario = {
   kind: 'system',
   systemsForAll: ['awa', 'pgboss', 'graphile'],
   async run({ adapter, url, opts, progress }) {
-    const mix = opts;
     let releaseLong!: () => void;
     const longReleased = new Promise<void>((resolve) => (releaseLong = resolve));
     const pickup = new LatencyHistogram();
@@ -45,15 +44,15 @@ export const mixedScenario: Scenario = {
           counts.singles++;
           if (args.t >= recordFrom && args.t <= recordUntil) pickup.recordMs(nowMs() - args.t);
         } else counts.bulk++;
-        if (mix.handlerMs > 0) await sleep(mix.handlerMs);
+        if (opts.handlerMs > 0) await sleep(opts.handlerMs);
       },
-      mix.longJobs,
+      opts.longJobs,
     );
     const producers = new Producers(adapter, url, opts);
     const bulkClient = benchClient(url, 'bench-bulk');
     try {
-      for (let l = 1; l <= mix.longJobs; l++) await adapter.enqueueOne({ i: -l, t: nowMs() });
-      await until(() => counts.long === mix.longJobs, LONG_START_TIMEOUT_MS, 'the long jobs to start');
+      for (let l = 1; l <= opts.longJobs; l++) await adapter.enqueueOne({ i: -l, t: nowMs() });
+      await until(() => counts.long === opts.longJobs, LONG_START_TIMEOUT_MS, 'the long jobs to start');
       await producers.start();
       await sleep(opts.producers > 0 ? WARMUP_MS : 0);
 
@@ -81,7 +80,7 @@ export const mixedScenario: Scenario = {
         "the producers' jobs to run",
       );
       const settleBy = performance.now() + SETTLE_TIMEOUT_MS;
-      while ((await adapter.pending()) > mix.longJobs) {
+      while ((await adapter.pending()) > opts.longJobs) {
         if (performance.now() > settleBy)
           throw new Error(`${adapter.label}: jobs left unsettled after the drain`);
         await sleep(10);
@@ -104,8 +103,8 @@ export const mixedScenario: Scenario = {
           rolledBack: producers.rolledBack,
           producerErrors: producers.errors,
           pickupSamples: pickup.count,
-          longJobs: mix.longJobs,
-          handlerMs: mix.handlerMs,
+          longJobs: opts.longJobs,
+          handlerMs: opts.handlerMs,
           ...claims,
           // Per bulk job, over the drain: this process's CPU (workers, producers and harness) and the server's.
           nodeCpuUsPerJob: round((nodeCpu.user + nodeCpu.system) / opts.jobs, 1),

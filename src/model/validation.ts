@@ -90,12 +90,17 @@ export function describe(value: unknown): string {
   return Array.isArray(value) ? 'an array' : typeof value;
 }
 
+/** True for a job id as the engine writes it: the digits of a positive bigint. */
+export function isJobId(value: unknown): value is string {
+  return typeof value === 'string' && /^\d{1,19}$/.test(value);
+}
+
 /** A job's id as the client's reads and actions take it: the id string, or what enqueue() returned
  * (`{ id, inserted }`). Anything else is a typed error here rather than a database error later. */
 export function validateJobId(field: string, value: unknown): string {
   const id =
     typeof value === 'object' && value !== null && 'id' in value ? (value as { id: unknown }).id : value;
-  if (typeof id === 'string' && /^\d{1,19}$/.test(id)) return id;
+  if (isJobId(id)) return id;
   throw new InvalidOptionError(
     field,
     `must be a job id (a string of digits) or what enqueue() returned ({ id }), got ${describe(value)}`,

@@ -5,6 +5,7 @@ import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.j
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
 import { JOB_STATES, type JobState } from '../model/job.js';
 import {
+  isJobId,
   rejectUnknownKeys,
   validateDate,
   validateInt,
@@ -52,6 +53,7 @@ import {
   type CallbackDelivery,
   type Descriptor,
   type DlqEntry,
+  type DlqTarget,
   type JobListFilter,
   type JobSummary,
   type QueueHealth,
@@ -373,7 +375,7 @@ export class AwaClient {
     }
     if (filter.queue !== undefined) validateName('filter.queue', filter.queue);
     if (filter.kind !== undefined) validateName('filter.kind', filter.kind);
-    if (filter.beforeId !== undefined && !/^\d{1,19}$/.test(filter.beforeId)) {
+    if (filter.beforeId !== undefined && !isJobId(filter.beforeId)) {
       throw new InvalidOptionError('filter.beforeId', 'must be a job id');
     }
     if (filter.beforeAt !== undefined) validateDate('filter.beforeAt', filter.beforeAt);
@@ -464,16 +466,12 @@ export class AwaClient {
     return moved;
   }
 
-  /** Deletes DLQ entries by id, or those of a queue (or all) older than `before`. */
   /** Deletes DLQ entries: these ids, or those of a queue (or all) that went to the DLQ before `before`. With
    * `dryRun`, deletes nothing and returns how many would go. */
-  async purgeDlq(
-    target: { ids: readonly string[] } | { queue?: string; before: Date },
-    options: { dryRun?: boolean } = {},
-  ): Promise<number> {
+  async purgeDlq(target: DlqTarget, options: { dryRun?: boolean } = {}): Promise<number> {
     validatePlainObject('target', target);
     if ('ids' in target) {
-      if (!Array.isArray(target.ids) || target.ids.some((id) => !/^\d{1,19}$/.test(String(id))))
+      if (!Array.isArray(target.ids) || !target.ids.every(isJobId))
         throw new InvalidOptionError('target.ids', 'must be an array of job ids');
     } else {
       validateDate('target.before', target.before);

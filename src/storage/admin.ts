@@ -1,4 +1,5 @@
 import type { AttemptError, JobState } from '../model/job.js';
+import { isJobId } from '../model/validation.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -69,7 +70,7 @@ export interface JobRecord {
 
 /** Where job `id` stands now, or null if it never existed or its history passed retention. */
 export async function findJob(db: Queryable, schema: Schema, id: string): Promise<JobRecord | null> {
-  if (!/^\d{1,19}$/.test(id)) return null;
+  if (!isJobId(id)) return null;
   const read = () => db.query(`select * from ${schema.ident}.job_state($1::bigint)`, [id]);
   let r = (await read()).rows[0];
   // TRUNCATE is not MVCC-safe: a read whose snapshot began just before a prune committed sees the pruned

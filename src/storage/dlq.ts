@@ -50,40 +50,31 @@ export async function retryDlq(db: Queryable, schema: Schema, ids: readonly stri
   return rows.map((r) => r.id);
 }
 
-/** Deletes DLQ entries by id, or all of a queue (or all) older than `before`; returns how many. */
+export type DlqTarget = { ids: readonly string[] } | { queue?: string; before: Date };
+
+/** The DLQ entries a purge takes: these ids, or those of a queue (or all) that went there before `before`. */
+function dlqWhere(target: DlqTarget): { where: string; values: unknown[] } {
+  return 'ids' in target
+    ? { where: 'job_id = any($1::bigint[])', values: [target.ids] }
+    : {
+        where: '($1::text is null or queue = $1) and dlq_at < $2',
+        values: [target.queue ?? null, target.before],
+      };
+}
+
 /** How many DLQ entries a purge of `target` would delete (for a dry run). */
-export async function countDlq(
-  db: Queryable,
-  schema: Schema,
-  target: { ids: readonly string[] } | { queue?: string; before: Date },
-): Promise<number> {
-  const { rows } =
-    'ids' in target
-      ? await db.query<{ n: number }>(
-          `select count(*)::int as n from ${schema.ident}.dlq_entries where job_id = any($1::bigint[])`,
-          [target.ids],
-        )
-      : await db.query<{ n: number }>(
-          `select count(*)::int as n from ${schema.ident}.dlq_entries
-            where ($1::text is null or queue = $1) and dlq_at < $2`,
-          [target.queue ?? null, target.before],
-        );
+export async function countDlq(db: Queryable, schema: Schema, target: DlqTarget): Promise<number> {
+  const { where, values } = dlqWhere(target);
+  const { rows } = await db.query<{ n: number }>(
+    `select count(*)::int as n from ${schema.ident}.dlq_entries where ${where}`,
+    values,
+  );
   return rows[0]!.n;
 }
 
-export async function purgeDlq(
-  db: Queryable,
-  schema: Schema,
-  target: { ids: readonly string[] } | { queue?: string; before: Date },
-): Promise<number> {
-  const res =
-    'ids' in target
-      ? await db.query(`delete from ${schema.ident}.dlq_entries where job_id = any($1::bigint[])`, [
-          target.ids,
-        ])
-      : await db.query(
-          `delete from ${schema.ident}.dlq_entries where ($1::text is null or queue = $1) and dlq_at < $2`,
-          [target.queue ?? null, target.before],
-        );
+/** Deletes the DLQ entries of `target`; returns how many. */
+export async function purgeDlq(db: Queryable, schema: Schema, target: DlqTarget): Promise<number> {
+  const { where, values } = dlqWhere(target);
+  const res = await db.query(`delete from ${schema.ident}.dlq_entries where ${where}`, values);
   return res.rowCount ?? 0;
 }

@@ -1,3 +1,4 @@
+import { isJobId } from '../model/validation.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -12,7 +13,7 @@ export interface JobProgress {
 
 /** The newest recorded progress of job `id`, or null when none is held (never recorded, or cleaned up). */
 export async function jobProgress(db: Queryable, schema: Schema, id: string): Promise<JobProgress | null> {
-  if (!/^\d{1,19}$/.test(id)) return null;
+  if (!isJobId(id)) return null;
   const { rows } = await db.query(`select * from ${schema.ident}.job_progress($1::bigint)`, [id]);
   const r = rows[0];
   if (!r) return null;

@@ -1,3 +1,4 @@
+import { isJobId } from '../../model/validation.js';
 import { UsageError } from '../args.js';
 import type { CliContext } from '../io.js';
 import { parse, print, withClient } from './common.js';
@@ -72,7 +73,7 @@ function purgeTarget(
   const older = values['older-than-ms'] as number | undefined;
   if (ids.length > 0) {
     if (older !== undefined) throw new UsageError('dlq purge takes ids or --older-than-ms, not both');
-    const bad = ids.find((id) => !/^\d{1,19}$/.test(id));
+    const bad = ids.find((id) => !isJobId(id));
     if (bad !== undefined) throw new UsageError(`dlq purge: "${bad}" is not a job id`);
     return { ids };
   }

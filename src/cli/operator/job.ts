@@ -1,5 +1,6 @@
 import { inspect } from 'node:util';
 import { JOB_STATES, type JobState } from '../../model/job.js';
+import { isJobId } from '../../model/validation.js';
 import { UsageError, type Parsed } from '../args.js';
 import type { CliContext } from '../io.js';
 import { parse, print, withClient } from './common.js';
@@ -31,7 +32,7 @@ export async function jobCommand(argv: string[], ctx: CliContext): Promise<numbe
   const { positionals, values } = parse(argv, jobOptions);
   const [verb, id, ...rest] = positionals;
   if (rest.length > 0) throw new UsageError(`usage: ${JOB_USAGE}`);
-  if (id !== undefined && !/^\d{1,19}$/.test(id)) throw new UsageError(`"${id}" is not a job id (digits)`);
+  if (id !== undefined && !isJobId(id)) throw new UsageError(`"${id}" is not a job id (digits)`);
   return withClient(ctx, values, async (client) => {
     if ((verb === 'show' || verb === 'get') && id) {
       const job = await client.getJob(id);

@@ -106,13 +106,12 @@ const MAX_WIDENED_PAGE = 1000;
  */
 export async function searchJobs(client: DashboardClient, s: input.JobSearch): Promise<JobPage> {
   const byTime = s.state === 'completed';
+  // The time window and every filter go to the database, which applies them before the limit.
   let before = s.before;
-  if (byTime && s.to) {
+  if (s.to) {
     const end = new Date(s.to.getTime() + 1);
     if (!before || end < before) before = end;
   }
-  // The time window and every filter go to the database, which applies them before the limit.
-  if (!byTime && s.to) before = new Date(s.to.getTime() + 1);
   let limit = s.limit;
   let rows: JobSummary[];
   for (;;) {
@@ -128,7 +127,6 @@ export async function searchJobs(client: DashboardClient, s: input.JobSearch): P
     if (!byTime || rows.length < limit || limit >= MAX_WIDENED_PAGE || !oneMillisecond(rows)) break;
     limit = Math.min(limit * 4, MAX_WIDENED_PAGE);
   }
-  const jobs = rows;
   const last = rows.at(-1);
   // 'available' lists each lane's next jobs only: there is no deeper page to ask for.
   let next: JobPage['next'] = null;
@@ -139,7 +137,7 @@ export async function searchJobs(client: DashboardClient, s: input.JobSearch): P
       next = { before: new Date(last.at.getTime() + (stuck ? 0 : 1)).toISOString() };
     }
   }
-  return { jobs, next, note: s.state === 'completed' && s.kind ? await kindlessNote(client, s) : null };
+  return { jobs: rows, next, note: s.state === 'completed' && s.kind ? await kindlessNote(client, s) : null };
 }
 
 /** Completed jobs whose rows were pruned are kept as ids in compact history, without their kind: a kind filter
