@@ -88,8 +88,8 @@ $$;
 -- open gap) is its own range scan of the lane's rows: one condition "above the high-water or in a gap" is not
 -- an index range, and read every row the slot holds for the lane (25 ms for a spent slot of 200,000 rows, which
 -- prune asks about twice, under the ring lock the second time). No JIT: a plan over every lane and partition looks
--- costly on paper, and compiling it took longer than running it.
-create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int)
+-- costly on paper, and compiling it took longer than running it. p_lane_id: only that lane's (null: every lane's).
+create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int, p_lane_id int default null)
   returns table (lane_id int, lane_seq bigint)
   language sql stable
   set jit = off
@@ -110,6 +110,7 @@ create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int)
            and not exists (select 1 from {{schema}}.ready_tombstones t
                             where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
          limit p_limit) r
+     where p_lane_id is null or l.lane_id = p_lane_id
      limit p_limit
   $$;
 
@@ -122,20 +123,7 @@ create function {{schema}}.slot_holding_queues(p_slot smallint) returns setof te
   as $$
     select l.queue
       from {{schema}}.lanes l
-     where exists (
-       select 1
-         from {{schema}}.lane_high(l) h
-         cross join lateral (
-           select h.high + 1 as lo, 9223372036854775807 as hi
-           union all
-           select lower(g), upper(g)
-             from unnest({{schema}}.lane_open(l.lane_id, coalesce(pg_sequence_last_value(l.floor_seq), 0), h.high)) g
-         ) span
-        where exists (
-          select 1 from {{schema}}.ready_entries r
-           where r.slot = p_slot and r.lane_id = l.lane_id and r.lane_seq >= span.lo and r.lane_seq < span.hi
-             and not exists (select 1 from {{schema}}.ready_tombstones t
-                              where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)))
+     where exists (select 1 from {{schema}}.slot_unclaimed(p_slot, 1, l.lane_id))
     union
     select l.queue
       from {{schema}}.slot_open_receipts(p_slot) o
