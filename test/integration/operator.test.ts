@@ -47,6 +47,18 @@ async function start(options: WorkerOptions): Promise<WorkerHost> {
 
 const state = async (id: string) => (await client.getJob(id))?.state;
 
+/** One storage-level claim of up to `max` jobs of `queue`, as a host would make it. */
+const claimBatchesOf = async (queue: string, max: number) =>
+  (
+    await claimJobs(client.pool, resolveSchema(), {
+      queue,
+      max,
+      instanceId: 'operator-test',
+      agingSeconds: 3600,
+      deadlineSeconds: 0,
+    })
+  ).batches;
+
 describe('queue pause', () => {
   it('a paused queue is not claimed (running jobs finish, enqueues accepted); resume wakes hosts at once', async () => {
     const kind = defineJob<{ n: number }>({ kind: 'pz', queue: 'pz' });
@@ -178,14 +190,7 @@ describe('available jobs', () => {
       await open.query('begin');
       await client.copyEnqueue(jobs(40, 0), { client: open });
       await client.copyEnqueue(jobs(5, 40));
-      const { batches } = await claimJobs(client.pool, resolveSchema(), {
-        queue,
-        max: 100,
-        instanceId: 'list',
-        agingSeconds: 3600,
-        deadlineSeconds: 0,
-      });
-      expect(batches.flatMap((b) => b.jobs)).toHaveLength(5);
+      expect((await claimBatchesOf(queue, 100)).flatMap((b) => b.jobs)).toHaveLength(5);
       await open.query('commit');
     } finally {
       await open.end();
@@ -198,13 +203,7 @@ describe('available jobs', () => {
     expect(listed.every((j) => j.state === 'available' && j.queue === queue)).toBe(true);
     expect(await client.listJobs({ state: 'available', queue, limit: 10 })).toHaveLength(10);
     // Every one listed is claimable, and the list empties with them.
-    const { batches } = await claimJobs(client.pool, resolveSchema(), {
-      queue,
-      max: 100,
-      instanceId: 'list',
-      agingSeconds: 3600,
-      deadlineSeconds: 0,
-    });
+    const batches = await claimBatchesOf(queue, 100);
     const taken = batches.flatMap((b) => b.jobs.map((j) => j.id));
     expect(taken.sort()).toEqual(listed.map((j) => j.id).sort());
     await finishAttempts(client.pool, resolveSchema(), settleAll(batches, 'completed'));
@@ -217,13 +216,7 @@ describe('completed jobs', () => {
     const schema = resolveSchema();
     const completeAll = async (queue: string, perClaim: number) => {
       for (;;) {
-        const { batches } = await claimJobs(client.pool, schema, {
-          queue,
-          max: perClaim,
-          instanceId: 'search',
-          agingSeconds: 3600,
-          deadlineSeconds: 0,
-        });
+        const batches = await claimBatchesOf(queue, perClaim);
         if (batches.length === 0) return;
         await finishAttempts(client.pool, schema, settleAll(batches, 'completed'));
       }
