@@ -66,6 +66,8 @@ export async function benchCommand(argv: string[]): Promise<void> {
   const scenario = name ? SCENARIOS[name] : undefined;
   if (!name || !scenario)
     throw new BenchUsageError(`${name ? `unknown scenario "${name}"; ` : ''}usage: ${benchUsage}`);
+  if (positionals.length > 1)
+    throw new BenchUsageError(`unexpected argument "${positionals[1]}"; usage: ${benchUsage}`);
   if (values['database-url']) process.env.DATABASE_URL = values['database-url'] as string;
   const opts: ScenarioOptions = {
     jobs: int(values.jobs, 100_000, 'jobs'),

@@ -17,6 +17,8 @@ export {
   ClientClosedError,
   DashboardConfigError,
   InvalidRequestError,
+  UnknownQueueError,
+  QueueInUseError,
   type AwaErrorCode,
 } from './model/errors.js';
 export {
@@ -43,9 +45,12 @@ export type { MissedFire } from './model/cron-schedule.js';
 export type { UniqueOptions } from './model/unique.js';
 export type { Description } from './model/descriptor.js';
 export type { Priority } from './model/validation.js';
+export type { Actor, ActorOptions, AuditAction, AuditFilter, AuditRecord } from './model/audit.js';
 export type {
   QueueCounts,
+  QueueRemoval,
   JobRecord,
+  RetryOutcome,
   JobProgress,
   MigrateResult,
   PruneResult,
@@ -54,6 +59,9 @@ export type {
   Settlement,
   RescuedAttempt,
   DlqEntry,
+  DlqSummary,
+  DlqCount,
+  JobClaim,
   CancelledFrom,
   EnqueueResult,
   CallbackAction,

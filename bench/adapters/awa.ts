@@ -43,7 +43,7 @@ export class AwaAdapter implements SystemAdapter {
     if (this.otel) this.uninstallOtel = installOtelSdk(this.otelSample);
     this.client = new AwaClient({ connectionString: url, schema: this.schema, poolSize: 8 });
     await this.client.migrate();
-    if (this.shards > 1) await this.client.setEnqueueShards(QUEUE, this.shards);
+    if (this.shards > 1) await this.client.setEnqueueShards(QUEUE, this.shards, { create: true });
   }
 
   async enqueueBulk(

@@ -4,10 +4,11 @@
 -- Per-queue counts. available = positions between the claimed high-water and the enqueue cursor (less the
 -- cancelled ones) plus rows that committed late into open gaps; positions of producers still in flight or
 -- rolled back and not yet passed by a claim count too, so it can over-count briefly. running = open receipt
--- members; completed = success history still held (ring and compact history).
+-- members; completed = success history still held (ring and compact history). failed, cancelled and dlq count
+-- the rows held (terminal history, the DLQ) from an index alone: (queue, state, job_id), (queue, job_id).
 create function {{schema}}.queue_counts()
   returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
-                 retryable bigint, completed bigint, failed bigint, cancelled bigint)
+                 retryable bigint, completed bigint, failed bigint, cancelled bigint, dlq bigint)
   language sql stable
   set jit = off
   as $$
@@ -59,16 +60,21 @@ create function {{schema}}.queue_counts()
              + coalesce((select h.n from history h where h.queue = q.queue), 0)
              + (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'completed'),
            (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'failed'),
-           (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'cancelled')
+           (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'cancelled'),
+           (select count(*) from {{schema}}.dlq_entries x where x.queue = q.queue)
       from q order by q.queue
   $$;
 
 -- Where job p_id stands now, read in one snapshot: terminal tables first, then the backlog, then the ring
 -- (waiting, running or completed by its receipt), then compact completed history. No row when it never
--- existed or its history passed retention. attempt = attempts started so far.
+-- existed or its history passed retention. attempt = attempts started so far. claimed_at and claimed_by come
+-- from the attempt's receipt (its claim batch: when, and which runtime instance), so only a job the ring
+-- still holds a receipt for (running, or completed in the ring) has them; claimed_host and claimed_pid are
+-- that instance's registration, null once it is gone.
 create function {{schema}}.job_state(p_id bigint)
   returns table (state text, kind text, queue text, priority smallint, args jsonb, attempt int, max_attempts int,
-                 run_lease bigint, run_at timestamptz, finished_at timestamptz, meta jsonb)
+                 run_lease bigint, run_at timestamptz, finished_at timestamptz, meta jsonb, claimed_at timestamptz,
+                 claimed_by text, claimed_host text, claimed_pid int)
   language plpgsql stable
   set jit = off
   as $$
@@ -76,32 +82,40 @@ declare
   r {{schema}}.ready_entries;
   v_outcome text;
   v_claimed boolean;
+  v_claimed_at timestamptz;
+  v_claimed_by text;
 begin
   return query
     select e.state, e.kind, e.queue, e.priority, e.args, e.attempt::int, e.max_attempts::int, e.run_lease,
-           null::timestamptz, e.finished_at, e.meta
+           null::timestamptz, e.finished_at, e.meta, null::timestamptz, null::text, null::text, null::int
       from {{schema}}.done_entries e where e.job_id = p_id order by e.run_lease desc limit 1;
   if found then return; end if;
   return query
     select 'dlq'::text, e.kind, e.queue, e.priority, e.args, e.attempt::int, e.max_attempts::int, e.run_lease,
-           null::timestamptz, e.dlq_at, e.meta
+           null::timestamptz, e.dlq_at, e.meta, null::timestamptz, null::text, null::text, null::int
       from {{schema}}.dlq_entries e where e.job_id = p_id;
   if found then return; end if;
   return query
     select d.state, d.kind, d.queue, d.priority, d.args, d.attempt::int, d.max_attempts::int, d.run_lease,
-           d.run_at, null::timestamptz, d.meta
+           d.run_at, null::timestamptz, d.meta, null::timestamptz, null::text, null::text, null::int
       from {{schema}}.deferred_jobs d where d.job_id = p_id;
   if found then return; end if;
   return query
     select 'waiting_external'::text, w.kind, w.queue, w.priority, w.args, w.attempt::int, w.max_attempts::int,
-           w.run_lease, w.timeout_at, null::timestamptz, w.meta
+           w.run_lease, w.timeout_at, null::timestamptz, w.meta, null::timestamptz, null::text, null::text, null::int
       from {{schema}}.waiting_jobs w where w.job_id = p_id;
   if found then return; end if;
-  select * into r from {{schema}}.ready_entries re where re.job_id = p_id order by re.run_lease desc limit 1;
+  -- A job cancelled while available and then retried has two rows at one run lease: the cancelled one is older.
+  select * into r from {{schema}}.ready_entries re where re.job_id = p_id
+   order by re.run_lease desc,
+            exists (select 1 from {{schema}}.ready_tombstones t
+                     where t.slot = re.slot and t.lane_id = re.lane_id and t.lane_seq = re.lane_seq)
+   limit 1;
   if found then
     select true, (select c.outcome from {{schema}}.closure_batches c
-                   where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx limit 1)
-      into v_claimed, v_outcome
+                   where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx limit 1),
+           b.claimed_at, b.instance_id
+      into v_claimed, v_outcome, v_claimed_at, v_claimed_by
       from {{schema}}.claim_batches b
       cross join lateral {{schema}}.receipt_members(b.slot, b.batch_id) m
      where b.lane_id = r.lane_id and b.first_seq <= r.lane_seq and b.last_seq >= r.lane_seq
@@ -109,19 +123,23 @@ begin
      limit 1;
     if not coalesce(v_claimed, false) then
       return query select 'available'::text, r.kind, r.queue, r.priority, r.args, r.attempt::int,
-                          r.max_attempts::int, r.run_lease, null::timestamptz, null::timestamptz, r.meta;
+                          r.max_attempts::int, r.run_lease, null::timestamptz, null::timestamptz, r.meta,
+                          null::timestamptz, null::text, null::text, null::int;
       return;
     end if;
     if v_outcome is null or v_outcome = 'completed' then
       return query select case when v_outcome is null then 'running' else 'completed' end, r.kind, r.queue,
                           r.priority, r.args, r.attempt + 1, r.max_attempts::int, r.run_lease + 1,
-                          null::timestamptz, null::timestamptz, r.meta;
+                          null::timestamptz, null::timestamptz, r.meta, v_claimed_at, v_claimed_by,
+                          ri.hostname, ri.pid
+                     from (select 1) one
+                     left join {{schema}}.runtime_instances ri on ri.instance_id = v_claimed_by;
       return;
     end if;
   end if;
   return query
     select 'completed'::text, null::text, l.queue, l.priority, null::jsonb, h.attempt::int, null::int, h.run_lease,
-           null::timestamptz, h.closed_at, null::jsonb
+           null::timestamptz, h.closed_at, null::jsonb, null::timestamptz, null::text, null::text, null::int
       from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id
      where h.ids @> p_id
      limit 1;

@@ -171,3 +171,13 @@ begin
   end loop;
 end
 $$;
+
+-- How long until the next parked job's callback times out, in ms (0 when one is due now), or null when no parked
+-- job has a timeout. Read by the leader after each expiry pass so it can wake at that deadline; measured on the
+-- server's clock, so a host whose clock is off does not fire early or late.
+create function {{schema}}.next_callback_timeout_ms() returns bigint
+  language sql stable
+  as $$
+    select greatest(0, ceil(extract(epoch from (x.timeout_at - clock_timestamp())) * 1000))::bigint
+      from {{schema}}.waiting_jobs x where x.timeout_at is not null order by x.timeout_at limit 1
+  $$;

@@ -31,7 +31,12 @@ begin
       jsonb_build_object('attempt', w.attempt, 'at', now(), 'error', p_reason));
     return 'waiting_external';
   end if;
-  select * into r from {{schema}}.ready_entries re where re.job_id = p_job_id order by re.run_lease desc limit 1;
+  -- A job cancelled while available and then retried has two rows at one run lease: the cancelled one is older.
+  select * into r from {{schema}}.ready_entries re where re.job_id = p_job_id
+   order by re.run_lease desc,
+            exists (select 1 from {{schema}}.ready_tombstones t
+                     where t.slot = re.slot and t.lane_id = re.lane_id and t.lane_seq = re.lane_seq)
+   limit 1;
   if not found or exists (select 1 from {{schema}}.done_entries de where de.job_id = p_job_id and de.run_lease >= r.run_lease) then
     return null;
   end if;

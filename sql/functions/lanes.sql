@@ -108,68 +108,88 @@ create function {{schema}}.reserve_lane(p_queue text, p_priority smallint, p_cou
   language plpgsql
   as $$
 declare
-  v_shard smallint := 0;
+  v_shard smallint;
   v_shards smallint;
   v_enqueue_seq regclass;
   v_notify_seq regclass;
   v_drained_seq regclass;
   v_now_ms bigint;
   v_notify boolean := false;
+  v_removed boolean;
   v_done text;
 begin
   -- Shard 0's lane, which also says how many shards the queue has: with one (nearly always) that is the lane.
   -- With several, the next shard in turn. (Queries inline rather than through a helper: PL/pgSQL caches their
   -- plans.) Calls below are assignments rather than PERFORMs: PL/pgSQL evaluates a lone call directly, where
-  -- a PERFORM (or SELECT INTO) starts an executor for it.
-  select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq, l.enqueue_shards
-    into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq, v_shards
-    from {{schema}}.lanes l
-   where l.queue = p_queue and l.priority = p_priority and l.shard = 0 and l.bulk = p_bulk;
-  if v_shards > 1 then
-    v_shard := (nextval('{{schema}}.shard_rotor_seq') % v_shards)::smallint;
-    if v_shard > 0 then
-      lane_id := null;
+  -- a PERFORM (or SELECT INTO) starts an executor for it. The loop runs once, unless the queue was removed
+  -- under this producer (see the exception handler below).
+  loop
+    v_shard := 0;
+    select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq, l.enqueue_shards
+      into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq, v_shards
+      from {{schema}}.lanes l
+     where l.queue = p_queue and l.priority = p_priority and l.shard = 0 and l.bulk = p_bulk;
+    if v_shards > 1 then
+      v_shard := (nextval('{{schema}}.shard_rotor_seq') % v_shards)::smallint;
+      if v_shard > 0 then
+        lane_id := null;
+        select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
+          into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
+          from {{schema}}.lanes l
+         where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard and l.bulk = p_bulk;
+      end if;
+    end if;
+    if lane_id is null then
+      perform {{schema}}.ensure_lanes(p_queue, true, p_bulk);
       select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
         into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
         from {{schema}}.lanes l
        where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard and l.bulk = p_bulk;
     end if;
-  end if;
-  if lane_id is null then
-    perform {{schema}}.ensure_lanes(p_queue, true, p_bulk);
-    select l.lane_id, l.enqueue_seq, l.notify_seq, l.drained_seq
-      into lane_id, v_enqueue_seq, v_notify_seq, v_drained_seq
-      from {{schema}}.lanes l
-     where l.queue = p_queue and l.priority = p_priority and l.shard = v_shard and l.bulk = p_bulk;
-  end if;
-  -- In this order: the transaction id, then the lock that lists it among the lane's producers, then positions.
-  v_done := pg_current_xact_id()::text;
-  v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('producing'), lane_id)::text;
-  begin
-    if p_count = 1 then
-      v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('reserve'), lane_id)::text;
-      first_seq := nextval(v_enqueue_seq);
-    else
-      v_done := pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), lane_id)::text;
-      first_seq := nextval(v_enqueue_seq);
-      v_done := setval(v_enqueue_seq, first_seq + p_count - 1, true)::text;
-    end if;
-    -- PostgreSQL serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns:
-    -- one wake-up per lane per 5 ms. A host that is woken also claims again a little later (see the
-    -- dispatcher), which picks up the jobs of producers that skipped theirs; polling remains the truth.
-    -- The first position after the drained mark always wakes: a claimer found the lane empty up to it, so
-    -- it is likely idle, and this job would otherwise wait for its next look. (Single producers decide it
-    -- side by side; two of one 5 ms window may both wake the hosts, which costs a wake-up, nothing more.)
-    v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
-    if first_seq - 1 <= pg_sequence_last_value(v_drained_seq)
-       or v_now_ms - pg_sequence_last_value(v_notify_seq) >= 5 then
-      v_done := setval(v_notify_seq, v_now_ms, true)::text;
-      v_notify := true;
-    end if;
-    raise sqlstate 'AWA01';
-  exception when sqlstate 'AWA01' then
-    null;
-  end;
+    -- In this order: the transaction id, then the lock that lists it among the lane's producers, then positions.
+    v_done := pg_current_xact_id()::text;
+    v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('producing'), lane_id)::text;
+    begin
+      if p_count = 1 then
+        v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('reserve'), lane_id)::text;
+        first_seq := nextval(v_enqueue_seq);
+      else
+        v_done := pg_advisory_xact_lock({{schema}}.lock_ns('reserve'), lane_id)::text;
+        first_seq := nextval(v_enqueue_seq);
+        v_done := setval(v_enqueue_seq, first_seq + p_count - 1, true)::text;
+      end if;
+      -- PostgreSQL serialises the commits of transactions that NOTIFY, so producers of a busy lane take turns:
+      -- one wake-up per lane per 5 ms. A host that is woken also claims again a little later (see the
+      -- dispatcher), which picks up the jobs of producers that skipped theirs; polling remains the truth.
+      -- The first position after the drained mark always wakes: a claimer found the lane empty up to it, so
+      -- it is likely idle, and this job would otherwise wait for its next look. (Single producers decide it
+      -- side by side; two of one 5 ms window may both wake the hosts, which costs a wake-up, nothing more.)
+      v_now_ms := (extract(epoch from clock_timestamp()) * 1000)::bigint;
+      if first_seq - 1 <= pg_sequence_last_value(v_drained_seq)
+         or v_now_ms - pg_sequence_last_value(v_notify_seq) >= 5 then
+        v_done := setval(v_notify_seq, v_now_ms, true)::text;
+        v_notify := true;
+      end if;
+      raise sqlstate 'AWA01';
+    exception
+      when sqlstate 'AWA01' then
+        v_removed := false;
+      when internal_error then
+        -- remove_queue() dropped this lane between this producer's read of its row and its 'producing' lock
+        -- (the lock waited for the removal to commit): its sequences are gone, "could not open relation".
+        -- Nothing was drawn; start over on the queue's lanes as they are now (created afresh if need be).
+        -- A snapshot that still shows the removed lane (repeatable read) cannot: the transaction must retry.
+        if pg_relation_filenode(v_enqueue_seq) is not null then
+          raise;
+        end if;
+        if current_setting('transaction_isolation') <> 'read committed' then
+          raise exception 'queue "%" was removed while this transaction enqueued into it', p_queue
+            using errcode = 'serialization_failure', hint = 'Retry the transaction.';
+        end if;
+        v_removed := true;
+    end;
+    exit when not v_removed;
+  end loop;
   -- A block's extent, for claimers: held (shared) to this transaction's end, so a claimer that reads the lock
   -- table knows which positions cannot show a row yet and need not walk their index entries one by one
   -- (lane_inflight_blocks()). Taken after the positions, in the transaction itself (the subtransaction above
@@ -396,3 +416,16 @@ begin
                     and (b.gaps is null or not b.gaps @> p_seq));
 end
 $$;
+
+-- The spans of a lane's positions that no receipt covers: the run above its claimed high-water, and each open
+-- gap below it, as [lo, hi). Each is meant to be read as its own index range (see slot_unclaimed()).
+create function {{schema}}.lane_unclaimed_spans(p_lane {{schema}}.lanes) returns table (lo bigint, hi bigint)
+  language sql stable
+  as $$
+    with h as (select x.high from {{schema}}.lane_high(p_lane) x)
+    select h.high + 1, 9223372036854775807::bigint from h
+    union all
+    select lower(g), upper(g)
+      from h, unnest({{schema}}.lane_open(p_lane.lane_id, coalesce(pg_sequence_last_value(p_lane.floor_seq), 0),
+                                          h.high)) g
+  $$;

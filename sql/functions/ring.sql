@@ -96,13 +96,7 @@ create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int, p_lane_i
   as $$
     select r.lane_id, r.lane_seq
       from {{schema}}.lanes l
-      cross join lateral {{schema}}.lane_high(l) h
-      cross join lateral (
-        select h.high + 1 as lo, 9223372036854775807 as hi
-        union all
-        select lower(g), upper(g)
-          from unnest({{schema}}.lane_open(l.lane_id, coalesce(pg_sequence_last_value(l.floor_seq), 0), h.high)) g
-      ) span
+      cross join lateral {{schema}}.lane_unclaimed_spans(l) span
       cross join lateral (
         select r.lane_id, r.lane_seq from {{schema}}.ready_entries r
          where r.slot = p_slot and r.lane_id = l.lane_id

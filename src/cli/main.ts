@@ -11,6 +11,7 @@ import { migrateCommand, migrateOptions } from './commands/migrate.js';
 import { serveCommand, serveOptions } from './commands/serve.js';
 import { workCommand, workOptions } from './commands/work.js';
 import { contextOf, type CliContext, type CliIo } from './io.js';
+import { auditCommand, auditOptions } from './operator/audit.js';
 import { OPERATOR_OPTIONS } from './operator/common.js';
 import { dlqCommand, dlqOptions } from './operator/dlq.js';
 import { jobCommand, jobOptions } from './operator/job.js';
@@ -54,7 +55,8 @@ const commands: Record<string, Command> = {
   },
   queues: { summary: 'per-queue counts', options: OPERATOR_OPTIONS, run: queuesCommand },
   queue: {
-    summary: 'queue list | show NAME | pause NAME | resume NAME: queue health, fleet-wide pause',
+    summary:
+      'queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME: queue health, fleet-wide pause, enqueue shards, removing an empty queue',
     options: { ...OPERATOR_OPTIONS, ...queueOptions },
     run: queueCommand,
   },
@@ -78,6 +80,11 @@ const commands: Record<string, Command> = {
     summary: 'storage status: ring slots, what holds the oldest, table sizes and dead tuples',
     options: OPERATOR_OPTIONS,
     run: storageCommand,
+  },
+  audit: {
+    summary: 'audit [--limit N] [--action A] [--actor WHO]: who did what, when, from where (newest first)',
+    options: { ...OPERATOR_OPTIONS, ...auditOptions },
+    run: auditCommand,
   },
   callback: {
     summary: 'callback complete|fail|retry|cancel|resume TOKEN: deliver an external callback',

@@ -1,6 +1,6 @@
 import { Hono, type Context } from 'hono';
 import { AwaError, InvalidOptionError } from '../model/errors.js';
-import { readLimited } from '../model/limited-body.js';
+import { discardLimited, readLimited } from '../model/limited-body.js';
 import {
   DEFAULT_TOLERANCE_SECONDS,
   isFresh,
@@ -16,7 +16,7 @@ import type { CallbackAction, CallbackDelivery } from '../storage/index.js';
 // The signed HTTP callback receiver: a fetch-style handler (Hono) that delivers external callbacks through
 // AwaClient. docs/callbacks.md states the contract. In order:
 //   1. the Awa-Signature header must be well formed with a fresh timestamp          else 401
-//   2. the body is read up to maxBodyBytes (refused as soon as it is larger)        else 413
+//   2. the body is read up to maxBodyBytes (refused once it is larger; see tooLarge)  else 413
 //   3. its HMAC must match one of the secrets                                       else 401
 //   4. it must be a JSON callback { token, action, payload?, error?, delayMs? }     else 400
 //   5. settled / delivered → 200 { outcome, jobId }; rejected (stale or used token) → 409 { outcome }
@@ -45,6 +45,8 @@ export interface CallbackReceiverOptions {
 
 const OPTION_KEYS = ['client', 'secret', 'secrets', 'toleranceSeconds', 'maxBodyBytes', 'onError'] as const;
 export const DEFAULT_MAX_CALLBACK_BODY_BYTES = 1024 * 1024;
+/** How much of a body over maxBodyBytes the receiver reads and drops so its sender can read the 413. */
+export const DISCARD_BYTES = 16 * 1024 * 1024;
 
 const ACTIONS: Record<CallbackAction, readonly string[]> = {
   complete: ['payload'],
@@ -90,9 +92,13 @@ export function createCallbackReceiver(options: CallbackReceiverOptions): Hono {
       console.error(`[awa] callback receiver: ${err instanceof Error ? err.message : String(err)}`));
 
   const unauthorized = (c: Context) => c.json({ error: 'unauthorized' }, 401, NO_STORE);
-  // The request may still be sending: answer now and close the connection rather than read the rest.
-  const tooLarge = (c: Context) =>
-    c.json({ error: 'payload_too_large', maxBodyBytes }, 413, { ...NO_STORE, Connection: 'close' });
+  // A body too large is read on and dropped, up to DISCARD_BYTES, so that the sender can read the 413 (a
+  // client still sending when the answer comes sees EPIPE or a reset instead); past that, the answer goes at
+  // once and the connection closes under the rest.
+  const tooLarge = async (c: Context, unread: number | null) => {
+    if (unread === null || unread <= DISCARD_BYTES) await discardLimited(c.req.raw.body, DISCARD_BYTES);
+    return c.json({ error: 'payload_too_large', maxBodyBytes }, 413, { ...NO_STORE, Connection: 'close' });
+  };
   const badRequest = (c: Context, message: string) =>
     c.json({ error: 'bad_request', message }, 400, NO_STORE);
 
@@ -101,9 +107,9 @@ export function createCallbackReceiver(options: CallbackReceiverOptions): Hono {
     const parsed = parseSignatureHeader(c.req.header(SIGNATURE_HEADER));
     if (!parsed || !isFresh(parsed.timestamp, tolerance)) return unauthorized(c);
     const declared = c.req.header('Content-Length');
-    if (declared !== undefined && Number(declared) > maxBodyBytes) return tooLarge(c);
+    if (declared !== undefined && Number(declared) > maxBodyBytes) return tooLarge(c, Number(declared));
     const body = await readLimited(c.req.raw.body, maxBodyBytes, 'release');
-    if (!body) return tooLarge(c);
+    if (!body) return tooLarge(c, null);
     if (!signatureMatches(parsed, body, secrets)) return unauthorized(c);
 
     const callback = parseCallback(body);

@@ -26,6 +26,8 @@ export type AwaErrorCode =
   | 'AWA_CLIENT_CLOSED'
   | 'AWA_ATTEMPT_CLOSED'
   | 'AWA_INVALID_CALLBACK'
+  | 'AWA_UNKNOWN_QUEUE'
+  | 'AWA_QUEUE_IN_USE'
   | 'AWA_EMBEDDED_START_FAILED';
 
 /** A thrown value's message for an error or a log line. Never throws, whatever was thrown (a getter or proxy
@@ -240,5 +242,55 @@ export class InvalidRequestError extends AwaError {
   constructor(field: string, message: string) {
     super('AWA_INVALID_REQUEST', `Invalid request "${field}": ${message}`);
     this.field = field;
+  }
+}
+
+/** A queue operation named a queue Awa has never seen: no job, lane, worker setting, pause or shard setting, DLQ
+ * entry or history names it. Refused so a typo does not leave a ghost queue behind; `create` (`--create`) sets
+ * up a queue before its first job on purpose. */
+export class UnknownQueueError extends AwaError {
+  readonly queue: string;
+  constructor(queue: string) {
+    super(
+      'AWA_UNKNOWN_QUEUE',
+      `No queue "${queue}": no job, worker, setting or history names it. Check the name (\`awa queue list\`); ` +
+        'to set up a queue before its first job (pause it, shard it), pass --create (in the API: { create: true }).',
+    );
+    this.queue = queue;
+  }
+}
+
+/** removeQueue() refused: the queue still holds jobs (`holds`, counted by state), DLQ entries, a live worker
+ * host serves it (`servedBy`), or a producer or lane set-up was using it at that moment (`busy`). Nothing was
+ * removed. */
+export class QueueInUseError extends AwaError {
+  readonly queue: string;
+  readonly holds: Readonly<Record<string, number>>;
+  readonly servedBy: readonly string[];
+  readonly busy: boolean;
+  constructor(
+    queue: string,
+    detail: { holds: Record<string, number>; servedBy: readonly string[]; busy: boolean },
+  ) {
+    const jobs = Object.entries(detail.holds)
+      .filter(([what, n]) => n > 0 && what !== 'dlq')
+      .map(([what, n]) => `${n} ${what}`);
+    const dlq = detail.holds.dlq ?? 0;
+    const why = [
+      ...(jobs.length > 0 ? [`it still holds jobs (${jobs.join(', ')})`] : []),
+      ...(dlq > 0 ? [`it has ${dlq} DLQ ${dlq === 1 ? 'entry' : 'entries'}`] : []),
+      ...(detail.servedBy.length > 0 ? [`live worker hosts serve it (${detail.servedBy.join(', ')})`] : []),
+      ...(detail.busy ? ['a producer or worker was setting up or enqueueing into it at that moment'] : []),
+    ];
+    super(
+      'AWA_QUEUE_IN_USE',
+      `Queue "${queue}" was not removed: ${why.join('; ')}. Only a queue with no live jobs, no DLQ entries and ` +
+        'no live worker serving it can be removed: let its jobs finish (or cancel them, purge its DLQ), stop ' +
+        'the workers that serve it, then try again.',
+    );
+    this.queue = queue;
+    this.holds = detail.holds;
+    this.servedBy = detail.servedBy;
+    this.busy = detail.busy;
   }
 }

@@ -33,3 +33,28 @@ export async function readLimited(
   }
   return Buffer.concat(chunks, total);
 }
+
+/**
+ * Reads and drops the rest of a stream, up to `maxBytes`; true when it ended within them. An HTTP server that
+ * answers a request before it has read the body makes many clients (Node's fetch among them) fail with EPIPE
+ * or a reset instead of reading the answer; reading a bounded amount more first lets them read it. Nothing
+ * read is kept.
+ */
+export async function discardLimited(
+  stream: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+): Promise<boolean> {
+  if (!stream) return true;
+  const reader = stream.getReader();
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return true;
+      total += value.byteLength;
+      if (total > maxBytes) return false;
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}

@@ -1,9 +1,20 @@
+import { hostname } from 'node:os';
 import type pg from 'pg';
+import {
+  actorOption,
+  auditLine,
+  validateActor,
+  validateAuditAction,
+  type Actor,
+  type ActorOptions,
+  type AuditFilter,
+  type AuditRecord,
+} from '../model/audit.js';
 import { ClientClosedError, InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
-import { JOB_STATES, type JobState } from '../model/job.js';
+import { JOB_STATES } from '../model/job.js';
 import {
   isJobId,
   rejectUnknownKeys,
@@ -15,7 +26,10 @@ import {
 } from '../model/validation.js';
 import {
   applyMigrations,
+  assertMigrated,
+  auditPage,
   cancelJob,
+  insertAudit,
   copyEnqueueChunk,
   createPool,
   listenFromBirth,
@@ -30,6 +44,7 @@ import {
   compactHistorySpan,
   purgeDlq,
   countDlq,
+  dlqPage,
   queueHealth,
   retryJob,
   runtimeList,
@@ -42,17 +57,21 @@ import {
   ringStatus,
   setEnqueueShards,
   setQueuePaused,
+  removeQueue,
   validateConnectionString,
   withClient,
   withSavepoint,
   withTransaction,
   withOwnConnection,
   wrapDatabaseError,
+  type Audited,
   type CancelledFrom,
   type CallbackAction,
   type CallbackDelivery,
   type Descriptor,
+  type DlqCount,
   type DlqEntry,
+  type DlqSummary,
   type DlqTarget,
   type JobListFilter,
   type JobSummary,
@@ -64,6 +83,8 @@ import {
   type JobProgress,
   type MigrateResult,
   type QueueCounts,
+  type QueueRemoval,
+  type RetryOutcome,
   type RingSlot,
   type Schema,
 } from '../storage/index.js';
@@ -93,6 +114,12 @@ export interface ClientOptions {
   /** Longest a statement on the client's own pool may run; unanswered half as long again later (at most 5 s
    * more), the call fails with DatabaseUnresponsiveError. Default 30 s. Not for a pool you pass, nor migrate(). */
   queryTimeoutMs?: number;
+  /** Who this client's operator actions are recorded as when a call names no actor (see docs/operations.md,
+   * "Audit trail"). Default: `process`, from `<host name>:<pid>`. */
+  actor?: Actor;
+  /** Called with each audit record once its action has committed. Default: one line on stderr,
+   * `[awa] audit {json}`. */
+  onAudit?: (record: AuditRecord) => void;
 }
 
 const CLIENT_OPTION_KEYS = [
@@ -102,11 +129,28 @@ const CLIENT_OPTION_KEYS = [
   'poolSize',
   'maxPayloadBytes',
   'queryTimeoutMs',
+  'actor',
+  'onAudit',
 ] as const;
 
 export interface EnqueueOptions extends JobOptions {
   /** Run on this client, inside whatever transaction it has open. */
   client?: pg.ClientBase;
+}
+
+/** Options of pauseQueue(), resumeQueue() and setEnqueueShards(). */
+export interface QueueSettingOptions extends ActorOptions {
+  /** Act on a queue nothing names yet (no job, worker, setting or history), which makes it exist: how a deploy
+   * pauses or shards a new queue before its first job. Without it such a queue is refused (UnknownQueueError),
+   * so a mistyped name leaves no ghost queue behind. */
+  create?: boolean;
+}
+
+function createOption(options: QueueSettingOptions | undefined): boolean {
+  const create = options?.create;
+  if (create !== undefined && typeof create !== 'boolean')
+    throw new InvalidOptionError('options.create', 'must be a boolean');
+  return create === true;
 }
 
 export interface CopyEnqueueOptions {
@@ -130,11 +174,21 @@ export class AwaClient {
   private readonly laneQueues = { live: new Set<string>(), bulk: new Set<string>() };
   private readonly telemetry = new ProducerTelemetry(telemetryScope());
   private closing: Promise<void> | null = null;
+  /** Who operator actions are recorded as when a call names no actor; null: `process`. */
+  private readonly actor: Actor | null;
+  /** Whether callback deliveries are operator actions: only for a client given an actor (the CLI's). */
+  private readonly auditsCallbacks: boolean;
+  private readonly onAudit: (record: AuditRecord) => void;
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
     rejectUnknownKeys('options', options, CLIENT_OPTION_KEYS);
     this.schema = resolveSchema(options.schema);
+    this.actor = options.actor === undefined ? null : validateActor('actor', options.actor);
+    this.auditsCallbacks = this.actor !== null;
+    if (options.onAudit !== undefined && typeof options.onAudit !== 'function')
+      throw new InvalidOptionError('onAudit', 'must be a function (record) => void');
+    this.onAudit = options.onAudit ?? ((record) => console.error(auditLine(record)));
     this.maxPayloadBytes =
       options.maxPayloadBytes === undefined
         ? DEFAULT_MAX_PAYLOAD_BYTES
@@ -168,6 +222,15 @@ export class AwaClient {
       this.url === null
         ? withClient(this.pool, this.target, apply)
         : withOwnConnection(this.url, 'awa-migrate', this.target, apply),
+    );
+  }
+
+  /** Fails with SchemaNotMigratedError unless the schema is at this build's version with this build's functions
+   * (SchemaTooNewError when a newer build migrated it): what a tool checks before it reads, so an unmigrated
+   * database says "run `awa migrate`" rather than failing on a missing table or function. */
+  async assertMigrated(): Promise<void> {
+    return this.wrap('assertMigrated', () =>
+      withClient(this.pool, this.target, (c) => assertMigrated(c, this.schema)),
     );
   }
 
@@ -262,16 +325,46 @@ export class AwaClient {
   }
 
   /** Pauses a queue fleet-wide: hosts stop claiming its jobs (running ones finish); enqueues are still
-   * accepted. Returns false when it was paused already. */
-  async pauseQueue(queue: string): Promise<boolean> {
+   * accepted. Returns false when it was paused already. Audited, like every operator action. A queue nothing
+   * names yet (no job, worker, setting or history) is refused with UnknownQueueError unless `create` (pausing a
+   * new queue before its first job). */
+  async pauseQueue(queue: string, options?: QueueSettingOptions): Promise<boolean> {
     validateName('queue', queue);
-    return this.run('pauseQueue', undefined, (db) => setQueuePaused(db, this.schema, queue, true));
+    const by = this.actorOf(options, ['create']);
+    const create = createOption(options);
+    return this.audited('pauseQueue', by, (db, by) =>
+      setQueuePaused(db, this.schema, queue, true, by, create),
+    );
   }
 
-  /** Resumes a paused queue; hosts are woken at once. Returns false when it was not paused. */
-  async resumeQueue(queue: string): Promise<boolean> {
+  /** Resumes a paused queue; hosts are woken at once. Returns false when it was not paused. An unknown queue is
+   * refused as by pauseQueue(). */
+  async resumeQueue(queue: string, options?: QueueSettingOptions): Promise<boolean> {
     validateName('queue', queue);
-    return this.run('resumeQueue', undefined, (db) => setQueuePaused(db, this.schema, queue, false));
+    const by = this.actorOf(options, ['create']);
+    const create = createOption(options);
+    return this.audited('resumeQueue', by, (db, by) =>
+      setQueuePaused(db, this.schema, queue, false, by, create),
+    );
+  }
+
+  /** Removes a queue that holds nothing: its settings (pause, shards) and lanes, so it leaves the lists (its
+   * failed and cancelled history stays until retention, and keeps it listed until then). Refused with
+   * QueueInUseError while it holds a job that has not finished or a DLQ entry, while a worker host heard from
+   * within `liveMs` (default 30 s) serves it, or while a producer is enqueueing into it; UnknownQueueError for a
+   * queue nothing names. A later enqueue creates it afresh. */
+  async removeQueue(queue: string, options?: { liveMs?: number } & ActorOptions): Promise<QueueRemoval> {
+    validateName('queue', queue);
+    const by = this.actorOf(options, ['liveMs']);
+    const liveMs =
+      options?.liveMs === undefined ? 30_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
+    const removed = await this.audited('removeQueue', by, (db, by) =>
+      removeQueue(db, this.schema, queue, liveMs / 1000, by),
+    );
+    // Its lanes are gone: the next enqueue prepares them again, outside the caller's transaction.
+    this.laneQueues.live.delete(queue);
+    this.laneQueues.bulk.delete(queue);
+    return removed;
   }
 
   /**
@@ -279,12 +372,16 @@ export class AwaClient {
    * Producers spread their jobs over the shards in turn and claimers skip a shard another claimer holds, so up
    * to `shards` worker hosts claim the queue side by side; FIFO then holds per shard. Lowering it stops
    * producers using the higher shards; their jobs still run. Returns the previous count. See
-   * docs/configuration.md, "Enqueue shards".
+   * docs/configuration.md, "Enqueue shards". An unknown queue is refused as by pauseQueue(), unless `create`.
    */
-  async setEnqueueShards(queue: string, shards: number): Promise<number> {
+  async setEnqueueShards(queue: string, shards: number, options?: QueueSettingOptions): Promise<number> {
     validateName('queue', queue);
     const n = validateInt('shards', shards, 1, MAX_ENQUEUE_SHARDS);
-    return this.run('setEnqueueShards', undefined, (db) => setEnqueueShards(db, this.schema, queue, n));
+    const by = this.actorOf(options, ['create']);
+    const create = createOption(options);
+    return this.audited('setEnqueueShards', by, (db, by) =>
+      setEnqueueShards(db, this.schema, queue, n, by, create),
+    );
   }
 
   /** Delivers an external callback that completes the job (parked) or resumes its waiting handler with
@@ -340,9 +437,12 @@ export class AwaClient {
     const json =
       payload === undefined ? null : encodeArgs('callback', payload, this.maxPayloadBytes, 'payload');
     const record = error === null ? null : { at: new Date().toISOString(), error, name: 'ExternalCallback' };
-    return this.run(`callback ${action}`, undefined, async (db) => {
-      const delivery = await resolveCallback(db, this.schema, token, action, json, runAt, record);
-      this.telemetry.callbackDelivered(action, delivery);
+    // A callback is the job's external system answering, not an operator action, unless this client acts for
+    // someone (the CLI's `awa callback`).
+    const by = this.auditsCallbacks ? this.actorOf(undefined) : null;
+    return this.audited(`callback ${action}`, by ?? this.actorOf(undefined), async (db) => {
+      const delivery = await resolveCallback(db, this.schema, token, action, json, runAt, record, by);
+      this.telemetry.callbackDelivered(action, delivery.value);
       return delivery;
     });
   }
@@ -394,10 +494,11 @@ export class AwaClient {
   }
 
   /** Runs a failed, cancelled, dead-lettered, scheduled or retryable job again now (fresh attempt counter
-   * for ended ones). Returns the state it was retried from, or null. */
-  async retryJob(job: string | { id: string }): Promise<JobState | null> {
+   * for ended ones). Says the state it was retried from, or why it was not: no such job (or past
+   * retention), a state there is nothing to retry from, or a unique key another job holds now. */
+  async retryJob(job: string | { id: string }, options?: ActorOptions): Promise<RetryOutcome> {
     const id = validateJobId('id', job);
-    return this.run('retryJob', undefined, (db) => retryJob(db, this.schema, id));
+    return this.audited('retryJob', this.actorOf(options), (db, by) => retryJob(db, this.schema, id, by));
   }
 
   /** Worker processes that registered, newest first, with their snapshot; `live` when heard from within
@@ -449,9 +550,12 @@ export class AwaClient {
   async cancel(
     job: string | { id: string },
     reason = 'cancelled by operator',
+    options?: ActorOptions,
   ): Promise<CancelledFrom | null> {
     const id = validateJobId('id', job);
-    return this.run('cancel', undefined, (db) => cancelJob(db, this.schema, id, reason));
+    return this.audited('cancel', this.actorOf(options), (db, by) =>
+      cancelJob(db, this.schema, id, reason, by),
+    );
   }
 
   async listDlq(options: { queue?: string; limit?: number } = {}): Promise<DlqEntry[]> {
@@ -459,16 +563,50 @@ export class AwaClient {
     return this.run('listDlq', undefined, (db) => listDlq(db, this.schema, { queue: options.queue, limit }));
   }
 
+  /** A page of DLQ entries of a queue or kind (or all), newest first: pass the last id shown as `beforeId` for
+   * the next page. Each says why it went there (`reason`), without its args or error history. */
+  async dlqPage(
+    filter: { queue?: string; kind?: string; beforeId?: string; limit?: number } = {},
+  ): Promise<DlqSummary[]> {
+    validatePlainObject('filter', filter);
+    rejectUnknownKeys('filter', filter, ['queue', 'kind', 'beforeId', 'limit']);
+    if (filter.queue !== undefined) validateName('filter.queue', filter.queue);
+    if (filter.kind !== undefined) validateName('filter.kind', filter.kind);
+    if (filter.beforeId !== undefined && !isJobId(filter.beforeId)) {
+      throw new InvalidOptionError('filter.beforeId', 'must be a job id');
+    }
+    const limit = filter.limit === undefined ? 50 : validateInt('filter.limit', filter.limit, 1, 1000);
+    return this.run('dlqPage', undefined, (db) => dlqPage(db, this.schema, { ...filter, limit }));
+  }
+
+  /** How many DLQ entries there are, of a queue or kind (or all), counted up to `atMost` (default 10,000) so the
+   * read stays bounded however large the DLQ grows: `capped` says the count stopped there. */
+  async countDlq(
+    filter: { queue?: string; kind?: string } = {},
+    options: { atMost?: number } = {},
+  ): Promise<DlqCount> {
+    validatePlainObject('filter', filter);
+    rejectUnknownKeys('filter', filter, ['queue', 'kind']);
+    if (filter.queue !== undefined) validateName('filter.queue', filter.queue);
+    if (filter.kind !== undefined) validateName('filter.kind', filter.kind);
+    const atMost =
+      options.atMost === undefined ? 10_000 : validateInt('atMost', options.atMost, 1, 1_000_000_000);
+    const count = await this.run('countDlq', undefined, (db) => countDlq(db, this.schema, filter, atMost));
+    return { count, capped: count >= atMost };
+  }
+
   /** Moves DLQ entries back to their queue with a fresh attempt counter; returns the ids moved. */
-  async retryDlq(ids: readonly string[]): Promise<string[]> {
-    const moved = await this.run('retryDlq', undefined, (db) => retryDlq(db, this.schema, ids));
+  async retryDlq(ids: readonly string[], options?: ActorOptions): Promise<string[]> {
+    const moved = await this.audited('retryDlq', this.actorOf(options), (db, by) =>
+      retryDlq(db, this.schema, ids, by),
+    );
     this.telemetry.dlqRetriedCount(moved.length);
     return moved;
   }
 
   /** Deletes DLQ entries: these ids, or those of a queue (or all) that went to the DLQ before `before`. With
-   * `dryRun`, deletes nothing and returns how many would go. */
-  async purgeDlq(target: DlqTarget, options: { dryRun?: boolean } = {}): Promise<number> {
+   * `dryRun`, deletes nothing (and records nothing) and returns how many would go. */
+  async purgeDlq(target: DlqTarget, options: { dryRun?: boolean } & ActorOptions = {}): Promise<number> {
     validatePlainObject('target', target);
     if ('ids' in target) {
       if (!Array.isArray(target.ids) || !target.ids.every(isJobId))
@@ -477,8 +615,9 @@ export class AwaClient {
       validateDate('target.before', target.before);
       if (target.queue !== undefined) validateName('target.queue', target.queue);
     }
+    const by = this.actorOf(options, ['dryRun']);
     if (options.dryRun) return this.run('purgeDlq', undefined, (db) => countDlq(db, this.schema, target));
-    const purged = await this.run('purgeDlq', undefined, (db) => purgeDlq(db, this.schema, target));
+    const purged = await this.audited('purgeDlq', by, (db, by) => purgeDlq(db, this.schema, target, by));
     this.telemetry.dlqPurgedCount(purged);
     return purged;
   }
@@ -495,26 +634,73 @@ export class AwaClient {
 
   /** Pauses a cron schedule: no occurrence fires until it is resumed (a fire in flight commits first).
    * Returns false when it was paused already. */
-  async pauseCron(name: string): Promise<boolean> {
-    return this.run('pauseCron', undefined, (db) => setSchedulePaused(db, this.schema, name, true));
+  async pauseCron(name: string, options?: ActorOptions): Promise<boolean> {
+    return this.audited('pauseCron', this.actorOf(options), (db, by) =>
+      setSchedulePaused(db, this.schema, name, true, by),
+    );
   }
 
   /** Resumes a paused schedule from now on: occurrences that fell due while it was paused do not fire.
    * Returns false when it was not paused. */
-  async resumeCron(name: string): Promise<boolean> {
-    return this.run('resumeCron', undefined, (db) => setSchedulePaused(db, this.schema, name, false));
+  async resumeCron(name: string, options?: ActorOptions): Promise<boolean> {
+    return this.audited('resumeCron', this.actorOf(options), (db, by) =>
+      setSchedulePaused(db, this.schema, name, false, by),
+    );
   }
 
   /** Enqueues one job of the schedule now (meta.cron.manual = true), paused or not; its fire times are
    * unaffected. */
-  async triggerCron(name: string): Promise<CronTriggerResult> {
-    return this.run('triggerCron', undefined, (db) => triggerSchedule(db, this.schema, name));
+  async triggerCron(name: string, options?: ActorOptions): Promise<CronTriggerResult> {
+    return this.audited('triggerCron', this.actorOf(options), (db, by) =>
+      triggerSchedule(db, this.schema, name, by),
+    );
   }
 
   /** Deletes a schedule; a host that still declares it creates it again when it next starts. Returns false
    * when there was none. */
-  async removeCron(name: string): Promise<boolean> {
-    return this.run('removeCron', undefined, (db) => removeSchedule(db, this.schema, name));
+  async removeCron(name: string, options?: ActorOptions): Promise<boolean> {
+    return this.audited('removeCron', this.actorOf(options), (db, by) =>
+      removeSchedule(db, this.schema, name, by),
+    );
+  }
+
+  /** Records an action of your own in the audit trail (the dashboard records its logins this way): `action`
+   * is lower-case words joined by dots, dashes or underscores (e.g. `billing.refund`). */
+  async recordAudit(
+    entry: { action: string; target?: string | null; detail?: Record<string, unknown> | null },
+    options?: ActorOptions,
+  ): Promise<AuditRecord> {
+    validatePlainObject('entry', entry);
+    rejectUnknownKeys('entry', entry, ['action', 'target', 'detail']);
+    const action = validateAuditAction('entry.action', entry.action);
+    const target = entry.target ?? null;
+    if (target !== null && (typeof target !== 'string' || target.length > 1000))
+      throw new InvalidOptionError('entry.target', 'must be a string of at most 1000 characters, or null');
+    const detail = entry.detail ?? null;
+    if (detail !== null) validatePlainObject('entry.detail', detail);
+    return this.audited('recordAudit', this.actorOf(options), async (db, by) => {
+      const record = await insertAudit(db, this.schema, { by, action, target }, detail);
+      return { value: record, record };
+    });
+  }
+
+  /** A page of the audit trail, newest first: pass the last record's id as `beforeId` for the next page. */
+  async auditLog(filter: AuditFilter = {}): Promise<AuditRecord[]> {
+    validatePlainObject('filter', filter);
+    rejectUnknownKeys('filter', filter, ['beforeId', 'action', 'actor', 'limit']);
+    if (filter.beforeId !== undefined && !isJobId(filter.beforeId))
+      throw new InvalidOptionError('filter.beforeId', 'must be an audit record id (digits)');
+    if (filter.action !== undefined) validateAuditAction('filter.action', filter.action);
+    if (filter.actor !== undefined) validateName('filter.actor', filter.actor);
+    const limit = filter.limit === undefined ? 50 : validateInt('filter.limit', filter.limit, 1, 1000);
+    return this.run('auditLog', undefined, (db) =>
+      auditPage(db, this.schema, {
+        beforeId: filter.beforeId ?? null,
+        action: filter.action ?? null,
+        actor: filter.actor ?? null,
+        limit,
+      }),
+    );
   }
 
   /** Ends the client's own pool (a pool passed in stays the caller's). Safe to call more than once; every
@@ -557,6 +743,34 @@ export class AwaClient {
       throw new InvalidOptionError('jobs[]', 'each job must be an object { kind, args, options? }');
     }
     return toJobRow(this.kindOf(job.kind), job.args, job.options, this.maxPayloadBytes);
+  }
+
+  /** Who an operator action is recorded as: the call's actor, the client's, or this process. */
+  private actorOf(options: ActorOptions | undefined, extraKeys: readonly string[] = []): Actor {
+    return (
+      actorOption(options, extraKeys) ??
+      this.actor ?? { who: 'process', origin: `${hostname()}:${process.pid}` }
+    );
+  }
+
+  /** Runs an operator action whose storage call writes its audit record, then reports the record. */
+  private async audited<T>(
+    op: string,
+    by: Actor,
+    fn: (db: pg.Pool | pg.ClientBase, by: Actor) => Promise<Audited<T>>,
+  ): Promise<T> {
+    const { value, record } = await this.run(op, undefined, (db) => fn(db, by));
+    if (record) this.report(record);
+    return value;
+  }
+
+  /** Hands a committed record to onAudit; a throwing listener must not turn a done action into a failure. */
+  private report(record: AuditRecord): void {
+    try {
+      this.onAudit(record);
+    } catch (err) {
+      console.error(`[awa] onAudit threw: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
 
   private async run<T>(

@@ -94,10 +94,16 @@ export interface WorkerOptions {
   heartbeatStalenessMs?: number;
   /** How often the leader looks for abandoned attempts. Default 5 s. */
   rescueIntervalMs?: number;
+  /** How often the leader looks for parked jobs' callback timeouts it has not seen yet. A timeout it has seen
+   * fires at its deadline; one registered less than this before its deadline may fire up to this late.
+   * Default 1 s. */
+  callbackTimeoutIntervalMs?: number;
   /** Keep failed/cancelled job history this long. Default 72 h. */
   failedRetentionMs?: number;
   /** Keep dead-letter entries this long. Default 30 days. */
   dlqRetentionMs?: number;
+  /** Keep audit records (operator actions, dashboard logins) this long. Default 90 days. */
+  auditRetentionMs?: number;
   /** Run the kinds declared `execution: 'pool'` in a worker-thread pool (see ThreadPoolOptions). */
   threadPool?: ThreadPoolOptions;
   /** Cron schedules this host declares (defineCron(...)); synced to the database when it starts. */
@@ -182,8 +188,10 @@ const INT_OPTIONS = {
   heartbeatIntervalMs: { dflt: 5_000, min: 50, max: DAY },
   snapshotIntervalMs: { dflt: 60_000, min: 100, max: DAY },
   rescueIntervalMs: { dflt: 5_000, min: 10, max: DAY },
+  callbackTimeoutIntervalMs: { dflt: 1_000, min: 10, max: 3_600_000 },
   failedRetentionMs: { dflt: 3 * DAY, min: 0, max: 3650 * DAY },
   dlqRetentionMs: { dflt: 30 * DAY, min: 0, max: 3650 * DAY },
+  auditRetentionMs: { dflt: 90 * DAY, min: 0, max: 3650 * DAY },
   cronIntervalMs: { dflt: 1_000, min: 10, max: 3_600_000 },
   queryTimeoutMs: QUERY_TIMEOUT_MS,
 } as const;

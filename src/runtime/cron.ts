@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { Actor } from '../model/audit.js';
 import { cronRow, cronUnique, type CronDefinition } from '../model/cron.js';
 import { dueFires, nextOccurrence, type MissedFire } from '../model/cron-schedule.js';
 import { AwaError, InvalidOptionError } from '../model/errors.js';
@@ -13,8 +14,8 @@ import {
   setCronPaused,
   syncCron,
   triggerCron,
+  type Audited,
   type CronFireOutcome,
-  type CronPauseOutcome,
   type CronRecord,
   type CronSyncAction,
   type Queryable,
@@ -209,11 +210,12 @@ export async function setSchedulePaused(
   schema: Schema,
   name: string,
   paused: boolean,
-): Promise<boolean> {
+  by: Actor,
+): Promise<Audited<boolean>> {
   validateName('name', name);
-  const r: CronPauseOutcome = await setCronPaused(db, schema, name, paused);
+  const { value: r, record } = await setCronPaused(db, schema, name, paused, by);
   if (r === 'missing') throw unknownSchedule(name);
-  return r !== 'unchanged';
+  return { value: r !== 'unchanged', record };
 }
 
 export interface CronTriggerResult {
@@ -227,7 +229,8 @@ export async function triggerSchedule(
   db: Queryable,
   schema: Schema,
   name: string,
-): Promise<CronTriggerResult> {
+  by: Actor,
+): Promise<Audited<CronTriggerResult>> {
   validateName('name', name);
   // The definition may change between the read and the trigger (a host syncing a new version): read again.
   for (let i = 0; i < 3; i++) {
@@ -236,9 +239,10 @@ export async function triggerSchedule(
     if (!r) throw unknownSchedule(name);
     const u = r.meta?.unique as { key?: string; states: string[]; periodMs?: number } | undefined;
     const unique = cronUnique(u, r.kind, r.queue, JSON.stringify(r.args), Date.now());
-    const t = await triggerCron(db, schema, name, r.hash, unique);
+    const { value: t, record } = await triggerCron(db, schema, name, r.hash, unique, by);
     if (t.outcome === 'missing') throw unknownSchedule(name);
-    if (t.outcome !== 'changed') return { id: t.jobId!, inserted: t.outcome === 'triggered' };
+    if (t.outcome !== 'changed')
+      return { value: { id: t.jobId!, inserted: t.outcome === 'triggered' }, record };
   }
   throw new AwaError(
     'AWA_DATABASE_ERROR',
@@ -246,9 +250,14 @@ export async function triggerSchedule(
   );
 }
 
-export async function removeSchedule(db: Queryable, schema: Schema, name: string): Promise<boolean> {
+export async function removeSchedule(
+  db: Queryable,
+  schema: Schema,
+  name: string,
+  by: Actor,
+): Promise<Audited<boolean>> {
   validateName('name', name);
-  return removeCron(db, schema, name);
+  return removeCron(db, schema, name, by);
 }
 
 function unknownSchedule(name: string): InvalidOptionError {

@@ -1,4 +1,10 @@
-export { AwaClient, type ClientOptions, type EnqueueOptions, type CopyEnqueueOptions } from './client.js';
+export {
+  AwaClient,
+  type ClientOptions,
+  type EnqueueOptions,
+  type CopyEnqueueOptions,
+  type QueueSettingOptions,
+} from './client.js';
 export type { JobInput, CopyEnqueueResult } from './copy-load.js';
 export { WorkerHost, DeadlineExceeded } from './worker-host.js';
 export type { HostEvents } from './host-events.js';

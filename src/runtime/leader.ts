@@ -2,8 +2,10 @@ import { AwaError } from '../model/errors.js';
 import {
   boundLockWaits,
   cleanupHistory,
+  pruneAudit,
   expireCallbacks,
   needsNewConnection,
+  nextCallbackTimeoutMs,
   promoteDue,
   pruneRing,
   releaseLeadership,
@@ -34,9 +36,13 @@ export interface LeaderConfig {
   ringSlotMaxAgeMs: number;
   completedRetentionMs: number;
   rescueIntervalMs: number;
+  /** The longest the leader goes without looking for the next callback timeout (it wakes at one it knows). */
+  callbackTimeoutIntervalMs: number;
   heartbeatStalenessMs: number;
   failedRetentionMs: number;
   dlqRetentionMs: number;
+  /** Audit records older than this are deleted by the cleanup tick. */
+  auditRetentionMs: number;
   ringCarryLimit: number;
   ringCarryAfterSlots: number;
   /** Cron evaluation tick; an occurrence not fired within cronMissedAfterMs of its time is missed. */
@@ -86,6 +92,7 @@ export class MaintenanceLeader {
   private promoteTimer: NodeJS.Timeout | null = null;
   private ringTimer: NodeJS.Timeout | null = null;
   private rescueTimer: NodeJS.Timeout | null = null;
+  private callbackTimer: NodeJS.Timeout | null = null;
   private cleanupTimer: NodeJS.Timeout | null = null;
   private cronTimer: NodeJS.Timeout | null = null;
   private readonly cron: CronEvaluator;
@@ -222,15 +229,20 @@ export class MaintenanceLeader {
   }
 
   private scheduleTicks(): void {
+    // A task may answer how soon it wants to run again (sooner than its interval, never later).
     const loop = (interval: number, task: () => Promise<unknown>, set: (t: NodeJS.Timeout) => void) => {
       const tick = () => {
         if (!this.conn) return;
+        let next = interval;
         // serial() has already reported a failure (lost connection, server restart); the tick only
         // reschedules, and must not turn that rejection into an unhandled one that ends the process.
         this.serial(task)
+          .then((soon) => {
+            if (typeof soon === 'number') next = Math.min(interval, soon);
+          })
           .catch(() => {})
           .finally(() => {
-            if (this.conn) set(setTimeout(tick, interval));
+            if (this.conn) set(setTimeout(tick, next));
           });
       };
       set(setTimeout(tick, 0));
@@ -251,6 +263,11 @@ export class MaintenanceLeader {
       (t) => (this.rescueTimer = t),
     );
     loop(
+      this.cfg.callbackTimeoutIntervalMs,
+      () => this.expireCallbacks(),
+      (t) => (this.callbackTimer = t),
+    );
+    loop(
       CLEANUP_INTERVAL_MS,
       () => this.cleanup(),
       (t) => (this.cleanupTimer = t),
@@ -263,9 +280,10 @@ export class MaintenanceLeader {
   }
 
   private clearTicks(): void {
-    for (const t of [this.promoteTimer, this.ringTimer, this.rescueTimer, this.cleanupTimer, this.cronTimer])
-      if (t) clearTimeout(t);
-    this.promoteTimer = this.ringTimer = this.rescueTimer = this.cleanupTimer = this.cronTimer = null;
+    const timers = [this.promoteTimer, this.ringTimer, this.rescueTimer, this.callbackTimer];
+    for (const t of [...timers, this.cleanupTimer, this.cronTimer]) if (t) clearTimeout(t);
+    this.promoteTimer = this.ringTimer = this.rescueTimer = this.callbackTimer = null;
+    this.cleanupTimer = this.cronTimer = null;
   }
 
   /** One statement at a time on the leader connection. */
@@ -295,7 +313,7 @@ export class MaintenanceLeader {
     return total;
   }
 
-  /** Abandoned attempts (silent worker, passed deadline), then parked jobs whose callback timed out. */
+  /** Abandoned attempts: a silent worker's, or past their deadline. */
   private async rescue(): Promise<void> {
     if (!this.conn) return;
     const clock = this.telemetry.start();
@@ -306,11 +324,23 @@ export class MaintenanceLeader {
       }),
     );
     if (rescued.length > 0) this.events.onRescue(rescued);
-    if (!this.conn) return this.telemetry.rescued(clock, rescued, []);
+    this.telemetry.rescued(clock, rescued, []);
+  }
+
+  /** Parked jobs whose callback timed out; answers how long until the next one is due, so the leader wakes at
+   * that deadline rather than on its next look (null: none is parked with a timeout). */
+  private async expireCallbacks(): Promise<number | null> {
+    if (!this.conn) return null;
+    const clock = this.telemetry.start();
     const expired = await this.measured('rescue', clock, () =>
       expireCallbacks(this.conn!.client, this.cfg.schema, CALLBACK_EXPIRY_BATCH),
     );
-    this.telemetry.rescued(clock, rescued, expired);
+    this.telemetry.rescued(clock, [], expired);
+    if (expired.length === CALLBACK_EXPIRY_BATCH) return 0;
+    if (!this.conn) return null;
+    const ms = await nextCallbackTimeoutMs(this.conn.client, this.cfg.schema);
+    // One millisecond past the deadline: expiry takes jobs whose timeout is strictly before now().
+    return ms === null ? null : ms + 1;
   }
 
   private async cleanup(): Promise<void> {
@@ -325,6 +355,10 @@ export class MaintenanceLeader {
       }),
     );
     this.telemetry.cleanedUp(clock, result);
+    if (!this.conn) return;
+    await this.measured('cleanup', this.telemetry.start(), () =>
+      pruneAudit(this.conn!.client, this.cfg.schema, this.cfg.auditRetentionMs / 1000, CLEANUP_LIMIT),
+    );
   }
 
   /** Fires the due occurrences of cron schedules (one transaction each, on this connection). */

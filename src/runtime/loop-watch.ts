@@ -3,8 +3,10 @@
 // application) holds all of them back, and a host whose heartbeat stays silent for heartbeatStalenessMs looks
 // dead: the leader rescues its attempts and they run again elsewhere. The watch cannot stop that; it says
 // what happened, after the fact, so the cause can be found before it costs duplicates. One timer, checked for
-// lateness: no cost per job. Only a stall the process spent working counts (its CPU time grew by at least half
-// of it): a process that was stopped (SIGSTOP, a paused VM) or starved of CPU ran nothing of the application's.
+// lateness: no cost per job. Only a stall the process spent working counts: its CPU time grew by half the stall,
+// or by the reporting threshold itself (a handler that burns a second of CPU inline on a machine so busy that
+// it got a fifth of a core stalled the loop five seconds: that is the handler's stall too). A process that was
+// stopped (SIGSTOP, a paused VM), or barely ran, worked for almost none of it and is not reported.
 
 export class LoopWatch {
   private timer: NodeJS.Timeout | null = null;
@@ -38,6 +40,7 @@ export class LoopWatch {
     const workedMs = (cpu.user - this.lastCpu.user + cpu.system - this.lastCpu.system) / 1_000;
     this.last = now;
     this.lastCpu = cpu;
-    if (stalled >= this.stallMs && workedMs >= stalled / 2) this.onStall(Math.round(stalled));
+    if (stalled >= this.stallMs && workedMs >= Math.min(stalled / 2, this.stallMs))
+      this.onStall(Math.round(stalled));
   }
 }

@@ -1,5 +1,7 @@
+import type { Actor } from '../model/audit.js';
 import type { AttemptError, JobState } from '../model/job.js';
 import { isJobId } from '../model/validation.js';
+import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -19,6 +21,8 @@ export interface QueueCounts {
   completed: number;
   failed: number;
   cancelled: number;
+  /** Entries held in the dead-letter queue. */
+  dlq: number;
 }
 
 type CountsRow = Record<Exclude<keyof QueueCounts, 'paused'>, string> & { paused: boolean };
@@ -36,12 +40,22 @@ function countsOf(r: CountsRow): QueueCounts {
     completed: Number(r.completed),
     failed: Number(r.failed),
     cancelled: Number(r.cancelled),
+    dlq: Number(r.dlq),
   };
 }
 
 export async function queueCounts(db: Queryable, schema: Schema): Promise<QueueCounts[]> {
   const { rows } = await db.query<CountsRow>(`select * from ${schema.ident}.queue_counts()`);
   return rows.map(countsOf);
+}
+
+export interface JobClaim {
+  at: Date;
+  /** The runtime instance that claimed it (as the runtimes list names it). */
+  instanceId: string;
+  /** That instance's host and process, while its registration is kept; null after. */
+  hostname: string | null;
+  pid: number | null;
 }
 
 export interface JobRecord {
@@ -59,12 +73,21 @@ export interface JobRecord {
   runAt: Date | null;
   /** When it reached its terminal state (failed, cancelled, DLQ, or completed once its body is pruned). */
   finishedAt: Date | null;
+  /** The attempt's claim, from its receipt: only while the ring holds one (running, or completed in the ring).
+   * Null otherwise: the terminal tables and the backlog do not keep who ran an attempt. */
+  claim: JobClaim | null;
   meta: {
     metadata?: Record<string, unknown>;
     tags?: string[];
     errors?: AttemptError[];
     /** The trace context the job was enqueued in (see docs/telemetry.md). */
     trace?: Record<string, string>;
+    /** A unique job's key and the states it is held in (see docs/unique-jobs.md). */
+    unique?: { key: string; states: JobState[] };
+    /** The payload of the callback that completed a parked job (`completeExternal`, see docs/callbacks.md). */
+    result?: unknown;
+    /** The payload of the callback that resumed a parked job into its handler, and when it came. */
+    callback?: { payload: unknown; at: string };
   } | null;
 }
 
@@ -90,6 +113,9 @@ export async function findJob(db: Queryable, schema: Schema, id: string): Promis
     runLease: Number(r.run_lease),
     runAt: r.run_at,
     finishedAt: r.finished_at,
+    claim: r.claimed_at
+      ? { at: r.claimed_at, instanceId: r.claimed_by, hostname: r.claimed_host, pid: r.claimed_pid }
+      : null,
     meta: r.meta,
   };
 }
@@ -193,12 +219,51 @@ export async function compactHistorySpan(
 
 /** Runs a failed, cancelled, dead-lettered, scheduled or retryable job again now; the state it was retried
  * from, or null when it is in none of those. */
-export async function retryJob(db: Queryable, schema: Schema, id: string): Promise<JobState | null> {
-  const { rows } = await db.query<{ from: JobState | null }>(
-    `select ${schema.ident}.retry_job($1::bigint) as from`,
-    [id],
+/** What a retry did: the state the job was retried from, or why it was not retried. */
+export type RetryOutcome =
+  | { retried: true; from: JobState }
+  | { retried: false; reason: 'not_found'; state: null }
+  /** Live already (available, running, waiting) or completed: nothing to run again. */
+  | { retried: false; reason: 'not_retryable'; state: JobState }
+  /** A unique job whose key another job holds now: it stays where it is. */
+  | { retried: false; reason: 'unique_held'; state: JobState; heldBy: string | null };
+
+export async function retryJob(
+  db: Queryable,
+  schema: Schema,
+  id: string,
+  by: Actor,
+): Promise<Audited<RetryOutcome>> {
+  const { rows, record } = await audited<{
+    retried_from: JobState | null;
+    refused: 'not_found' | 'not_retryable' | 'unique_held' | null;
+    state: JobState | null;
+    held_by: string | null;
+  }>(
+    db,
+    schema,
+    { by, action: 'job.retry', target: id },
+    {
+      ctes: `act as (select t.retried_from, t.refused, t.state, t.held_by::text
+                       from ${schema.ident}.retry_job($1::bigint) t)`,
+      values: [id],
+      detail: `(select jsonb_build_object('retriedFrom', a.retried_from, 'refused', a.refused) from act a)`,
+    },
   );
-  return rows[0]?.from ?? null;
+  return { value: retryOutcome(rows[0]!), record };
+}
+
+function retryOutcome(r: {
+  retried_from: JobState | null;
+  refused: 'not_found' | 'not_retryable' | 'unique_held' | null;
+  state: JobState | null;
+  held_by: string | null;
+}): RetryOutcome {
+  if (r.retried_from) return { retried: true, from: r.retried_from };
+  if (r.refused === 'unique_held')
+    return { retried: false, reason: r.refused, state: r.state!, heldBy: r.held_by };
+  if (r.refused === 'not_retryable') return { retried: false, reason: r.refused, state: r.state! };
+  return { retried: false, reason: 'not_found', state: null };
 }
 
 export interface RuntimeInstance {

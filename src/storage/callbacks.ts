@@ -1,4 +1,6 @@
+import type { Actor } from '../model/audit.js';
 import { toStorableJson } from '../model/jsonb.js';
+import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -35,6 +37,9 @@ export interface CallbackDelivery {
   jobId: string | null;
 }
 
+/** Delivers a callback. With `by` (an operator delivering it by hand), audited under the job it reached (the
+ * token itself is never recorded); without, the job's own external system is answering, which is not an
+ * operator action. */
 export async function resolveCallback(
   db: Queryable,
   schema: Schema,
@@ -43,13 +48,27 @@ export async function resolveCallback(
   payloadJson: string | null,
   runAt: Date | null,
   error: Record<string, unknown> | null,
-): Promise<CallbackDelivery> {
-  const { rows } = await db.query<{ outcome: CallbackDelivery['outcome']; job_id: string | null }>(
-    `select outcome, job_id::text from ${schema.ident}.resolve_callback($1::uuid, $2, $3::jsonb, $4, $5::jsonb)`,
-    [token, action, payloadJson, runAt, error ? toStorableJson(JSON.stringify(error)) : null],
+  by: Actor | null = null,
+): Promise<Audited<CallbackDelivery>> {
+  const sql = `select outcome, job_id::text from ${schema.ident}.resolve_callback($1::uuid, $2, $3::jsonb, $4, $5::jsonb)`;
+  const values = [token, action, payloadJson, runAt, error ? toStorableJson(JSON.stringify(error)) : null];
+  type Row = { outcome: CallbackDelivery['outcome']; job_id: string | null };
+  if (by === null) {
+    const r = (await db.query<Row>(sql, values)).rows[0]!;
+    return { value: { outcome: r.outcome, jobId: r.job_id }, record: null };
+  }
+  const { rows, record } = await audited<Row>(
+    db,
+    schema,
+    { by, action: `callback.${action}`, target: null },
+    {
+      ctes: `act as (${sql})`,
+      values,
+      target: '(select a.job_id from act a)',
+      detail: `(select jsonb_build_object('outcome', a.outcome, 'error', $5::jsonb -> 'error') from act a)`,
+    },
   );
-  const r = rows[0]!;
-  return { outcome: r.outcome, jobId: r.job_id };
+  return { value: { outcome: rows[0]!.outcome, jobId: rows[0]!.job_id }, record };
 }
 
 /** The callback recorded for an attempt waiting in its handler, or null until one arrives. */
@@ -79,6 +98,15 @@ export async function expireCallbacks(
     [limit],
   );
   return rows.map((r) => ({ jobId: r.job_id, runLease: Number(r.run_lease), outcome: r.outcome }));
+}
+
+/** Milliseconds until the next parked job's callback times out (0: due now), or null when none has a timeout. */
+export async function nextCallbackTimeoutMs(db: Queryable, schema: Schema): Promise<number | null> {
+  const { rows } = await db.query<{ ms: string | null }>(
+    `select ${schema.ident}.next_callback_timeout_ms()::text as ms`,
+  );
+  const ms = rows[0]?.ms;
+  return ms === null || ms === undefined ? null : Number(ms);
 }
 
 export function callbackChannel(schema: Schema): string {

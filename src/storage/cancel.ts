@@ -1,4 +1,6 @@
+import type { Actor } from '../model/audit.js';
 import { storableText } from '../model/jsonb.js';
+import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -7,18 +9,26 @@ import type { Schema } from './schema.js';
 
 export type CancelledFrom = 'scheduled' | 'retryable' | 'available' | 'running' | 'waiting_external';
 
-/** Returns the state the job was cancelled from, or null when it had already finished or never existed. */
+/** Returns the state the job was cancelled from, or null when it had already finished or never existed;
+ * audited. */
 export async function cancelJob(
   db: Queryable,
   schema: Schema,
   jobId: string,
   reason: string,
-): Promise<CancelledFrom | null> {
-  const { rows } = await db.query<{ from: CancelledFrom | null }>(
-    `select ${schema.ident}.cancel_job($1, $2) as from`,
-    [jobId, storableText(reason)],
+  by: Actor,
+): Promise<Audited<CancelledFrom | null>> {
+  const { rows, record } = await audited<{ from: CancelledFrom | null }>(
+    db,
+    schema,
+    { by, action: 'job.cancel', target: jobId },
+    {
+      ctes: `act as (select ${schema.ident}.cancel_job($1, $2) as from)`,
+      values: [jobId, storableText(reason)],
+      detail: `(select jsonb_build_object('reason', $2::text, 'cancelledFrom', a.from) from act a)`,
+    },
   );
-  return rows[0]?.from ?? null;
+  return { value: rows[0]?.from ?? null, record };
 }
 
 export function cancelChannel(schema: Schema): string {

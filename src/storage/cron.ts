@@ -1,5 +1,7 @@
+import type { Actor } from '../model/audit.js';
 import type { CronRow } from '../model/cron.js';
 import type { MissedFire } from '../model/cron-schedule.js';
+import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
@@ -124,38 +126,71 @@ export async function fireCron(
 
 export type CronTriggerOutcome = 'triggered' | 'duplicate' | 'changed' | 'missing';
 
+/** Enqueues one job of the schedule now; audited when it did (triggered, or duplicate: the key's holder). */
 export async function triggerCron(
   db: Queryable,
   schema: Schema,
   name: string,
   hash: string,
   unique: { key: string; states: string[] } | null,
-): Promise<{ outcome: CronTriggerOutcome; jobId: string | null }> {
-  const { rows } = await db.query<{ outcome: CronTriggerOutcome; job_id: string | null }>(
-    `select outcome, job_id::text from ${schema.ident}.cron_trigger($1, $2, $3::jsonb)`,
-    [name, hash, unique === null ? null : JSON.stringify(unique)],
+  by: Actor,
+): Promise<Audited<{ outcome: CronTriggerOutcome; jobId: string | null }>> {
+  const { rows, record } = await audited<{ outcome: CronTriggerOutcome; job_id: string | null }>(
+    db,
+    schema,
+    { by, action: 'cron.trigger', target: name },
+    {
+      ctes: `act as (select t.outcome, t.job_id::text from ${schema.ident}.cron_trigger($1, $2, $3::jsonb) t)`,
+      values: [name, hash, unique === null ? null : JSON.stringify(unique)],
+      detail: `(select jsonb_build_object('outcome', a.outcome, 'jobId', a.job_id) from act a)`,
+      when: `(select a.outcome from act a) in ('triggered', 'duplicate')`,
+    },
   );
-  return { outcome: rows[0]!.outcome, jobId: rows[0]!.job_id };
+  return { value: { outcome: rows[0]!.outcome, jobId: rows[0]!.job_id }, record };
 }
 
 export type CronPauseOutcome = 'paused' | 'resumed' | 'unchanged' | 'missing';
 
+/** Pauses or resumes a schedule; audited unless there is no such schedule. */
 export async function setCronPaused(
   db: Queryable,
   schema: Schema,
   name: string,
   paused: boolean,
-): Promise<CronPauseOutcome> {
-  const { rows } = await db.query<{ r: CronPauseOutcome }>(
-    `select ${schema.ident}.cron_set_paused($1, $2) as r`,
-    [name, paused],
+  by: Actor,
+): Promise<Audited<CronPauseOutcome>> {
+  const { rows, record } = await audited<{ r: CronPauseOutcome }>(
+    db,
+    schema,
+    { by, action: paused ? 'cron.pause' : 'cron.resume', target: name },
+    {
+      ctes: `act as (select ${schema.ident}.cron_set_paused($1, $2) as r)`,
+      values: [name, paused],
+      detail: `(select jsonb_build_object('changed', a.r <> 'unchanged') from act a)`,
+      when: `(select a.r from act a) <> 'missing'`,
+    },
   );
-  return rows[0]!.r;
+  return { value: rows[0]!.r, record };
 }
 
-export async function removeCron(db: Queryable, schema: Schema, name: string): Promise<boolean> {
-  const { rows } = await db.query<{ r: boolean }>(`select ${schema.ident}.cron_remove($1) as r`, [name]);
-  return rows[0]?.r === true;
+/** Deletes a schedule; whether it existed, audited. */
+export async function removeCron(
+  db: Queryable,
+  schema: Schema,
+  name: string,
+  by: Actor,
+): Promise<Audited<boolean>> {
+  const { rows, record } = await audited<{ r: boolean }>(
+    db,
+    schema,
+    { by, action: 'cron.remove', target: name },
+    {
+      ctes: `act as (select ${schema.ident}.cron_remove($1) as r)`,
+      values: [name],
+      detail: `(select jsonb_build_object('removed', a.r) from act a)`,
+    },
+  );
+  return { value: rows[0]?.r === true, record };
 }
 
 /** A stored schedule and its state, as cron_list() reports it. */

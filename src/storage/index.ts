@@ -22,3 +22,4 @@ export * from './queues.js';
 export * from './callbacks.js';
 export * from './cron.js';
 export * from './job-progress.js';
+export * from './audit.js';

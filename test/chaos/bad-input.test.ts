@@ -172,6 +172,7 @@ describe('chaos: bad input under load', () => {
       completed: 300 + 5 + 4,
       failed: 5 + 3,
       cancelled: 0,
+      dlq: 0,
     });
     const report = await verifyRun(client, expected, run);
     printReport('bad-input', report, { workers: run.length });

@@ -443,6 +443,7 @@ describe('chaos: concurrent producers in their own transactions', () => {
       completed: ledger.size,
       failed: 0,
       cancelled: 0,
+      dlq: 0,
     });
 
     // From the database: every job id this scene could have handed out, looked up. The jobs that exist are

@@ -14,9 +14,13 @@ import { until } from './wait.js';
 //   mail       24 completed, 1 failed for good (not a DLQ queue)
 //   reports    6 available (one whose args hold markup, to prove it is shown as text), 1 scheduled tomorrow
 //   billing    3 dead-lettered (a DLQ queue)
+//   webhooks   1 dead-lettered (a DLQ queue) whose reason holds a long URL, to prove narrow pages wrap it
 //   media      1 running, parked mid-way with recorded progress until release() or stop()
 
 export const HOSTILE_TEXT = '<img src=x onerror="window.__awaXss=1">';
+export const WEBHOOK_URL =
+  'https://hooks.example.com/v1/tenants/7f3c2a9e-41b8-4d0e-9c55-2b1e6f0a8d13/subscriptions/order.updated/' +
+  'deliveries?attempt=1&signature=sha256-9b74c9897bac770ffc029102a200c5de';
 
 export interface DashboardSeed {
   host: WorkerHost;
@@ -26,6 +30,8 @@ export interface DashboardSeed {
   hostile: string;
   scheduled: string;
   dlq: string[];
+  /** The webhooks queue's DLQ entry. */
+  webhook: string;
   running: string;
   /** Lets the running media job finish. */
   release(): void;
@@ -42,6 +48,7 @@ const charge = defineJob<{ invoice: string; cents: number }>({
   maxAttempts: 1,
 });
 const transcode = defineJob<{ file: string }>({ kind: 'transcode', queue: 'media' });
+const deliver = defineJob<{ url: string }>({ kind: 'deliver_webhook', queue: 'webhooks', maxAttempts: 1 });
 
 export async function seedDashboard(
   url: string,
@@ -52,7 +59,12 @@ export async function seedDashboard(
   const gate = new Promise<void>((r) => (release = r));
   const host = new WorkerHost({
     connectionString: url,
-    queues: { mail: 4, billing: { concurrency: 2, dlq: true }, media: 1 },
+    queues: {
+      mail: 4,
+      billing: { concurrency: 2, dlq: true },
+      media: 1,
+      webhooks: { concurrency: 1, dlq: true },
+    },
     pollIntervalMs: 20,
     promoteIntervalMs: 50,
     leaderElectionIntervalMs: 50,
@@ -67,6 +79,9 @@ export async function seedDashboard(
   });
   host.register(charge, (job: Job<{ invoice: string; cents: number }>) => {
     throw new FailJob(`card declined for invoice ${job.args.invoice}`);
+  });
+  host.register(deliver, (job: Job<{ url: string }>) => {
+    throw new FailJob(`POST ${job.args.url} answered 410 Gone`);
   });
   host.register(transcode, async (_job: Job<{ file: string }>, ctx: JobContext) => {
     ctx.progress({ percent: 40, stage: 'encoding' });
@@ -87,6 +102,7 @@ export async function seedDashboard(
       })),
     )
   ).map((r) => r.id);
+  const webhook = (await client.enqueue(deliver, { url: WEBHOOK_URL })).id;
   const available = (
     await client.enqueueMany(
       Array.from({ length: 5 }, (_, n) => ({ kind: report, args: { report: `weekly-${n}` } })),
@@ -104,16 +120,18 @@ export async function seedDashboard(
   await until(
     'the seed jobs to settle',
     async () => {
-      const [done, fail, dead, progress] = await Promise.all([
+      const [done, fail, dead, hook, progress] = await Promise.all([
         Promise.all(completed.map(async (id) => (await client.getJob(id))?.state)),
         client.getJob(failed),
         client.listDlq({ queue: 'billing' }),
+        client.getJob(webhook),
         client.jobProgress(running),
       ]);
       return (
         done.every((s) => s === 'completed') &&
         fail?.state === 'failed' &&
         dead.length === 3 &&
+        hook?.state === 'dlq' &&
         progress !== null
       );
     },
@@ -127,6 +145,7 @@ export async function seedDashboard(
     hostile,
     scheduled,
     dlq,
+    webhook,
     running,
     release,
     stop: () =>

@@ -10,6 +10,7 @@ import {
   type Job,
   type WorkerOptions,
 } from '../../src/index.js';
+import { resolveSchema } from '../../src/storage/index.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
@@ -21,6 +22,7 @@ const FAST: Partial<WorkerOptions> = {
   pollIntervalMs: 20,
   promoteIntervalMs: 20,
   rescueIntervalMs: 50,
+  callbackTimeoutIntervalMs: 50,
   leaderElectionIntervalMs: 50,
   shutdownTimeoutMs: 3_000,
 };
@@ -81,7 +83,7 @@ describe('parked callbacks', () => {
     });
     const done = await client.getJob(a);
     expect(done).toMatchObject({ state: 'completed', attempt: 1 });
-    expect((done?.meta as { result?: unknown } | null)?.result).toEqual({ receipt: 'r-1' });
+    expect(done?.meta?.result).toEqual({ receipt: 'r-1' });
     // The same token again changes nothing.
     expect(await client.completeExternal(tokens.get(1)!, { receipt: 'again' })).toEqual({
       outcome: 'rejected',
@@ -184,6 +186,52 @@ describe('parked callbacks', () => {
       { attempt: 1, payload: undefined },
       { attempt: 1, payload: { approved: true } },
     ]);
+    // The record keeps the resuming callback (typed on JobRecord.meta, as result is).
+    const record = await client.getJob(id);
+    expect(record?.meta?.callback?.payload).toEqual({ approved: true });
+    expect(Number.isNaN(Date.parse(record?.meta?.callback?.at ?? ''))).toBe(false);
+  });
+
+  it('a timeout the leader has seen fires at its deadline, not at its next look', async () => {
+    const kind = defineJob<{ n: number }>({ kind: 'park_deadline', queue: 'cb_deadline', maxAttempts: 3 });
+    // Parked by a host that does not lead, before any leader exists.
+    const parker = new WorkerHost({
+      connectionString: db.url,
+      queues: { cb_deadline: 1 },
+      ...FAST,
+      maintenance: false,
+    });
+    parker.register(kind, async (_job, ctx) => {
+      await ctx.registerCallback({ timeoutMs: 2_000 });
+      throw new WaitForCallback();
+    });
+    await parker.start();
+    hosts.push(parker);
+    const { id } = await client.enqueue(kind, { n: 1 });
+    await until('parked', async () => (await state(id)) === 'waiting_external');
+    const { rows } = await client.pool.query<{ timeout_at: Date }>(
+      `select timeout_at from ${resolveSchema().ident}.waiting_jobs where job_id = $1`,
+      [id],
+    );
+    const deadline = rows[0]!.timeout_at;
+    // A leader that looks for timeouts (and rescues) once a minute: its first look, at once, sees the deadline.
+    const leader = new WorkerHost({
+      connectionString: db.url,
+      queues: { cb_other: 1 },
+      ...FAST,
+      rescueIntervalMs: 60_000,
+      callbackTimeoutIntervalMs: 60_000,
+    });
+    leader.on('error', () => {});
+    await leader.start();
+    hosts.push(leader);
+    await until('timed out', async () => (await state(id)) === 'retryable', 20_000);
+    const error = (await client.getJob(id))?.meta?.errors?.at(-1);
+    expect(error).toMatchObject({ error: 'callback timed out', name: 'CallbackTimeout' });
+    // Never before its deadline; and long before the leader's next look would have found it.
+    const firedAt = new Date(error!.at).getTime();
+    expect(firedAt).toBeGreaterThanOrEqual(deadline.getTime());
+    expect(firedAt - deadline.getTime()).toBeLessThan(60_000);
   });
 
   it('a timed-out parked job is retried through the normal path and its late callback loses', async () => {

@@ -29,7 +29,7 @@ describe('claim accounting under concurrent producers', () => {
   ])(
     'each receipt’s range is exactly its members plus its gaps, and every committed job is claimed once ($shards shard(s), $claimers claimer(s))',
     async ({ queue, shards, claimers }) => {
-      if (shards > 1) await f.client.setEnqueueShards(queue, shards);
+      if (shards > 1) await f.client.setEnqueueShards(queue, shards, { create: true });
       await f.client.enqueue('ca_job', { warmup: true }, { queue }); // creates the lanes
       const stopAt = Date.now() + RUN_MS;
       const enqueued: string[] = [];

@@ -14,9 +14,9 @@ import {
   type QueueCounts,
 } from '../../src/index.js';
 import { runCli } from '../../src/cli/main.js';
-import { resolveSchema, rotateRing } from '../../src/storage/index.js';
+import { finishAttempts, resolveSchema, rotateRing } from '../../src/storage/index.js';
 import { cliJob } from '../fixtures/cli-handlers.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimBatches, settleAll } from '../helpers/claim.js';
 import { LATEST_VERSION, MIGRATION_VERSIONS } from '../helpers/migrations.js';
 import { createTestDatabase, serverUrl, type TestDatabase } from '../helpers/database.js';
 import { completeJsonLines } from '../helpers/json-lines.js';
@@ -240,15 +240,77 @@ describe('bad input', () => {
     expect(r.stderr).toMatch(/\[AWA_\w+\]\n$/);
   });
 
-  it('a database never migrated exits 1 with the database error', async () => {
+  it('a database never migrated: every command that reads exits 1 saying to run `awa migrate`', async () => {
     const empty = await createTestDatabase('cli_empty');
+    const reads = [
+      ['queues'],
+      ['queue', 'list'],
+      ['queue', 'show', 'q'],
+      ['queue', 'pause', 'q'],
+      ['queue', 'remove', 'q'],
+      ['job', 'show', '1'],
+      ['job', 'list', '--state', 'failed'],
+      ['dlq', 'list'],
+      ['runtime', 'list'],
+      ['storage', 'status'],
+      ['cron', 'list'],
+      ['callback', 'complete', '00000000-0000-4000-8000-000000000000'],
+    ];
     try {
-      const r = await awa(['queues'], { DATABASE_URL: empty.url });
-      expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/^awa queues: counts failed: .*\[AWA_DATABASE_ERROR\]\n$/);
+      for (const argv of reads) {
+        const r = await awa(argv, { DATABASE_URL: empty.url });
+        expect({ argv, code: r.code, stdout: r.stdout }).toEqual({ argv, code: 1, stdout: '' });
+        expect(r.stderr).toBe(
+          `awa ${argv[0]}: Schema "awa" is at version 0, this build needs ${LATEST_VERSION}. ` +
+            'Run `awa migrate` (or migrate()) first. [AWA_SCHEMA_NOT_MIGRATED]\n',
+        );
+      }
+      // Nothing was created by the attempts.
+      const c = new pg.Client({ connectionString: empty.url });
+      await c.connect();
+      try {
+        const { rows } = await c.query("select to_regnamespace('awa') is not null as ok");
+        expect(rows).toEqual([{ ok: false }]);
+      } finally {
+        await c.end();
+      }
     } finally {
       await empty.drop();
     }
+  });
+
+  // Every verb with the positionals it takes, given one more: refused before any database is reached (the URL
+  // names nothing that listens), exit 2, nothing on stdout.
+  it.each([
+    ['migrate', 'extra'],
+    ['work', '--handlers', 'h.js', 'extra'],
+    ['demo', 'extra'],
+    ['bench', 'drain', 'extra'],
+    ['serve', '--callback-secret', 's', 'extra'],
+    ['queues', 'extra'],
+    ['queue', 'list', 'extra'],
+    ['queue', 'show', 'q', 'extra'],
+    ['queue', 'pause', 'q', 'extra'],
+    ['queue', 'resume', 'q', 'extra'],
+    ['queue', 'shards', 'q', '2', 'extra'],
+    ['queue', 'remove', 'q', 'extra'],
+    ['job', 'show', '1', 'extra'],
+    ['job', 'list', '5', '--state', 'failed'],
+    ['job', 'cancel', '1', 'extra'],
+    ['job', 'retry', '1', 'extra'],
+    ['dlq', 'list', 'extra'],
+    ['runtime', 'list', 'extra'],
+    ['runtime', 'descriptors', 'extra'],
+    ['storage', 'status', 'extra'],
+    ['callback', 'complete', 'token', 'extra'],
+    ['cron', 'list', 'extra'],
+    ['cron', 'pause', 'name', 'extra'],
+    ['cron', 'remove', 'name', 'extra'],
+  ])('awa %s … with one argument too many exits 2', async (...argv: string[]) => {
+    const r = await awa(argv, { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nope' });
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(new RegExp(`^awa ${argv[0]}: (usage: |unexpected argument "extra")`));
   });
 });
 
@@ -337,8 +399,16 @@ describe('operator commands', () => {
       const showTable = parseTable((await awa(['queue', 'show', 'cq_l2'], env)).stdout);
       expect(showTable.map((r) => [r.queue, r.scheduled])).toEqual([['cq_l2', '1']]);
 
-      const missing = await awa(['queue', 'show', 'cq_nope'], env);
-      expect(missing).toEqual({ code: 2, stdout: '', stderr: 'awa queue: no queue "cq_nope"\n' });
+      expect(await awa(['queue', 'show', 'cq_nope'], env)).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'queue cq_nope not found\n',
+      });
+      expect(await awa(['queue', 'show', 'cq_nope', '--json'], env)).toEqual({
+        code: 1,
+        stdout: 'null\n',
+        stderr: 'queue cq_nope not found\n',
+      });
     });
 
     it('queue pause stops claims of the queue in the database; resume lets them through again', async () => {
@@ -367,9 +437,11 @@ describe('operator commands', () => {
       expect(parseTable((await awa(['queue', 'show', 'cq_p'], env)).stdout)[0]).toMatchObject({
         state: 'paused',
       });
+      // --json: the queue's state, and separately whether this call changed it.
       expect(json(await awa(['queue', 'pause', 'cq_p', '--json'], env))).toEqual({
         queue: 'cq_p',
-        paused: false,
+        paused: true,
+        changed: false,
       });
 
       expect(await awa(['queue', 'resume', 'cq_p'], env)).toEqual({
@@ -384,6 +456,81 @@ describe('operator commands', () => {
         stdout: 'cq_p was already running\n',
         stderr: '',
       });
+      expect(json(await awa(['queue', 'resume', 'cq_p', '--json'], env))).toEqual({
+        queue: 'cq_p',
+        paused: false,
+        changed: false,
+      });
+      expect(json(await awa(['queue', 'pause', 'cq_p', '--json'], env))).toEqual({
+        queue: 'cq_p',
+        paused: true,
+        changed: true,
+      });
+      expect(json(await awa(['queue', 'resume', 'cq_p', '--json'], env))).toEqual({
+        queue: 'cq_p',
+        paused: false,
+        changed: true,
+      });
+    });
+
+    it('queue pause of a queue nothing names is refused (no ghost); --create sets one up; queue remove deletes an empty one', async () => {
+      const settings = async (queue: string) =>
+        (await client.pool.query('select paused_at from awa.queue_settings where queue = $1', [queue])).rows;
+      const listed = async () =>
+        (await client.counts()).map((c) => c.queue).filter((q) => q.startsWith('cq_new'));
+      for (const argv of [
+        ['queue', 'pause', 'cq_new'],
+        ['queue', 'resume', 'cq_new'],
+        ['queue', 'shards', 'cq_new', '2'],
+        ['queue', 'remove', 'cq_new'],
+      ]) {
+        const r = await awa(argv, env);
+        expect({ argv, code: r.code, stdout: r.stdout }).toEqual({ argv, code: 1, stdout: '' });
+        expect(r.stderr).toMatch(/^awa queue: No queue "cq_new": .*pass --create .*\[AWA_UNKNOWN_QUEUE\]\n$/);
+      }
+      expect(await settings('cq_new')).toEqual([]);
+      expect(await listed()).toEqual([]);
+
+      // A deploy pauses a new queue before its first job.
+      expect(json(await awa(['queue', 'pause', 'cq_new', '--create', '--json'], env))).toEqual({
+        queue: 'cq_new',
+        paused: true,
+        changed: true,
+      });
+      expect(await listed()).toEqual(['cq_new']);
+      const id = (await client.enqueue('k', {}, { queue: 'cq_new' })).id;
+      expect(await claimIds('cq_new')).toEqual([]);
+      const busy = await awa(['queue', 'remove', 'cq_new'], env);
+      expect(busy.code).toBe(1);
+      expect(busy.stderr).toMatch(
+        /^awa queue: Queue "cq_new" was not removed: it still holds jobs \(1 available\)\. .*\[AWA_QUEUE_IN_USE\]\n$/,
+      );
+      expect(await listed()).toEqual(['cq_new']);
+      expect((await awa(['queue', 'resume', 'cq_new'], env)).code).toBe(0);
+      const batches = await claimBatches(client.pool, schema, {
+        queue: 'cq_new',
+        max: 10,
+        instanceId: 'cli-test',
+        agingSeconds: 60,
+        deadlineSeconds: 0,
+      });
+      expect(batches.flatMap((b) => b.jobs.map((j) => j.id))).toEqual([id]);
+      await finishAttempts(client.pool, schema, settleAll(batches, 'completed'));
+
+      expect(await awa(['queue', 'remove', 'cq_new'], env)).toEqual({
+        code: 0,
+        stdout: 'removed cq_new\n',
+        stderr: '',
+      });
+      expect(await settings('cq_new')).toEqual([]);
+      expect(await listed()).toEqual([]);
+      expect((await awa(['queue', 'remove', 'cq_new'], env)).code).toBe(1);
+      // --create only where it means something.
+      expect(await awa(['queue', 'list', '--create'], env)).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: 'awa queue: --create applies to queue pause, resume and shards\n',
+      });
     });
 
     it('queue pause without a name exits 2 with the usage, touching nothing', async () => {
@@ -391,7 +538,7 @@ describe('operator commands', () => {
         code: 2,
         stdout: '',
         stderr:
-          'awa queue: usage: awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT\n',
+          'awa queue: usage: awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME\n',
       });
       const { rows } = await client.pool.query(
         'select queue from awa.queue_settings where paused_at is not null',
@@ -400,7 +547,9 @@ describe('operator commands', () => {
     });
 
     it('queue shards splits a queue into enqueue shards and says what it was; a bad count exits 2', async () => {
-      expect(await awa(['queue', 'shards', 'cq_s', '3'], env)).toEqual({
+      // A new queue: sharded before its first job, so --create.
+      expect((await awa(['queue', 'shards', 'cq_s', '3'], env)).code).toBe(1);
+      expect(await awa(['queue', 'shards', 'cq_s', '3', '--create'], env)).toEqual({
         code: 0,
         stdout: 'cq_s: 1 -> 3 enqueue shards\n',
         stderr: '',
@@ -564,6 +713,18 @@ describe('operator commands', () => {
         stdout: '',
         stderr: 'awa job: --after is not a time: yesterday\n',
       });
+      // Swapped bounds (after later than before, or equal): an empty window is a mistake, not "no jobs".
+      for (const [after, before] of [
+        ['2026-02-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'],
+        ['2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'],
+      ])
+        expect(
+          await awa(['job', 'list', '--state', 'failed', '--after', after!, '--before', before!], env),
+        ).toEqual({
+          code: 2,
+          stdout: '',
+          stderr: `awa job: --after (${after}) must be earlier than --before (${before})\n`,
+        });
       expect(await awa(['job'], env)).toMatchObject({
         code: 2,
         stderr: expect.stringContaining('awa job: usage: awa job show <id>') as unknown,
@@ -630,12 +791,24 @@ describe('operator commands', () => {
         stdout: 'retried (was failed)\n',
         stderr: '',
       });
+      expect(await awa(['job', 'retry', '999999999'], env)).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'job 999999999 not retried: no such job (or its history passed retention)\n',
+      });
       expect(await client.getJob(failed)).toMatchObject({ state: 'available', attempt: 0, queue: 'cq_fail' });
       expect(await claimIds('cq_fail')).toEqual([failed]);
-      // Running now: nothing to retry.
-      expect(json(await awa(['job', 'retry', failed, '--json'], env))).toEqual({
+      // Running now: nothing to retry (exit 1, the reason on stderr and in the JSON).
+      const running = await awa(['job', 'retry', failed, '--json'], env);
+      expect(running.code).toBe(1);
+      expect(running.stderr).toBe(
+        `job ${failed} not retried: it is running; only failed, cancelled, dead-lettered, scheduled or retryable jobs are retried\n`,
+      );
+      expect(JSON.parse(running.stdout)).toEqual({
         id: failed,
-        retriedFrom: null,
+        retried: false,
+        reason: 'not_retryable',
+        state: 'running',
       });
     });
 

@@ -11,7 +11,8 @@ import {
   type RunningServer,
 } from '../../src/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { HOSTILE_TEXT, seedDashboard, type DashboardSeed } from '../helpers/dashboard-seed.js';
+import { hostname } from 'node:os';
+import { HOSTILE_TEXT, seedDashboard, WEBHOOK_URL, type DashboardSeed } from '../helpers/dashboard-seed.js';
 
 // The dashboard's JSON API over real HTTP against a real database seeded by a real worker host: every read
 // answers what the engine holds, searches page through keyset cursors to the end, and every action changes
@@ -77,6 +78,43 @@ describe('while a worker host runs', () => {
     expect(byName.billing).toMatchObject({ failedRecent: 3 });
   });
 
+  it('GET /queues: failed and DLQ totals per queue', async () => {
+    const { body } = await api<{ queues: { queue: string; failed: number; dlq: number }[] }>('/queues');
+    const totals = body.queues.map(({ queue, failed, dlq }) => ({ queue, failed, dlq }));
+    expect(totals).toEqual([
+      { queue: 'billing', failed: 0, dlq: 3 },
+      { queue: 'mail', failed: 1, dlq: 0 },
+      { queue: 'media', failed: 0, dlq: 0 },
+      { queue: 'reports', failed: 0, dlq: 0 },
+      { queue: 'webhooks', failed: 0, dlq: 1 },
+    ]);
+  });
+
+  it('GET /jobs/:id: a running job says when and by which runtime it was claimed; others say nothing', async () => {
+    const before = new Date();
+    const { body } = await api<{ job: { state: string; claim: Record<string, unknown> | null } }>(
+      `/jobs/${seed.running}`,
+    );
+    const runtimes = await api<{ runtimes: { instanceId: string; live: boolean }[] }>('/runtimes');
+    const live = runtimes.body.runtimes.filter((r) => r.live);
+    expect(live).toHaveLength(1);
+    expect(body.job.state).toBe('running');
+    // The seed's host runs in this process.
+    expect(body.job.claim).toMatchObject({
+      instanceId: live[0]!.instanceId,
+      hostname: hostname(),
+      pid: process.pid,
+    });
+    const claimedAt = new Date(body.job.claim!.at as string);
+    expect(claimedAt.getTime()).toBeLessThanOrEqual(before.getTime());
+    const progress = await client.jobProgress(seed.running);
+    expect(claimedAt.getTime()).toBeLessThanOrEqual(progress!.updatedAt.getTime());
+    // Terminal and backlog rows do not keep who ran an attempt.
+    for (const id of [seed.failed, seed.dlq[0]!, seed.scheduled]) {
+      expect((await api<{ job: { claim: unknown } }>(`/jobs/${id}`)).body.job.claim).toBeNull();
+    }
+  });
+
   it('GET /jobs/:id: a running job with its recorded progress', async () => {
     const { status, body } = await api<{
       job: { state: string; args: unknown };
@@ -94,7 +132,7 @@ describe('while a worker host runs', () => {
     }>('/runtimes');
     const live = body.runtimes.filter((r) => r.live);
     expect(live).toHaveLength(1);
-    expect(live[0]!.queues.sort()).toEqual(['billing', 'mail', 'media']);
+    expect(live[0]!.queues.sort()).toEqual(['billing', 'mail', 'media', 'webhooks']);
     expect(body.leader).toBe(live[0]!.instanceId);
   });
 });
@@ -123,11 +161,11 @@ describe('with the host stopped', () => {
   });
 
   it('GET /jobs: states listed by id page on beforeId, newest first', async () => {
-    const first = await api<JobPage>('/jobs?state=dlq&limit=2');
+    const first = await api<JobPage>('/jobs?state=dlq&queue=billing&limit=2');
     const sorted = [...seed.dlq].sort((a, b) => Number(BigInt(b) - BigInt(a)));
     expect(first.body.jobs.map((j) => j.id)).toEqual(sorted.slice(0, 2));
     expect(first.body.next).toEqual({ beforeId: sorted[1] });
-    const second = await api<JobPage>(`/jobs?state=dlq&limit=2&beforeId=${sorted[1]}`);
+    const second = await api<JobPage>(`/jobs?state=dlq&queue=billing&limit=2&beforeId=${sorted[1]}`);
     expect(second.body.jobs.map((j) => j.id)).toEqual(sorted.slice(2));
     expect(second.body.next).toBeNull();
   });
@@ -161,10 +199,80 @@ describe('with the host stopped', () => {
     expect((await act(`/jobs/${id}/cancel`)).body).toEqual({ id, cancelledFrom: 'available' });
     expect((await client.getJob(id))?.state).toBe('cancelled');
     expect((await act(`/jobs/${id}/cancel`)).body).toEqual({ id, cancelledFrom: null });
-    expect((await act(`/jobs/${id}/retry`)).body).toEqual({ id, retriedFrom: 'cancelled' });
+    expect((await act(`/jobs/${id}/retry`)).body).toEqual({ id, retried: true, from: 'cancelled' });
+    expect((await act(`/jobs/${id}/retry`)).body).toEqual({
+      id,
+      retried: false,
+      reason: 'not_retryable',
+      state: 'available',
+    });
     expect((await client.getJob(id))?.state).toBe('available');
     const bad = await act(`/jobs/${id}/retry`, { force: true });
     expect(bad).toMatchObject({ status: 400, body: { code: 'AWA_INVALID_REQUEST', field: 'force' } });
+  });
+
+  it('GET /dlq: entries newest first with their reason, queue and kind filters, and totals', async () => {
+    type DlqPage = {
+      jobs: {
+        id: string;
+        kind: string;
+        queue: string;
+        reason: string;
+        attempt: number;
+        maxAttempts: number;
+      }[];
+      next: { beforeId: string } | null;
+      total: { count: number; capped: boolean };
+      matching: { count: number; capped: boolean };
+    };
+    const billing = [...seed.dlq].sort((a, b) => Number(BigInt(b) - BigInt(a)));
+    const all = await api<DlqPage>('/dlq');
+    expect(all.status).toBe(200);
+    expect(all.body.jobs.map((j) => [j.id, j.queue, j.kind, j.reason, j.attempt, j.maxAttempts])).toEqual([
+      [seed.webhook, 'webhooks', 'deliver_webhook', `POST ${WEBHOOK_URL} answered 410 Gone`, 1, 1],
+      ...billing.map((id) => {
+        const invoice = `INV-100${seed.dlq.indexOf(id) + 1}`;
+        return [id, 'billing', 'charge_card', `card declined for invoice ${invoice}`, 1, 1];
+      }),
+    ]);
+    const four = { count: 4, capped: false };
+    expect(all.body).toMatchObject({ next: null, total: four, matching: four });
+
+    const page = (q: string) => api<DlqPage>(`/dlq?${q}`).then((r) => r.body);
+    const ids = (p: DlqPage) => p.jobs.map((j) => j.id);
+    const byQueue = await page('queue=billing');
+    expect(ids(byQueue)).toEqual(billing);
+    expect(byQueue).toMatchObject({ total: four, matching: { count: 3, capped: false } });
+    const byKind = await page('kind=deliver_webhook');
+    expect(ids(byKind)).toEqual([seed.webhook]);
+    expect(byKind.matching).toEqual({ count: 1, capped: false });
+    const neither = await page('queue=billing&kind=deliver_webhook');
+    expect(neither).toEqual({ jobs: [], next: null, total: four, matching: { count: 0, capped: false } });
+    // Keyset pages under a filter.
+    const first = await page('queue=billing&kind=charge_card&limit=2');
+    expect(ids(first)).toEqual(billing.slice(0, 2));
+    expect(first.next).toEqual({ beforeId: billing[1] });
+    const second = await page(`queue=billing&kind=charge_card&limit=2&beforeId=${billing[1]}`);
+    expect(ids(second)).toEqual(billing.slice(2));
+    expect(second.next).toBeNull();
+    expect((await api('/dlq?state=failed')).body).toMatchObject({
+      code: 'AWA_INVALID_REQUEST',
+      field: 'state',
+    });
+  });
+
+  it('countDlq counts under the same rule as a purge, and stops at its bound', async () => {
+    expect(await client.countDlq()).toEqual({ count: 4, capped: false });
+    expect(await client.countDlq({}, { atMost: 2 })).toEqual({ count: 2, capped: true });
+    expect(await client.countDlq({ queue: 'billing' }, { atMost: 3 })).toEqual({ count: 3, capped: true });
+    expect(await client.countDlq({ queue: 'billing', kind: 'charge_card' })).toEqual({
+      count: 3,
+      capped: false,
+    });
+    expect(await client.countDlq({ kind: 'deliver_webhook' })).toEqual({ count: 1, capped: false });
+    const later = new Date(Date.now() + 60_000);
+    expect(await client.purgeDlq({ queue: 'billing', before: later }, { dryRun: true })).toBe(3);
+    expect(await client.purgeDlq({ before: new Date(0) }, { dryRun: true })).toBe(0);
   });
 
   it('POST /dlq/retry moves entries back to their queue; /dlq/purge deletes them', async () => {
@@ -189,6 +297,15 @@ describe('with the host stopped', () => {
     expect(paused.body.queues.find((q) => q.queue === 'reports')?.paused).toBe(true);
     expect((await act('/queues/reports/resume')).body).toMatchObject({ paused: false, changed: true });
     expect((await client.counts()).find((c) => c.queue === 'reports')?.paused).toBe(false);
+  });
+
+  it('POST /queues/:queue/pause of a queue nothing names is 404 and creates no queue', async () => {
+    for (const action of ['pause', 'resume']) {
+      const r = await act(`/queues/no_such_queue/${action}`);
+      expect(r.status).toBe(404);
+      expect(r.body).toMatchObject({ error: 'not_found', code: 'AWA_UNKNOWN_QUEUE' });
+    }
+    expect((await client.counts()).map((c) => c.queue)).not.toContain('no_such_queue');
   });
 
   it('GET /cron and /storage: schedules and the ring with its tables', async () => {

@@ -39,7 +39,7 @@ describe('enqueue shards', () => {
   });
 
   it('spreads enqueues over the shards in turn, and each lane is claimed in its own enqueue order', async () => {
-    expect(await f.client.setEnqueueShards('sh_spread', 4)).toBe(1);
+    expect(await f.client.setEnqueueShards('sh_spread', 4, { create: true })).toBe(1);
     const { rows: lanes } = await f.pool.query<{ shard: number; n: string }>(
       `select shard, count(*) as n from awa.lanes where queue = 'sh_spread' group by shard order by shard`,
     );
@@ -78,7 +78,7 @@ describe('enqueue shards', () => {
       ['sh_side', 2],
       ['sh_single', 1],
     ] as const) {
-      if (shards > 1) await f.client.setEnqueueShards(queue, shards);
+      if (shards > 1) await f.client.setEnqueueShards(queue, shards, { create: true });
       for (let i = 0; i < 6; i++) await f.client.enqueue('s', { i }, { queue });
     }
     const holder = await f.pool.connect();
@@ -106,7 +106,7 @@ describe('enqueue shards', () => {
   });
 
   it('four claimers on their own connections drain a sharded queue exactly once', async () => {
-    await f.client.setEnqueueShards('sh_race', 4);
+    await f.client.setEnqueueShards('sh_race', 4, { create: true });
     await f.client.copyEnqueue(
       Array.from({ length: 4000 }, (_, i) => ({ kind: 'r', args: { i }, options: { queue: 'sh_race' } })),
       { chunkSize: 500 },
@@ -171,7 +171,7 @@ describe('enqueue shards', () => {
   });
 
   it('fewer shards: producers stop using the higher ones, and the jobs already there still run', async () => {
-    await f.client.setEnqueueShards('sh_shrink', 4);
+    await f.client.setEnqueueShards('sh_shrink', 4, { create: true });
     for (let i = 0; i < 8; i++) await f.client.enqueue('s', { i }, { queue: 'sh_shrink' });
     expect(await f.client.setEnqueueShards('sh_shrink', 1)).toBe(4);
     const later: string[] = [];

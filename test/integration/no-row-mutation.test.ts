@@ -89,6 +89,7 @@ describe('claim/complete loop', () => {
           completed: N,
           failed: 0,
           cancelled: 0,
+          dlq: 0,
         },
       ]);
     } finally {

@@ -153,7 +153,7 @@ describe('queue health and listings', () => {
     expect(page1.every((j) => j.state === 'scheduled' && j.kind === 'lj' && j.queue === 'lj')).toBe(true);
 
     // Retry a scheduled job: it becomes due now.
-    expect(await client.retryJob(sched[0]!)).toBe('scheduled');
+    expect(await client.retryJob(sched[0]!)).toEqual({ retried: true, from: 'scheduled' });
     const host = await start({ queues: { lj: 2 } });
     host.register(kind, (job: Job<{ n: number }>) => {
       if (job.args.n === 0) throw new CancelJob('first run cancels');
@@ -165,9 +165,9 @@ describe('queue health and listings', () => {
     const cancelled = await client.listJobs({ state: 'cancelled', queue: 'lj' });
     expect(cancelled.map((j) => j.id)).toEqual([sched[0]]);
     // Retry the cancelled one (fresh attempt counter): it runs again, and cancels again.
-    expect(await client.retryJob(sched[0]!)).toBe('cancelled');
+    expect(await client.retryJob(sched[0]!)).toEqual({ retried: true, from: 'cancelled' });
     await until('run again', async () => (await client.getJob(sched[0]!))?.meta?.errors?.length === 2);
-    expect(await client.retryJob('999999999')).toBeNull();
+    expect(await client.retryJob('999999999')).toEqual({ retried: false, reason: 'not_found', state: null });
 
     const completed = await client.listJobs({ state: 'completed', queue: 'lj' });
     expect(completed).toEqual([]);
@@ -265,7 +265,7 @@ describe('job ids', () => {
     expect(await client.getJob(enqueued)).toMatchObject({ id: enqueued.id, state: 'scheduled' });
     expect(await client.jobProgress(enqueued)).toBeNull();
     expect(await client.cancel(enqueued)).toBe('scheduled');
-    expect(await client.retryJob(enqueued)).toBe('cancelled');
+    expect(await client.retryJob(enqueued)).toEqual({ retried: true, from: 'cancelled' });
     for (const bad of ['abc', '', '12x', { id: 7 }, {}, null, 12]) {
       await expect(client.getJob(bad as never)).rejects.toBeInstanceOf(InvalidOptionError);
       await expect(client.cancel(bad as never)).rejects.toMatchObject({
@@ -277,6 +277,63 @@ describe('job ids', () => {
     const pending = client.completeExternal('not-a-token');
     expect(pending).toBeInstanceOf(Promise);
     await expect(pending).rejects.toBeInstanceOf(InvalidOptionError);
+  });
+});
+
+describe('retry', () => {
+  it('says why a job was not retried: no such job, a state with nothing to retry, or a unique key held', async () => {
+    const plain = await client.enqueue('rt_plain', { n: 1 }, { queue: 'rt_q' });
+    expect(await client.retryJob(plain)).toEqual({
+      retried: false,
+      reason: 'not_retryable',
+      state: 'available',
+    });
+    await finishAttempts(
+      client.pool,
+      resolveSchema(),
+      settleAll(await claimBatchesOf('rt_q', 10), 'completed'),
+    );
+    expect(await client.retryJob(plain)).toEqual({
+      retried: false,
+      reason: 'not_retryable',
+      state: 'completed',
+    });
+
+    // A unique job cancelled gives up its key; another job takes it; the first cannot come back meanwhile.
+    const unique = { unique: { key: 'rt:1' }, queue: 'rt_q', delayMs: 3_600_000 };
+    const first = await client.enqueue('rt_unique', { n: 1 }, unique);
+    expect(await client.cancel(first)).toBe('scheduled');
+    const second = await client.enqueue('rt_unique', { n: 2 }, unique);
+    expect(second.inserted).toBe(true);
+    expect(await client.retryJob(first)).toEqual({
+      retried: false,
+      reason: 'unique_held',
+      state: 'cancelled',
+      heldBy: second.id,
+    });
+    // The same from the DLQ: a job dead-lettered while another holds its key stays there, and says who holds it.
+    await client.pool.query(
+      `insert into ${resolveSchema().ident}.queue_settings (queue, dlq_enabled) values ('rt_dlq', true)`,
+    );
+    const dead = await client.enqueue('rt_unique', { n: 3 }, { unique: { key: 'rt:2' }, queue: 'rt_dlq' });
+    const batches = await claimBatchesOf('rt_dlq', 10);
+    await finishAttempts(
+      client.pool,
+      resolveSchema(),
+      settleAll(batches, 'failed', { error: { error: 'boom' } }),
+    );
+    expect(await state(dead.id)).toBe('dlq');
+    const holder = await client.enqueue('rt_unique', { n: 4 }, { unique: { key: 'rt:2' }, queue: 'rt_dlq' });
+    expect(await client.retryJob(dead)).toEqual({
+      retried: false,
+      reason: 'unique_held',
+      state: 'dlq',
+      heldBy: holder.id,
+    });
+    expect(await state(dead.id)).toBe('dlq');
+    expect(await client.cancel(holder)).toBe('available');
+    expect(await client.retryJob(dead)).toEqual({ retried: true, from: 'dlq' });
+    expect(await state(dead.id)).toBe('available');
   });
 });
 

@@ -105,6 +105,54 @@ describe('awa serve', () => {
     expect(await run.exit).toBe(0);
   });
 
+  it('with --json, prints where it listens as one JSON line on stdout (port 0: the port it was given)', async () => {
+    const child = spawnAwa(['serve', '--port', '0', '--json'], {
+      DATABASE_URL: db.url,
+      AWA_CALLBACK_SECRET: SECRET,
+      AWA_DASHBOARD_TOKEN: undefined,
+    });
+    let stdout = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    const run = collect(child);
+    const line = await until('the address on stdout', async () =>
+      stdout.endsWith('\n') ? stdout : undefined,
+    );
+    const address = JSON.parse(line) as { url: string; host: string; port: number; callbacks: string | null };
+    expect(address.port).toBeGreaterThan(0);
+    expect(address).toEqual({
+      url: `http://127.0.0.1:${address.port}`,
+      host: '127.0.0.1',
+      port: address.port,
+      callbacks: `http://127.0.0.1:${address.port}/callbacks`,
+      dashboard: null,
+    });
+    expect(line.split('\n')).toHaveLength(2);
+    // It is the address: the receiver answers there.
+    expect((await post(address.callbacks!, { token: randomUUID(), action: 'complete' })).status).toBe(401);
+    child.kill('SIGTERM');
+    expect(await run.exit).toBe(0);
+    expect(stdout).toBe(line);
+  });
+
+  it('checks the database at start: an unmigrated one exits 1 with AWA_SCHEMA_NOT_MIGRATED, serving nothing', async () => {
+    const empty = await createTestDatabase('cli_serve_empty');
+    try {
+      const run = collect(
+        spawnAwa(['serve', '--port', '0', '--json'], {
+          DATABASE_URL: empty.url,
+          AWA_CALLBACK_SECRET: SECRET,
+        }),
+      );
+      expect(await run.exit).toBe(1);
+      expect(run.out()).toMatch(
+        /^awa serve: Schema "awa" is at version 0, .*Run `awa migrate`.*\[AWA_SCHEMA_NOT_MIGRATED\]\n$/,
+      );
+      expect(run.out()).not.toContain('serving on');
+    } finally {
+      await empty.drop();
+    }
+  });
+
   it('refuses --dashboard-open on a non-loopback address without --insecure, naming the field', async () => {
     const run = collect(
       spawnAwa(['serve', '--port', '0', '--host', '0.0.0.0', '--dashboard-open'], {

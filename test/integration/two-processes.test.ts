@@ -150,6 +150,7 @@ describe('two worker processes', () => {
       completed: JOBS,
       failed: 0,
       cancelled: 0,
+      dlq: 0,
     });
   }, 90_000);
 });

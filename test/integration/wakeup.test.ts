@@ -230,7 +230,7 @@ describe('LISTEN/NOTIFY wake-up', () => {
       listener.on('notification', (n) => heard.push(n.payload ?? ''));
       await listener.query(`listen ${listener.escapeIdentifier(schema.jobsChannel)}`);
       // The lanes exist before the first enqueue, so its 5 ms rule can be silenced too.
-      await client.setEnqueueShards(queue, 1);
+      await client.setEnqueueShards(queue, 1, { create: true });
       const silence = () =>
         admin.query(
           `select setval(notify_seq, (extract(epoch from clock_timestamp()) * 1000)::bigint + 600000, true)

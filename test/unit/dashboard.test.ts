@@ -21,9 +21,11 @@ import { escapeHtml, shellPage, loginPage } from '../../src/http/dashboard/pages
 const TOKEN = 'unit-dashboard-token-0123456789';
 const USER = { username: 'ops', password: 'correct horse battery' };
 
-/** A client whose every method records its call and answers an empty result. */
-function recordingClient(): { client: DashboardClient; calls: string[] } {
+/** A client whose every method records its call and answers an empty result; the audit records the dashboard
+ * writes of logins go to `audits`, apart from the calls that reach the engine. */
+function recordingClient(): { client: DashboardClient; calls: string[]; audits: string[] } {
   const calls: string[] = [];
+  const audits: string[] = [];
   const answer: Record<string, unknown> = {
     queueHealth: [],
     listJobs: [],
@@ -34,8 +36,12 @@ function recordingClient(): { client: DashboardClient; calls: string[] } {
     retryJob: null,
     retryDlq: [],
     purgeDlq: 0,
+    dlqPage: [],
+    countDlq: { count: 0, capped: false },
     pauseQueue: true,
     resumeQueue: true,
+    recordAudit: {},
+    auditLog: [],
     runtimeList: [],
     listCron: [],
     ringStatus: [],
@@ -45,12 +51,12 @@ function recordingClient(): { client: DashboardClient; calls: string[] } {
     Object.entries(answer).map(([name, value]) => [
       name,
       async (...args: unknown[]) => {
-        calls.push(`${name} ${JSON.stringify(args)}`);
+        (name === 'recordAudit' ? audits : calls).push(`${name} ${JSON.stringify(args)}`);
         return value;
       },
     ]),
   ) as unknown as DashboardClient;
-  return { client, calls };
+  return { client, calls, audits };
 }
 
 function configError(options: Partial<DashboardOptions>): DashboardConfigError {
@@ -273,7 +279,9 @@ describe('requests', () => {
       body: '{}',
     });
     expect(bearer.status).toBe(200);
-    expect(calls).toEqual(['pauseQueue ["mail"]', 'resumeQueue ["mail"]']);
+    // Each action names its actor: the logged-in user, from the client's address (none without a socket).
+    const actor = '{"actor":{"who":"token","origin":"unknown"}}';
+    expect(calls).toEqual([`pauseQueue ["mail",${actor}]`, `resumeQueue ["mail",${actor}]`]);
   });
 
   it('actions are POST only, with a JSON body', async () => {

@@ -1,5 +1,6 @@
 import type { CallbackDelivery } from '../../index.js';
 import { AwaClient } from '../../runtime/index.js';
+import { cliActor } from '../actor.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
@@ -38,9 +39,13 @@ export async function callbackCommand(argv: string[], ctx: CliContext): Promise<
     connectionString: databaseUrl(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 1,
+    // A callback delivered by hand is an operator action: recorded in the audit trail as this user.
+    actor: cliActor(ctx.env),
+    onAudit: () => {},
   });
   let result: CallbackDelivery;
   try {
+    await client.assertMigrated();
     if (action === 'complete') result = await client.completeExternal(token, payload);
     else if (action === 'resume') result = await client.resumeExternal(token, payload);
     else if (action === 'fail')

@@ -1,4 +1,5 @@
 import { AwaClient, type CronSchedule } from '../../runtime/index.js';
+import { cliActor } from '../actor.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
@@ -29,10 +30,13 @@ export async function cronCommand(argv: string[], ctx: CliContext): Promise<void
     connectionString: databaseUrl(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
+    actor: cliActor(ctx.env),
+    onAudit: () => {},
   });
   const json = values.json === true;
   const print = (v: unknown, text: string) => ctx.out(json ? JSON.stringify(v) : text);
   try {
+    await client.assertMigrated();
     if (verb === 'list') {
       const schedules = await client.listCron({ stalenessMs: values['staleness-ms'] as number | undefined });
       return print(schedules, table(schedules));

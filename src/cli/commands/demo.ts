@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { EmbeddedPostgres } from '../../embedded/launcher.js';
 import { defineJob } from '../../model/job-kind.js';
 import { AwaClient, WorkerHost } from '../../runtime/index.js';
-import { parseArgs, type OptionSpec } from '../args.js';
+import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import type { CliContext } from '../io.js';
 import { ProgressBar } from '../../terminal/progress.js';
 
@@ -24,7 +24,8 @@ const demoJob = defineJob<{ n: number }>({ kind: 'demo_noop', queue: 'demo' });
  * database is given, in a schema of its own that it drops afterwards when the database is yours.
  */
 export async function demoCommand(argv: string[], ctx: CliContext): Promise<void> {
-  const { values } = parseArgs(argv, demoOptions);
+  const { positionals, values } = parseArgs(argv, demoOptions);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const jobs = Math.max(1, Math.floor((values.jobs as number | undefined) ?? 100_000));
   const concurrency = Math.max(1, Math.floor((values.concurrency as number | undefined) ?? 1000));
   let url = (values['database-url'] as string | undefined) ?? ctx.env.DATABASE_URL;

@@ -1,5 +1,5 @@
 import { AwaClient } from '../../runtime/index.js';
-import { parseArgs, type OptionSpec } from '../args.js';
+import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
@@ -9,7 +9,8 @@ export const migrateOptions: Record<string, OptionSpec> = {
 };
 
 export async function migrateCommand(argv: string[], ctx: CliContext): Promise<void> {
-  const { values } = parseArgs(argv, migrateOptions);
+  const { positionals, values } = parseArgs(argv, migrateOptions);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const schema = values.schema as string | undefined;
   if (values.sql) {
     // Printing needs no database; a placeholder URL keeps the client's validation happy.

@@ -1,5 +1,13 @@
 import type { Hono } from 'hono';
-import { createCallbackReceiver, createDashboard, createHttpApp, listen } from '../../http/index.js';
+import type { AddressInfo } from 'node:net';
+import {
+  createCallbackReceiver,
+  createDashboard,
+  createHttpApp,
+  isLoopback,
+  listen,
+} from '../../http/index.js';
+import { auditLine } from '../../model/audit.js';
 import { parseSecretList } from '../../model/signature.js';
 import { AwaClient } from '../../runtime/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
@@ -47,7 +55,26 @@ export const serveOptions: Record<string, OptionSpec> = {
     multiple: true,
     description: "another origin dashboard actions may come from, e.g. a proxy's https://ops.example.com",
   },
+  json: {
+    type: 'boolean',
+    description:
+      'once listening, print one JSON line on stdout: {"url", "host", "port", "callbacks", "dashboard"}',
+  },
+  'secure-cookie': {
+    type: 'boolean',
+    description: 'mark the dashboard session cookie Secure (users reach it over HTTPS, through a TLS proxy)',
+  },
+  'trusted-proxy': {
+    type: 'string',
+    multiple: true,
+    description:
+      "a proxy's IP address whose X-Forwarded-For gives the dashboard client's address (repeatable)",
+  },
 };
+
+/** What `awa serve` warns, once, when dashboard sessions would cross the network in clear. */
+export const PLAIN_HTTP_WARNING =
+  'sessions travel over plain HTTP; put TLS in front and pass --secure-cookie';
 
 /** Serves until SIGINT/SIGTERM, then stops accepting, lets requests finish and closes. */
 export async function serveCommand(argv: string[], ctx: CliContext): Promise<void> {
@@ -80,6 +107,8 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
     connectionString: url,
     schema: values.schema as string | undefined,
     poolSize: 4,
+    // Each audit record (a dashboard action or login) is also one line of the server's log.
+    onAudit: (record) => ctx.err(auditLine(record)),
   });
   let server;
   const host = values.host as string | undefined;
@@ -94,6 +123,8 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
       });
     }
     if (dashboardWanted) parts.dashboard = dashboardPart(client, values, host, env);
+    // Connect and check the schema first: a server whose every read fails is worse than one that does not start.
+    await client.assertMigrated();
     server = await listen(createHttpApp(parts), { port: values.port as number | undefined, host });
   } catch (err) {
     await client.close();
@@ -104,6 +135,22 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
     parts.dashboard ? `dashboard ${server.url}/dashboard` : '',
   ].filter(Boolean);
   ctx.err(`[awa] serving on ${server.url}: ${served.join(', ')}; Ctrl-C to stop`);
+  if (parts.dashboard && values['secure-cookie'] !== true && !isLoopback(host ?? '127.0.0.1')) {
+    ctx.err(`[awa] warning: the dashboard is served on ${host}: ${PLAIN_HTTP_WARNING}`);
+  }
+  // For scripts and tests that listen on port 0: where it ended up, as one line of JSON.
+  if (values.json === true) {
+    const address = server.server.address() as AddressInfo;
+    ctx.out(
+      JSON.stringify({
+        url: server.url,
+        host: address.address,
+        port: server.port,
+        callbacks: parts.callbacks ? `${server.url}/callbacks` : null,
+        dashboard: parts.dashboard ? `${server.url}/dashboard` : null,
+      }),
+    );
+  }
   await new Promise<void>((done) => {
     const stop = () => {
       process.off('SIGINT', stop);
@@ -141,5 +188,7 @@ function dashboardPart(
     insecure: values.insecure === true,
     env,
     allowedOrigins: values['allowed-origin'] as string[] | undefined,
+    secureCookie: values['secure-cookie'] === true,
+    trustedProxies: values['trusted-proxy'] as string[] | undefined,
   });
 }

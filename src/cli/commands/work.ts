@@ -24,7 +24,8 @@ export const workOptions: Record<string, OptionSpec> = {
 
 /** Runs a worker host until SIGINT/SIGTERM, then stops it gracefully. */
 export async function workCommand(argv: string[], ctx: CliContext): Promise<void> {
-  const { values } = parseArgs(argv, workOptions);
+  const { positionals, values } = parseArgs(argv, workOptions);
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const path = values.handlers as string | undefined;
   if (!path) throw new UsageError('--handlers <module> is required');
   const moduleUrl = pathToFileURL(resolve(path)).href;

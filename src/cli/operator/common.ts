@@ -1,4 +1,5 @@
 import { AwaClient } from '../../runtime/index.js';
+import { cliActor } from '../actor.js';
 import { parseArgs, type OptionSpec, type Parsed } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
@@ -20,8 +21,14 @@ export async function withClient<T>(
     connectionString: databaseUrl(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
+    // Each action is recorded in the audit trail as this user; the command prints what it did, so the record
+    // is not printed again.
+    actor: cliActor(ctx.env),
+    onAudit: () => {},
   });
   try {
+    // An unmigrated database is named as such (run `awa migrate`), not as the first missing table or function.
+    await client.assertMigrated();
     return await fn(client);
   } finally {
     await client.close();

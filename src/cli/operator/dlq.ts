@@ -22,6 +22,7 @@ const USAGE =
 export async function dlqCommand(argv: string[], ctx: CliContext): Promise<void> {
   const { positionals, values } = parse(argv, dlqOptions);
   const [verb, ...ids] = positionals;
+  if (verb === 'list' && ids.length > 0) throw new UsageError(`usage: ${USAGE}`);
   await withClient(ctx, values, async (client) => {
     if (verb === 'list') {
       const entries = await client.listDlq({

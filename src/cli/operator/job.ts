@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { JOB_STATES, type JobState } from '../../model/job.js';
 import { isJobId } from '../../model/validation.js';
+import type { RetryOutcome } from '../../storage/index.js';
 import { UsageError, type Parsed } from '../args.js';
 import type { CliContext } from '../io.js';
 import { parse, print, withClient } from './common.js';
@@ -31,7 +32,7 @@ export const JOB_USAGE =
 export async function jobCommand(argv: string[], ctx: CliContext): Promise<number | void> {
   const { positionals, values } = parse(argv, jobOptions);
   const [verb, id, ...rest] = positionals;
-  if (rest.length > 0) throw new UsageError(`usage: ${JOB_USAGE}`);
+  if (rest.length > 0 || (verb === 'list' && id !== undefined)) throw new UsageError(`usage: ${JOB_USAGE}`);
   if (id !== undefined && !isJobId(id)) throw new UsageError(`"${id}" is not a job id (digits)`);
   return withClient(ctx, values, async (client) => {
     if ((verb === 'show' || verb === 'get') && id) {
@@ -52,15 +53,12 @@ export async function jobCommand(argv: string[], ctx: CliContext): Promise<numbe
       );
     }
     if (verb === 'retry' && id) {
-      const from = await client.retryJob(id);
-      return print(
-        ctx,
-        values,
-        { id, retriedFrom: from },
-        from
-          ? `retried (was ${from})`
-          : 'not retried: not failed, cancelled, dead-lettered, scheduled or retryable (or its unique key is held)',
-      );
+      const outcome = await client.retryJob(id);
+      if (outcome.retried) return print(ctx, values, { id, ...outcome }, `retried (was ${outcome.from})`);
+      // Not retried is a failure a script can test for (exit 1), with the reason on stderr.
+      if (values.json) ctx.out(JSON.stringify({ id, ...outcome }));
+      ctx.err(`job ${id} not retried: ${notRetried(outcome)}`);
+      return 1;
     }
     if (verb === 'list' && !id) {
       const state = values.state as JobState | undefined;
@@ -69,6 +67,11 @@ export async function jobCommand(argv: string[], ctx: CliContext): Promise<numbe
         throw new UsageError(`--state must be one of ${JOB_STATES.join(', ')}, got "${state}"`);
       const beforeAt = time(values, 'before');
       const afterAt = time(values, 'after');
+      // Swapped bounds would list nothing and look like "no such jobs": say so instead.
+      if (afterAt && beforeAt && afterAt >= beforeAt)
+        throw new UsageError(
+          `--after (${afterAt.toISOString()}) must be earlier than --before (${beforeAt.toISOString()})`,
+        );
       const jobs = await client.listJobs({
         state,
         queue: values.queue as string | undefined,
@@ -100,4 +103,11 @@ function time(values: Parsed['values'], name: 'after' | 'before'): Date | undefi
   const at = new Date(raw);
   if (Number.isNaN(at.getTime())) throw new UsageError(`--${name} is not a time: ${raw}`);
   return at;
+}
+
+function notRetried(outcome: Exclude<RetryOutcome, { retried: true }>): string {
+  if (outcome.reason === 'not_found') return 'no such job (or its history passed retention)';
+  if (outcome.reason === 'unique_held')
+    return `its unique key is held by job ${outcome.heldBy ?? '(unknown)'}; it stays ${outcome.state}`;
+  return `it is ${outcome.state}; only failed, cancelled, dead-lettered, scheduled or retryable jobs are retried`;
 }

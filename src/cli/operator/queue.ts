@@ -3,28 +3,44 @@ import { UsageError } from '../args.js';
 import type { CliContext } from '../io.js';
 import { ago, parse, print, withClient } from './common.js';
 
-// awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT
+// awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME
 
 export const queueOptions = {
   'window-ms': {
     type: 'number' as const,
     description: 'queue list/show: window of the recent rates (default 5 min)',
   },
+  create: {
+    type: 'boolean' as const,
+    description:
+      'queue pause/resume/shards: act on a queue nothing names yet (set one up before its first job)',
+  },
 };
 
-const USAGE = 'awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT';
+const USAGE = 'awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME';
 
-export async function queueCommand(argv: string[], ctx: CliContext): Promise<void> {
+/** How many positionals each verb takes after it (no verb: list). */
+const ARITY: Record<string, number> = { list: 0, show: 1, pause: 1, resume: 1, shards: 2, remove: 1 };
+
+export async function queueCommand(argv: string[], ctx: CliContext): Promise<number | void> {
   const { positionals, values } = parse(argv, queueOptions);
-  const [verb, name, ...rest] = positionals;
-  if (rest.length > (verb === 'shards' ? 1 : 0)) throw new UsageError(`usage: ${USAGE}`);
-  await withClient(ctx, values, async (client) => {
-    if (verb === 'list' || verb === undefined || verb === 'show') {
-      if (verb === 'show' && !name) throw new UsageError(`usage: ${USAGE}`);
+  const [verb = 'list', name, ...rest] = positionals;
+  if (ARITY[verb] !== positionals.slice(1).length) throw new UsageError(`usage: ${USAGE}`);
+  if (values.create !== undefined && verb !== 'pause' && verb !== 'resume' && verb !== 'shards')
+    throw new UsageError('--create applies to queue pause, resume and shards');
+  const create = values.create === true;
+  const count = verb === 'shards' ? shardCount(rest[0]!) : 0;
+  return withClient(ctx, values, async (client) => {
+    if (verb === 'list' || verb === 'show') {
       const windowMs = values['window-ms'] as number | undefined;
       const all = await client.queueHealth({ windowMs });
       const rows = verb === 'show' ? all.filter((q) => q.queue === name) : all;
-      if (verb === 'show' && rows.length === 0) throw new UsageError(`no queue "${name}"`);
+      if (verb === 'show' && rows.length === 0) {
+        // Not found is a failure a script can test for (exit 1), said on stderr; --json still prints null.
+        if (values.json) ctx.out('null');
+        ctx.err(`queue ${name} not found`);
+        return 1;
+      }
       return print(
         ctx,
         values,
@@ -49,22 +65,33 @@ export async function queueCommand(argv: string[], ctx: CliContext): Promise<voi
       );
     }
     if ((verb === 'pause' || verb === 'resume') && name) {
-      const changed = verb === 'pause' ? await client.pauseQueue(name) : await client.resumeQueue(name);
-      const word = verb === 'pause' ? 'paused' : 'resumed';
+      const pause = verb === 'pause';
+      const changed = pause
+        ? await client.pauseQueue(name, { create })
+        : await client.resumeQueue(name, { create });
+      // The queue's state now, and separately whether this call changed it (as cron pause --json says).
       return print(
         ctx,
         values,
-        { queue: name, [word]: changed },
-        changed ? `${word} ${name}` : `${name} was already ${verb === 'pause' ? 'paused' : 'running'}`,
+        { queue: name, paused: pause, changed },
+        changed
+          ? `${pause ? 'paused' : 'resumed'} ${name}`
+          : `${name} was already ${pause ? 'paused' : 'running'}`,
       );
     }
-    if (verb === 'shards' && name && rest.length === 1) {
-      const count = Number(rest[0]);
-      if (!Number.isInteger(count) || count < 1 || count > MAX_ENQUEUE_SHARDS)
-        throw new UsageError(
-          `shards: COUNT must be a whole number from 1 to ${MAX_ENQUEUE_SHARDS}, got "${rest[0]}"`,
-        );
-      const before = await client.setEnqueueShards(name, count);
+    if (verb === 'remove' && name) {
+      const { history } = await client.removeQueue(name);
+      return print(
+        ctx,
+        values,
+        { queue: name, removed: true, history },
+        history > 0
+          ? `removed ${name} (its ${history} failed or cancelled jobs stay listed until retention deletes them)`
+          : `removed ${name}`,
+      );
+    }
+    if (verb === 'shards' && name) {
+      const before = await client.setEnqueueShards(name, count, { create });
       return print(
         ctx,
         values,
@@ -74,6 +101,15 @@ export async function queueCommand(argv: string[], ctx: CliContext): Promise<voi
     }
     throw new UsageError(`usage: ${USAGE}`);
   });
+}
+
+function shardCount(raw: string): number {
+  const count = Number(raw);
+  if (!Number.isInteger(count) || count < 1 || count > MAX_ENQUEUE_SHARDS)
+    throw new UsageError(
+      `shards: COUNT must be a whole number from 1 to ${MAX_ENQUEUE_SHARDS}, got "${raw}"`,
+    );
+  return count;
 }
 
 /** awa queues: the per-queue counts (the shorter, older view). */

@@ -1,11 +1,17 @@
 import { Hono, type Context } from 'hono';
+import { AUDIT_ACTION_PATTERN, type Actor } from '../../model/audit.js';
+import { InvalidRequestError } from '../../model/errors.js';
 import type { JobSummary } from '../../storage/index.js';
 import type { DashboardClient } from './config.js';
 import * as input from './input.js';
 
 // The dashboard's JSON API: reads through the client, each one paged or bounded (no read walks history row
 // by row), and actions as POSTs with JSON bodies. Authentication and CSRF are checked before these routes
-// run (see app.ts); these handlers only validate and delegate.
+// run (see app.ts); these handlers only validate and delegate. Each action passes the logged-in user and the
+// client's address (set by app.ts as `actor`) for its audit record.
+
+/** What app.ts hands each request: who is acting, and from where. */
+export type ApiEnv = { Variables: { actor: Actor } };
 
 export interface JobPage {
   jobs: JobSummary[];
@@ -15,8 +21,9 @@ export interface JobPage {
   note: string | null;
 }
 
-export function createApi(client: DashboardClient): Hono {
-  const api = new Hono();
+export function createApi(client: DashboardClient): Hono<ApiEnv> {
+  const api = new Hono<ApiEnv>();
+  const by = (c: Context<ApiEnv>) => ({ actor: c.get('actor') });
 
   api.get('/queues', async (c) => {
     const q = c.req.query();
@@ -29,7 +36,7 @@ export function createApi(client: DashboardClient): Hono {
     const queue = input.name('queue', c.req.param('queue'));
     input.emptyBody(await input.jsonBody(c.req.raw));
     const pause = c.req.param('action') === 'pause';
-    const changed = pause ? await client.pauseQueue(queue) : await client.resumeQueue(queue);
+    const changed = pause ? await client.pauseQueue(queue, by(c)) : await client.resumeQueue(queue, by(c));
     return c.json({ queue, paused: pause, changed });
   });
 
@@ -46,30 +53,41 @@ export function createApi(client: DashboardClient): Hono {
   api.post('/jobs/:id/cancel', async (c) => {
     const id = input.jobId('id', c.req.param('id'));
     input.emptyBody(await input.jsonBody(c.req.raw));
-    return c.json({ id, cancelledFrom: await client.cancel(id, 'cancelled from the dashboard') });
+    return c.json({ id, cancelledFrom: await client.cancel(id, 'cancelled from the dashboard', by(c)) });
   });
 
   api.post('/jobs/:id/retry', async (c) => {
     const id = input.jobId('id', c.req.param('id'));
     input.emptyBody(await input.jsonBody(c.req.raw));
-    return c.json({ id, retriedFrom: await client.retryJob(id) });
+    return c.json({ id, ...(await client.retryJob(id, by(c))) });
   });
 
-  // The DLQ page lists through the id-keyed index (newest first), like any other state.
+  // The DLQ page: entries newest first (keyset on beforeId) with why each went there, and how many there are in
+  // all and under the filter, each count bounded so that a huge DLQ costs no more to show.
   api.get('/dlq', async (c) => {
     const q = c.req.query();
     input.knownParams(q, ['queue', 'kind', 'beforeId', 'limit']);
-    return c.json(await searchJobs(client, input.jobSearch({ ...q, state: 'dlq' })));
+    const s = input.jobSearch({ ...q, state: 'dlq' });
+    const filter = { ...(s.queue ? { queue: s.queue } : {}), ...(s.kind ? { kind: s.kind } : {}) };
+    const filtered = s.queue !== undefined || s.kind !== undefined;
+    const [jobs, total, matching] = await Promise.all([
+      client.dlqPage({ ...filter, ...(s.beforeId ? { beforeId: s.beforeId } : {}), limit: s.limit }),
+      client.countDlq({}, { atMost: DLQ_COUNT_BOUND }),
+      filtered ? client.countDlq(filter, { atMost: DLQ_COUNT_BOUND }) : null,
+    ]);
+    const last = jobs.at(-1);
+    const next = last && jobs.length === s.limit ? { beforeId: last.id } : null;
+    return c.json({ jobs, next, total, matching: matching ?? total });
   });
 
   api.post('/dlq/retry', async (c) => {
     const ids = input.idList(await input.jsonBody(c.req.raw));
-    return c.json({ retried: await client.retryDlq(ids) });
+    return c.json({ retried: await client.retryDlq(ids, by(c)) });
   });
 
   api.post('/dlq/purge', async (c) => {
     const ids = input.idList(await input.jsonBody(c.req.raw));
-    return c.json({ purged: await client.purgeDlq({ ids }) });
+    return c.json({ purged: await client.purgeDlq({ ids }, by(c)) });
   });
 
   api.get('/runtimes', async (c) => {
@@ -90,9 +108,29 @@ export function createApi(client: DashboardClient): Hono {
     return c.json({ ring, tables });
   });
 
+  // The audit trail, newest first; `next` is the cursor of the older page.
+  api.get('/audit', async (c) => {
+    const q = c.req.query();
+    input.knownParams(q, ['beforeId', 'action', 'actor', 'limit']);
+    if (q.action !== undefined && !AUDIT_ACTION_PATTERN.test(q.action))
+      throw new InvalidRequestError('action', 'must be an action name such as queue.pause');
+    const limit = q.limit === undefined ? 50 : input.int('limit', q.limit, 1, 200);
+    const records = await client.auditLog({
+      limit,
+      ...(q.beforeId !== undefined ? { beforeId: input.jobId('beforeId', q.beforeId) } : {}),
+      ...(q.action !== undefined ? { action: q.action } : {}),
+      ...(q.actor !== undefined ? { actor: input.name('actor', q.actor) } : {}),
+    });
+    const last = records.at(-1);
+    return c.json({ records, next: last && records.length === limit ? { beforeId: last.id } : null });
+  });
+
   api.all('*', (c: Context) => c.json({ error: 'not_found' }, 404));
   return api;
 }
+
+/** DLQ totals are counted up to this many entries; the page shows "≥ N" past it. */
+export const DLQ_COUNT_BOUND = 10_000;
 
 /** The most rows one page may grow to when a completion flush shares a millisecond (the client's limit). */
 const MAX_WIDENED_PAGE = 1000;

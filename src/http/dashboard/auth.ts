@@ -9,10 +9,20 @@ import type { ResolvedAuth } from './config.js';
 export const SESSION_COOKIE = 'awa_dashboard_session';
 export const CSRF_HEADER = 'x-awa-csrf';
 
+/** What a login may do: `operator` reads and acts, `read` reads only (every action answers 403). */
+export type Role = 'operator' | 'read';
+
+/** Who logged in, and in which role. */
+export interface Login {
+  user: string;
+  role: Role;
+}
+
 /** How a request authenticated. `ambient`: the browser attaches the credential by itself (cookie, basic auth,
  * or none at all), so actions also need the CSRF token and a matching Origin. */
 export interface Principal {
   user: string;
+  role: Role;
   via: 'bearer' | 'basic' | 'session' | 'open';
   ambient: boolean;
   csrfToken: string | null;
@@ -21,6 +31,7 @@ export interface Principal {
 
 interface Session {
   user: string;
+  role: Role;
   csrfToken: string;
   expiresAt: number;
 }
@@ -45,16 +56,30 @@ export class Authenticator {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Checks what a login form submitted: the token (token mode) or the username and password. */
-  checkLogin(username: string, password: string): string | null {
-    if (this.auth.mode === 'token') return safeEqual(password, this.auth.token) ? 'token' : null;
-    if (this.auth.mode === 'basic') {
-      // Both compared, always, so the time taken does not say which was wrong.
-      const userOk = safeEqual(username, this.auth.username);
-      const passOk = safeEqual(password, this.auth.password);
-      return userOk && passOk ? this.auth.username : null;
+  /** Checks what a login form submitted: the token (token mode) or the username and password, against the
+   * operator's credential and the read-only one. Both are always compared, so the time taken does not say
+   * which one (or which half) was close. */
+  checkLogin(username: string, password: string): Login | null {
+    if (this.auth.mode === 'token') {
+      const operator = safeEqual(password, this.auth.token);
+      const reader = safeEqual(password, this.auth.readOnlyToken ?? this.secret.toString('hex'));
+      if (operator) return { user: 'token', role: 'operator' };
+      return reader && this.auth.readOnlyToken !== undefined
+        ? { user: 'read-only token', role: 'read' }
+        : null;
     }
-    return 'anonymous';
+    if (this.auth.mode === 'basic') {
+      const operator = matches(this.auth, username, password);
+      const ro = this.auth.readOnly;
+      const reader = matches(
+        ro ?? { username: '', password: this.secret.toString('hex') },
+        username,
+        password,
+      );
+      if (operator) return { user: this.auth.username, role: 'operator' };
+      return reader && ro ? { user: ro.username, role: 'read' } : null;
+    }
+    return { user: 'anonymous', role: 'operator' };
   }
 
   /** The principal of a request, from its Authorization header or session cookie; null when it has none
@@ -63,6 +88,7 @@ export class Authenticator {
     if (this.auth.mode === 'open') {
       return {
         user: 'anonymous',
+        role: 'operator',
         via: 'open',
         ambient: true,
         csrfToken: this.derivedCsrf('open'),
@@ -75,7 +101,7 @@ export class Authenticator {
   }
 
   /** Starts a session for a user who logged in; returns its id (the cookie value). */
-  startSession(user: string): string {
+  startSession(user: string, role: Role = 'operator'): string {
     this.sweep();
     if (this.sessions.size >= MAX_SESSIONS) {
       // Maps iterate in insertion order: the first entry is the oldest session.
@@ -85,6 +111,7 @@ export class Authenticator {
     const id = randomBytes(32).toString('base64url');
     this.sessions.set(id, {
       user,
+      role,
       csrfToken: randomBytes(24).toString('base64url'),
       expiresAt: this.now() + this.ttlMs,
     });
@@ -102,20 +129,21 @@ export class Authenticator {
     if (space <= 0 || value === '') return null;
     if (scheme === 'bearer' && this.auth.mode === 'token') {
       // A header the page never sends by itself: no CSRF token needed.
-      if (!safeEqual(value, this.auth.token)) return null;
-      return { user: 'token', via: 'bearer', ambient: false, csrfToken: null, sessionId: null };
+      const login = this.checkLogin('', value);
+      if (login === null) return null;
+      return { ...login, via: 'bearer', ambient: false, csrfToken: null, sessionId: null };
     }
     if (scheme === 'basic' && this.auth.mode === 'basic') {
       const decoded = Buffer.from(value, 'base64').toString('utf8');
       const colon = decoded.indexOf(':');
       if (colon < 0) return null;
-      const user = this.checkLogin(decoded.slice(0, colon), decoded.slice(colon + 1));
-      if (user === null) return null;
+      const login = this.checkLogin(decoded.slice(0, colon), decoded.slice(colon + 1));
+      if (login === null) return null;
       return {
-        user,
+        ...login,
         via: 'basic',
         ambient: true,
-        csrfToken: this.derivedCsrf(`basic:${user}`),
+        csrfToken: this.derivedCsrf(`basic:${login.user}`),
         sessionId: null,
       };
     }
@@ -129,7 +157,14 @@ export class Authenticator {
       this.sessions.delete(id);
       return null;
     }
-    return { user: session.user, via: 'session', ambient: true, csrfToken: session.csrfToken, sessionId: id };
+    return {
+      user: session.user,
+      role: session.role,
+      via: 'session',
+      ambient: true,
+      csrfToken: session.csrfToken,
+      sessionId: id,
+    };
   }
 
   private derivedCsrf(subject: string): string {
@@ -140,6 +175,27 @@ export class Authenticator {
     const now = this.now();
     for (const [id, s] of this.sessions) if (s.expiresAt <= now) this.sessions.delete(id);
   }
+}
+
+/** The user an Authorization header claims to be, for the record of a failed login: the basic username (never
+ * the password), or 'token' for a bearer token. */
+export function claimedUser(header: string): string {
+  const space = header.indexOf(' ');
+  if (header.slice(0, space).toLowerCase() !== 'basic') return 'token';
+  const decoded = Buffer.from(header.slice(space + 1).trim(), 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon < 0 ? '(malformed)' : decoded.slice(0, colon);
+}
+
+/** Both halves compared, always. */
+function matches(
+  expected: { username: string; password: string },
+  username: string,
+  password: string,
+): boolean {
+  const userOk = safeEqual(username, expected.username);
+  const passOk = safeEqual(password, expected.password);
+  return userOk && passOk;
 }
 
 /** Whether a request's Origin (or, lacking one, its Referer) is the dashboard's own host or an allowed origin.

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { DashboardConfigError } from '../../model/errors.js';
 import type { AwaClient } from '../../runtime/index.js';
+import { proxyAddress } from './address.js';
 
 // The dashboard's options, validated once when it is built: every problem names the field (or environment
 // variable) to fix, and an unsafe combination (no credentials, or open on a public address) refuses to start.
@@ -17,8 +18,12 @@ export type DashboardClient = Pick<
   | 'retryJob'
   | 'retryDlq'
   | 'purgeDlq'
+  | 'dlqPage'
+  | 'countDlq'
   | 'pauseQueue'
   | 'resumeQueue'
+  | 'recordAudit'
+  | 'auditLog'
   | 'runtimeList'
   | 'listCron'
   | 'ringStatus'
@@ -45,14 +50,24 @@ export interface DashboardOptions {
   sessionTtlMs?: number;
   /** Marks the session cookie Secure (set it when users reach the dashboard over HTTPS). Default false. */
   secureCookie?: boolean;
+  /** A second credential, of the same kind as `auth`, that may read every page and API but act on nothing
+   * (403 on every action). Default: $AWA_DASHBOARD_READONLY_TOKEN (token mode), or
+   * $AWA_DASHBOARD_READONLY_USER with $AWA_DASHBOARD_READONLY_PASSWORD (username mode); none: no such role. */
+  readOnly?: { token: string } | { username: string; password: string };
+  /** Addresses of proxies in front whose X-Forwarded-For is believed for the client's address (the audit
+   * trail's origin, login throttling). Default none: the address the connection comes from. */
+  trustedProxies?: readonly string[];
   /** Where the credential fallbacks are read. Default process.env. */
   env?: Readonly<Record<string, string | undefined>>;
   /** Failures that are not the caller's (the database is down…); they answer 500. Default: stderr. */
   onError?: (err: unknown) => void;
 }
 
+/** The credentials; `readOnly*`, when set, is the read-only role's (see DashboardOptions.readOnly). */
 export type ResolvedAuth =
-  { mode: 'token'; token: string } | { mode: 'basic'; username: string; password: string } | { mode: 'open' };
+  | { mode: 'token'; token: string; readOnlyToken?: string }
+  | { mode: 'basic'; username: string; password: string; readOnly?: { username: string; password: string } }
+  | { mode: 'open' };
 
 export interface DashboardConfig {
   client: DashboardClient;
@@ -62,6 +77,7 @@ export interface DashboardConfig {
   allowedOrigins: ReadonlySet<string>;
   sessionTtlMs: number;
   secureCookie: boolean;
+  trustedProxies: ReadonlySet<string>;
   /** Open mode without `insecure`: requests must name a loopback host (a DNS-rebinding guard). */
   loopbackOnly: boolean;
   onError: (err: unknown) => void;
@@ -76,6 +92,8 @@ const KEYS = [
   'allowedOrigins',
   'sessionTtlMs',
   'secureCookie',
+  'readOnly',
+  'trustedProxies',
   'env',
   'onError',
 ] as const;
@@ -89,8 +107,12 @@ const CLIENT_METHODS = [
   'retryJob',
   'retryDlq',
   'purgeDlq',
+  'dlqPage',
+  'countDlq',
   'pauseQueue',
   'resumeQueue',
+  'recordAudit',
+  'auditLog',
   'runtimeList',
   'listCron',
   'ringStatus',
@@ -118,7 +140,8 @@ export function resolveDashboardConfig(options: DashboardOptions): DashboardConf
     throw new DashboardConfigError('host', 'must be the address the server binds, e.g. 127.0.0.1');
   }
   const insecure = flag('insecure', options.insecure);
-  const auth = resolveAuth(options.auth, options.env ?? process.env);
+  const env = options.env ?? process.env;
+  const auth = withReadOnly(resolveAuth(options.auth, env), options.readOnly, env);
   if (auth.mode === 'open' && !isLoopback(host) && !insecure) {
     throw new DashboardConfigError(
       'auth',
@@ -132,6 +155,7 @@ export function resolveDashboardConfig(options: DashboardOptions): DashboardConf
     allowedOrigins: new Set(resolveOrigins(options.allowedOrigins)),
     sessionTtlMs: options.sessionTtlMs === undefined ? DAY_MS / 2 : ttl(options.sessionTtlMs),
     secureCookie: flag('secureCookie', options.secureCookie),
+    trustedProxies: new Set(resolveProxies(options.trustedProxies)),
     loopbackOnly: auth.mode === 'open' && !insecure,
     onError:
       options.onError ??
@@ -171,6 +195,76 @@ function resolveAuth(auth: unknown, env: Readonly<Record<string, string | undefi
     'auth',
     `must be { token } or { username, password }, got keys ${keys || 'none'}`,
   );
+}
+
+/** Adds the read-only credential (the option, else the environment's) to `auth`, of the same kind. */
+function withReadOnly(
+  auth: ResolvedAuth,
+  option: unknown,
+  env: Readonly<Record<string, string | undefined>>,
+): ResolvedAuth {
+  const fromEnv = {
+    token: env.AWA_DASHBOARD_READONLY_TOKEN || undefined,
+    username: env.AWA_DASHBOARD_READONLY_USER || undefined,
+    password: env.AWA_DASHBOARD_READONLY_PASSWORD || undefined,
+  };
+  if (option === undefined && !fromEnv.token && !fromEnv.username && !fromEnv.password) return auth;
+  if (option !== undefined && (typeof option !== 'object' || option === null || Array.isArray(option)))
+    throw new DashboardConfigError('readOnly', 'must be { token } or { username, password }');
+  const given = option as Record<string, unknown> | undefined;
+  const field = (key: string, envName: string) => (given ? `readOnly.${key}` : envName);
+  if (auth.mode === 'open') {
+    throw new DashboardConfigError(
+      given ? 'readOnly' : 'AWA_DASHBOARD_READONLY_*',
+      'needs authentication: with auth: false everyone may act',
+    );
+  }
+  if (auth.mode === 'token') {
+    if (given && Object.keys(given).sort().join(',') !== 'token')
+      throw new DashboardConfigError('readOnly', 'must be { token } when auth is a token');
+    const token = checkToken(
+      field('token', 'AWA_DASHBOARD_READONLY_TOKEN'),
+      given ? given.token : fromEnv.token,
+    );
+    if (token === auth.token)
+      throw new DashboardConfigError(
+        field('token', 'AWA_DASHBOARD_READONLY_TOKEN'),
+        'must differ from the operator token',
+      );
+    return { ...auth, readOnlyToken: token };
+  }
+  if (given && Object.keys(given).sort().join(',') !== 'password,username')
+    throw new DashboardConfigError(
+      'readOnly',
+      'must be { username, password } when auth is a username and password',
+    );
+  const ro = basic(
+    field('username', 'AWA_DASHBOARD_READONLY_USER'),
+    given ? given.username : fromEnv.username,
+    field('password', 'AWA_DASHBOARD_READONLY_PASSWORD'),
+    given ? given.password : fromEnv.password,
+  ) as { username: string; password: string };
+  if (ro.username === auth.username)
+    throw new DashboardConfigError(
+      field('username', 'AWA_DASHBOARD_READONLY_USER'),
+      'must differ from the operator user',
+    );
+  return { ...auth, readOnly: { username: ro.username, password: ro.password } };
+}
+
+function resolveProxies(value: unknown): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value))
+    throw new DashboardConfigError('trustedProxies', 'must be an array of IP addresses');
+  return value.map((v, i) => {
+    const address = proxyAddress(v);
+    if (address === null)
+      throw new DashboardConfigError(
+        `trustedProxies[${i}]`,
+        `must be an IP address, got ${JSON.stringify(v)}`,
+      );
+    return address;
+  });
 }
 
 function checkToken(field: string, token: unknown): string {

@@ -16,7 +16,15 @@ export function escapeHtml(value: string): string {
   return value.replace(/[&<>"'`]/g, (c) => HTML_ESCAPES[c]!);
 }
 
-export function shellPage(base: string, csrfToken: string, user: string, canLogout: boolean): string {
+/** The page shell. `readOnly`: the login may not act; the body says so (data-role="read") and the stylesheet
+ * hides every action control. */
+export function shellPage(
+  base: string,
+  csrfToken: string,
+  user: string,
+  canLogout: boolean,
+  readOnly = false,
+): string {
   const b = escapeHtml(base);
   return `<!doctype html>
 <html lang="en">
@@ -25,12 +33,13 @@ export function shellPage(base: string, csrfToken: string, user: string, canLogo
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="awa-base" content="${b}">
 <meta name="awa-csrf" content="${escapeHtml(csrfToken)}">
+<meta name="awa-role" content="${readOnly ? 'read' : 'operator'}">
 <title>Awa dashboard</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="${b}/assets/dashboard.css">
 <script type="module" src="${b}/assets/dashboard.js"></script>
 </head>
-<body>
+<body data-role="${readOnly ? 'read' : 'operator'}">
 <header class="top">
   <span class="brand">Awa</span>
   <nav id="nav">
@@ -40,8 +49,9 @@ export function shellPage(base: string, csrfToken: string, user: string, canLogo
     <a href="#/runtimes" data-page="runtimes">Runtimes</a>
     <a href="#/cron" data-page="cron">Cron</a>
     <a href="#/storage" data-page="storage">Storage</a>
+    <a href="#/audit" data-page="audit">Audit</a>
   </nav>
-  <span class="who">${escapeHtml(user)}</span>
+  <span class="who">${escapeHtml(user)}${readOnly ? ' (read-only)' : ''}</span>
   ${canLogout ? `<form method="post" action="${b}/logout" class="logout"><button type="submit">Log out</button></form>` : ''}
 </header>
 <div id="notice" role="status" aria-live="polite"></div>

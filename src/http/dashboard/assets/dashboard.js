@@ -97,11 +97,23 @@ function fmtBytes(n) {
   return `${(n / 1024 ** 3).toFixed(2)} GiB`;
 }
 
+/** A name (queue, kind, host) cut with an ellipsis past a width; the full name shows on hover. */
+function clip(text) {
+  return el('span', { class: 'clip', title: text }, text);
+}
+
 function badge(text, kind = text) {
   return el('span', { class: `badge ${kind}` }, text);
 }
 
+/** A table inside its own scroll box: one too wide for the window scrolls there, never the page. */
 function table(headers, rows, attrs = {}) {
+  const wrap = el('div', { class: 'table-wrap' });
+  wrap.append(bareTable(headers, rows, attrs));
+  return wrap;
+}
+
+function bareTable(headers, rows, attrs) {
   return el(
     'table',
     attrs,
@@ -125,7 +137,7 @@ function num(value) {
 /** An inline SVG sparkline of the samples (built with DOM calls: no markup is parsed). */
 function sparkline(values, kind) {
   const ns = 'http://www.w3.org/2000/svg';
-  const w = 120;
+  const w = 90;
   const h = 26;
   const svg = document.createElementNS(ns, 'svg');
   svg.setAttribute('class', `spark ${kind}`);
@@ -144,6 +156,37 @@ function sparkline(values, kind) {
   svg.append(title);
   return svg;
 }
+
+// ---- polling ----
+
+/** The current page's next poll: its generation and the page function to run again. */
+let pending = null;
+let pollTimer = null;
+
+/** Runs page function `fn` again in POLL_MS, for as long as the page is shown. A hidden tab asks the server
+ * nothing: the poll waits and runs as soon as the tab is visible again. */
+function poll(gen, fn) {
+  pending = { gen, fn };
+  window.clearTimeout(pollTimer);
+  pollTimer = document.visibilityState === 'hidden' ? null : setTimeout(runPoll, POLL_MS);
+}
+
+function runPoll() {
+  window.clearTimeout(pollTimer);
+  pollTimer = null;
+  const due = pending;
+  pending = null;
+  if (due && due.gen === generation) due.fn(due.gen).catch(showError);
+}
+
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'hidden') {
+    window.clearTimeout(pollTimer);
+    pollTimer = null;
+  } else if (pending) {
+    runPoll();
+  }
+});
 
 // ---- pages ----
 
@@ -166,13 +209,25 @@ async function queuesPage(gen) {
     return el(
       'tr',
       { 'data-queue': q.queue },
-      el('td', {}, el('a', { href: `#/jobs${query({ state: 'available', queue: q.queue })}` }, q.queue)),
+      el(
+        'td',
+        {},
+        el('a', { href: `#/jobs${query({ state: 'available', queue: q.queue })}` }, clip(q.queue)),
+      ),
       el('td', { class: 'state' }, q.paused ? badge('paused') : badge('active', 'live')),
       num(q.available),
       num(q.running),
       num(q.waiting),
       num(q.scheduled),
       num(q.retryable),
+      el('td', { class: 'num failed' }, Number(q.failed).toLocaleString()),
+      el(
+        'td',
+        { class: 'num dlq' },
+        q.dlq > 0
+          ? el('a', { href: `#/dlq${query({ queue: q.queue })}` }, Number(q.dlq).toLocaleString())
+          : '0',
+      ),
       num(q.completedRecent),
       num(q.failedRecent),
       el('td', {}, fmtAge(q.oldestAvailableAt)),
@@ -189,7 +244,8 @@ async function queuesPage(gen) {
     el(
       'p',
       { class: 'muted' },
-      `Refreshed every ${POLL_MS / 1000} s; rates are per minute. ${fmtTime(data.at)}`,
+      `Refreshed every ${POLL_MS / 1000} s while the tab is shown; rates are per minute; failed and DLQ are ` +
+        `totals held. ${fmtTime(data.at)}`,
     ),
     data.queues.length === 0
       ? el('p', {}, 'No queues yet.')
@@ -202,6 +258,8 @@ async function queuesPage(gen) {
             { label: 'waiting', num: true },
             { label: 'scheduled', num: true },
             { label: 'retryable', num: true },
+            { label: 'failed', num: true },
+            { label: 'DLQ', num: true },
             { label: 'done/min', num: true },
             { label: 'failed/min', num: true },
             'oldest',
@@ -215,9 +273,7 @@ async function queuesPage(gen) {
           { id: 'queues' },
         ),
   );
-  setTimeout(() => {
-    if (gen === generation) queuesPage(gen).catch(showError);
-  }, POLL_MS);
+  poll(gen, queuesPage);
 }
 
 async function queueAction(queue, action) {
@@ -287,7 +343,7 @@ async function jobsPage(gen, params) {
     el('button', { type: 'submit', class: 'primary' }, 'Search'),
   );
   const list = table(['id', 'state', 'kind', 'queue', 'priority', 'attempt', 'at'], [], { id: 'jobs' });
-  const body = list.tBodies[0];
+  const body = list.querySelector('tbody');
   const more = el('div', { class: 'more' });
   replace(main, el('h2', {}, 'Jobs'), form, list, more);
   const seen = new Set();
@@ -310,8 +366,8 @@ async function jobsPage(gen, params) {
           { 'data-job': j.id },
           el('td', {}, el('a', { href: `#/job/${j.id}` }, j.id)),
           el('td', {}, badge(j.state)),
-          el('td', {}, j.kind ?? '—'),
-          el('td', {}, j.queue),
+          el('td', {}, j.kind ? clip(j.kind) : '—'),
+          el('td', {}, clip(j.queue)),
           num(j.priority),
           el('td', {}, j.maxAttempts ? `${j.attempt} / ${j.maxAttempts}` : String(j.attempt)),
           el('td', {}, fmtTime(j.at)),
@@ -360,6 +416,7 @@ async function jobPage(gen, id) {
   if (job.runAt)
     events.push({ at: job.runAt, text: new Date(job.runAt) > new Date() ? 'runs at' : 'became runnable' });
   if (job.finishedAt) events.push({ at: job.finishedAt, text: `finished: ${job.state}` });
+  if (job.claim) events.push({ at: job.claim.at, text: `claimed by ${claimer(job.claim)}` });
   events.sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
   const actions = el(
     'div',
@@ -384,10 +441,13 @@ async function jobPage(gen, id) {
         ['priority', job.priority],
         ['attempts', job.maxAttempts ? `${job.attempt} of ${job.maxAttempts}` : job.attempt],
         ['run lease', job.runLease],
+        job.claim ? ['claimed', `${fmtTime(job.claim.at)} by ${claimer(job.claim)}`] : null,
         ['run at', fmtTime(job.runAt)],
         ['finished', fmtTime(job.finishedAt)],
         ['tags', (job.meta?.tags ?? []).join(', ') || '—'],
-      ].map(([k, v]) => [el('dt', {}, k), el('dd', { 'data-fact': k }, v)]),
+      ]
+        .filter(Boolean)
+        .map(([k, v]) => [el('dt', {}, k), el('dd', { 'data-fact': k }, v)]),
     ),
     actions,
     el('h3', {}, 'Args'),
@@ -409,7 +469,7 @@ async function jobPage(gen, id) {
               el('td', {}, fmtTime(e.at)),
               el(
                 'td',
-                {},
+                { class: 'error-text' },
                 e.error,
                 e.stack ? el('details', {}, el('summary', {}, 'stack'), el('pre', {}, e.stack)) : null,
               ),
@@ -429,14 +489,28 @@ async function jobPage(gen, id) {
   );
 }
 
+/** Why the server did not retry a job, as the retry answer says. */
+function refusal(r) {
+  if (r.reason === 'unique_held') return `: its unique key is held by job ${r.heldBy ?? '?'}`;
+  if (r.reason === 'not_found') return ': no such job';
+  if (r.reason === 'not_retryable') return `: it is ${r.state}`;
+  return '';
+}
+
+/** The runtime that claimed an attempt, named as the runtimes page names it: host, pid, instance id's start. */
+function claimer(claim) {
+  const who = claim.hostname ? `${claim.hostname} pid ${claim.pid}` : 'an instance no longer registered';
+  return `${who} (${claim.instanceId.slice(0, 8)})`;
+}
+
 async function jobAction(id, action) {
   try {
     const r = await post(`/jobs/${encodeURIComponent(id)}/${action}`);
-    const from = action === 'cancel' ? r.cancelledFrom : r.retriedFrom;
+    const from = action === 'cancel' ? r.cancelledFrom : r.from;
     say(
       from
         ? `Job ${id}: ${action === 'cancel' ? 'cancelled' : 'retried'} (was ${from}).`
-        : `Job ${id}: nothing to ${action}.`,
+        : `Job ${id}: not ${action === 'cancel' ? 'cancelled' : 'retried'}${refusal(r)}.`,
       !from,
     );
     navigate();
@@ -445,15 +519,51 @@ async function jobAction(id, action) {
   }
 }
 
+/** A DLQ total as the API counts it: exact, or "≥ N" when counting stopped at its bound. */
+function fmtCount(c) {
+  return `${c.capped ? '≥ ' : ''}${Number(c.count).toLocaleString()}`;
+}
+
 async function dlqPage(gen, params) {
   const queue = params.get('queue') || undefined;
-  const list = table(['', 'id', 'kind', 'queue', 'attempts', 'dead-lettered', ''], [], { id: 'dlq' });
-  const body = list.tBodies[0];
+  const kind = params.get('kind') || undefined;
+  const form = el(
+    'form',
+    { class: 'search', id: 'dlq-filter', onsubmit: submitDlqFilter },
+    el('label', {}, 'Queue', el('input', { name: 'queue', value: queue ?? '' })),
+    el('label', {}, 'Kind', el('input', { name: 'kind', value: kind ?? '' })),
+    el('button', { type: 'submit', class: 'primary' }, 'Filter'),
+    queue || kind ? el('a', { href: '#/dlq', class: 'clear' }, 'Show all') : null,
+  );
+  const all = el('input', { type: 'checkbox', id: 'dlq-all', 'aria-label': 'select every entry shown' });
+  const list = table([all, 'id', 'kind', 'queue', 'attempts', 'reason', 'dead-lettered', ''], [], {
+    id: 'dlq',
+    class: 'dlq',
+  });
+  const body = list.querySelector('tbody');
+  const rowBoxes = () => [...body.querySelectorAll('input[type=checkbox]')];
+  const selected = () =>
+    rowBoxes()
+      .filter((c) => c.checked)
+      .map((c) => c.value);
+  // The header box selects every row shown, and shows whether all, some or none are.
+  const syncAll = () => {
+    const boxes = rowBoxes();
+    const n = boxes.filter((c) => c.checked).length;
+    all.checked = n > 0 && n === boxes.length;
+    all.indeterminate = n > 0 && n < boxes.length;
+  };
+  all.addEventListener('change', () => {
+    for (const c of rowBoxes()) c.checked = all.checked;
+    syncAll();
+  });
+  const totals = el('p', { id: 'dlq-totals', class: 'muted' });
   const more = el('div', { class: 'more' });
-  const selected = () => [...body.querySelectorAll('input[type=checkbox]:checked')].map((c) => c.value);
   replace(
     main,
     el('h2', {}, 'Dead-letter queue'),
+    form,
+    totals,
     el(
       'div',
       { class: 'actions' },
@@ -465,8 +575,14 @@ async function dlqPage(gen, params) {
   );
   const seen = new Set();
   const load = async (cursor) => {
-    const page = await get(`/dlq${query({ queue, ...cursor, limit: 50 })}`);
+    const page = await get(`/dlq${query({ queue, kind, ...cursor, limit: 50 })}`);
     if (gen !== generation) return;
+    replace(
+      totals,
+      queue || kind
+        ? `${fmtCount(page.matching)} of ${fmtCount(page.total)} entries match the filter.`
+        : `${fmtCount(page.total)} ${page.total.count === 1 && !page.total.capped ? 'entry' : 'entries'} in the DLQ.`,
+    );
     for (const j of page.jobs) {
       if (seen.has(j.id)) continue;
       seen.add(j.id);
@@ -474,15 +590,25 @@ async function dlqPage(gen, params) {
         el(
           'tr',
           { 'data-job': j.id },
-          el('td', {}, el('input', { type: 'checkbox', value: j.id, 'aria-label': `select ${j.id}` })),
-          el('td', {}, el('a', { href: `#/job/${j.id}` }, j.id)),
-          el('td', {}, j.kind ?? '—'),
-          el('td', {}, j.queue),
-          el('td', {}, j.maxAttempts ? `${j.attempt} / ${j.maxAttempts}` : String(j.attempt)),
-          el('td', {}, fmtTime(j.at)),
           el(
             'td',
             {},
+            el('input', {
+              type: 'checkbox',
+              value: j.id,
+              'aria-label': `select ${j.id}`,
+              onchange: syncAll,
+            }),
+          ),
+          el('td', {}, el('a', { href: `#/job/${j.id}` }, j.id)),
+          el('td', {}, clip(j.kind)),
+          el('td', {}, clip(j.queue)),
+          el('td', {}, `${j.attempt} / ${j.maxAttempts}`),
+          el('td', { class: 'reason' }, j.reason ?? '—'),
+          el('td', {}, fmtTime(j.dlqAt)),
+          el(
+            'td',
+            { class: 'row-actions' },
             el('button', { 'data-action': 'retry', onclick: () => dlqAction('retry', [j.id]) }, 'Retry'),
             ' ',
             el(
@@ -494,13 +620,25 @@ async function dlqPage(gen, params) {
         ),
       );
     }
+    syncAll();
     replace(
       more,
-      seen.size === 0 ? el('p', { class: 'muted' }, 'The DLQ is empty.') : null,
+      seen.size === 0
+        ? el('p', { class: 'muted' }, queue || kind ? 'No entries match.' : 'The DLQ is empty.')
+        : null,
       page.next ? el('button', { onclick: () => load(page.next).catch(showError) }, 'Older') : null,
     );
   };
   await load({});
+}
+
+function submitDlqFilter(event) {
+  event.preventDefault();
+  const data = new FormData(event.target);
+  window.location.hash = `#/dlq${query({
+    queue: String(data.get('queue') || '').trim(),
+    kind: String(data.get('kind') || '').trim(),
+  })}`;
 }
 
 async function dlqAction(action, ids) {
@@ -548,7 +686,7 @@ async function runtimesPage(gen) {
           'tr',
           {},
           el('td', {}, r.instanceId.slice(0, 8)),
-          el('td', {}, r.hostname),
+          el('td', {}, clip(r.hostname)),
           el('td', {}, r.pid),
           el('td', {}, r.version ?? '—'),
           el(
@@ -588,10 +726,10 @@ async function cronPage(gen) {
             el(
               'tr',
               {},
-              el('td', {}, s.name),
+              el('td', {}, clip(s.name)),
               el('td', {}, `${s.cron} (${s.timezone})`),
-              el('td', {}, s.kind),
-              el('td', {}, s.queue),
+              el('td', {}, clip(s.kind)),
+              el('td', {}, clip(s.queue)),
               el('td', {}, fmtTime(s.nextFireAt)),
               el('td', {}, fmtTime(s.lastFireAt)),
               el('td', {}, s.lastJobId ? el('a', { href: `#/job/${s.lastJobId}` }, s.lastJobId) : '—'),
@@ -668,6 +806,65 @@ async function storagePage(gen) {
   );
 }
 
+// ---- audit trail ----
+
+/** Who did what, when, from where: the newest records first, filtered by action and actor, paged ("Older"). */
+async function auditPage(gen, params) {
+  const action = params.get('action') || undefined;
+  const actor = params.get('actor') || undefined;
+  const form = el(
+    'form',
+    { class: 'search', id: 'audit-filter', onsubmit: submitAuditFilter },
+    el(
+      'label',
+      {},
+      'Action',
+      el('input', { name: 'action', value: action ?? '', placeholder: 'queue.pause' }),
+    ),
+    el('label', {}, 'Actor', el('input', { name: 'actor', value: actor ?? '' })),
+    el('button', { type: 'submit', class: 'primary' }, 'Filter'),
+  );
+  const list = table(['at', 'actor', 'origin', 'action', 'target', 'detail'], [], { id: 'audit' });
+  const body = list.querySelector('tbody');
+  const more = el('div', { class: 'more' });
+  replace(main, el('h2', {}, 'Audit trail'), form, list, more);
+  let shown = 0;
+  const load = async (cursor) => {
+    const page = await get(`/audit${query({ action, actor, ...cursor, limit: 50 })}`);
+    if (gen !== generation) return;
+    for (const r of page.records) {
+      shown++;
+      body.append(
+        el(
+          'tr',
+          { 'data-audit': r.id },
+          el('td', {}, fmtTime(r.at)),
+          el('td', {}, clip(r.actor)),
+          el('td', {}, clip(r.origin)),
+          el('td', {}, badge(r.action, 'audit')),
+          el('td', {}, r.target ?? '—'),
+          el('td', {}, r.detail ? el('code', {}, JSON.stringify(r.detail)) : '—'),
+        ),
+      );
+    }
+    replace(
+      more,
+      shown === 0 ? el('p', { class: 'muted' }, 'No records match.') : null,
+      page.next ? el('button', { onclick: () => load(page.next).catch(showError) }, 'Older') : null,
+    );
+  };
+  await load({});
+}
+
+function submitAuditFilter(event) {
+  event.preventDefault();
+  const data = new FormData(event.target);
+  window.location.hash = `#/audit${query({
+    action: String(data.get('action') || '').trim(),
+    actor: String(data.get('actor') || '').trim(),
+  })}`;
+}
+
 // ---- routing ----
 
 function showError(err) {
@@ -692,6 +889,7 @@ function navigate() {
     runtimes: () => runtimesPage(gen),
     cron: () => cronPage(gen),
     storage: () => storagePage(gen),
+    audit: () => auditPage(gen, params),
   };
   const render = pages[page] ?? pages.queues;
   render().catch((err) => {
