@@ -518,16 +518,20 @@ begin
   -- every ring partition). A separate statement, not a join made conditional: a generic plan sets up the
   -- head probe's sixteen index scans whether or not it runs them, which cost about as much as the rest of the
   -- lane choice.
+  -- The claimed high-water is read in a subquery of its own: as part of the probe's condition the (volatile)
+  -- sequence read is a filter, not an index bound, and the probe walked every claimed row of the lane still in
+  -- the ring (all of them when a held ring keeps its slots: 200 ms a claim at 700,000 settled rows).
   if v_lanes[1].priority <> v_lanes[cardinality(v_lanes)].priority then
     v_lanes := array(
-      select w
-        from unnest(v_lanes) w
+      select x.w
+        from (select w, coalesce(pg_sequence_last_value(w.claim_seq), 0) as high from unnest(v_lanes) w) x
         left join lateral (
           select r.ready_at from {{schema}}.ready_entries r
-           where r.lane_id = w.lane_id and r.lane_seq > coalesce(pg_sequence_last_value(w.claim_seq), 0)
+           where r.lane_id = (x.w).lane_id and r.lane_seq > x.high
            order by r.lane_seq limit 1) h on true
-       order by greatest(1, w.priority - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
-                w.bulk, h.ready_at nulls last, random());
+       order by greatest(1, (x.w).priority
+                            - coalesce(floor(extract(epoch from now() - h.ready_at) / p_aging_secs), 0)),
+                (x.w).bulk, h.ready_at nulls last, random());
   end if;
   -- The bulk lanes' share of each priority: their positions neither claimed nor passed (an upper bound on their
   -- jobs), at most half, rounded down, so a claim of one job takes a live one.
