@@ -194,7 +194,13 @@ begin
   -- table knows which positions cannot show a row yet and need not walk their index entries one by one
   -- (lane_inflight_blocks()). Taken after the positions, in the transaction itself (the subtransaction above
   -- releases what it takes); a claimer that looks before then finds the block empty anyway.
-  if p_count > 1 then
+  -- Each named block holds two entries of the server's shared lock table (max_locks_per_transaction x
+  -- connections, 6,400 by default) to the transaction's end: a load of millions of rows over many lanes in one
+  -- transaction ran out of it ("out of shared memory"). So a transaction names its first 256 blocks only;
+  -- claimers walk the entries of any later block still in flight, as they would one never named.
+  if p_count > 1 and coalesce(nullif(current_setting('awa.named_blocks', true), ''), '0')::int < 256 then
+    v_done := set_config('awa.named_blocks',
+                         (coalesce(nullif(current_setting('awa.named_blocks', true), ''), '0')::int + 1)::text, true);
     v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('block_first:' || lane_id),
                                            {{schema}}.low_key(first_seq))::text;
     v_done := pg_advisory_xact_lock_shared({{schema}}.lock_ns('block_last:' || lane_id),
