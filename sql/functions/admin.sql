@@ -12,11 +12,13 @@ create function {{schema}}.queue_counts()
   language sql stable
   set jit = off
   as $$
+    -- Each per-queue figure is read once for all queues (materialized): a CTE inlined into the per-queue
+    -- subqueries below was computed again for every queue.
     with lane_now as (
       select l.lane_id, l.queue, h.high, coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor_pos,
              coalesce(pg_sequence_last_value(l.enqueue_seq), 0) as enq
         from {{schema}}.lanes l cross join lateral {{schema}}.lane_high(l) h
-    ), avail as (
+    ), avail as materialized (
       select ln.queue,
              sum(greatest(ln.enq - ln.high, 0)
                  - (select count(*) from {{schema}}.ready_tombstones t where t.lane_id = ln.lane_id and t.lane_seq > ln.high)
@@ -28,19 +30,24 @@ create function {{schema}}.queue_counts()
                                          where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq))
                    else 0 end)::bigint as n
         from lane_now ln group by ln.queue
-    ), receipts as (
+    ), receipts as materialized (
       -- Completions of receipts whose ready rows were truncated are counted in compact history instead
       -- (a lane position is never reused, so "member 1's row is still there" tells which).
-      select l.queue, sum({{schema}}.receipt_open_count(b.slot, b.batch_id, b.size))::bigint as running,
-             coalesce(sum((select sum(c.n) from {{schema}}.closure_batches c
-                            where c.slot = b.slot and c.batch_id = b.batch_id and c.outcome = 'completed')
-                          ) filter (where exists (
+      -- The ring's receipts and their closures are each read once and joined (a held ring keeps tens of
+      -- thousands: probing each receipt's closures in turn cost the Queues page half a second). A receipt in the
+      -- slot of the rows it read is truncated with them, so only one that reads an older slot is probed.
+      select l.queue, sum(b.size - coalesce(c.n, 0))::bigint as running,
+             coalesce(sum(c.completed) filter (where b.ready_slot = b.slot or exists (
                               select 1 from {{schema}}.ready_entries r
                                where r.slot = b.ready_slot and r.lane_id = b.lane_id
                                  and r.lane_seq = coalesce(b.lane_seqs[1], b.first_seq))), 0)::bigint as completed
         from {{schema}}.claim_batches b join {{schema}}.lanes l on l.lane_id = b.lane_id
+        left join (select cc.slot, cc.batch_id, sum(cc.n) as n,
+                          sum(cc.n) filter (where cc.outcome = 'completed') as completed
+                     from {{schema}}.closure_batches cc group by cc.slot, cc.batch_id) c
+          on c.slot = b.slot and c.batch_id = b.batch_id
        group by l.queue
-    ), history as (
+    ), history as materialized (
       select l.queue, sum(h.n)::bigint as n
         from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id group by l.queue
     ), q as (

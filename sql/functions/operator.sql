@@ -163,13 +163,18 @@ begin
   elsif p_state = 'available' then
     return query select * from {{schema}}.list_available(p_queue, p_kind, v_before_at, v_after_at, p_limit);
   elsif p_state = 'running' then
+    -- Open receipts first (open_receipts(): their closures counted in one pass, not probed receipt by receipt),
+    -- then only their members: a ring a pinned snapshot keeps full of settled receipts is not walked member by
+    -- member.
     return query
       select r.job_id, 'running'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, b.claimed_at
-        from {{schema}}.claim_batches b
-        join {{schema}}.lanes l on l.lane_id = b.lane_id
+        from {{schema}}.open_receipts(p_queue) b
         cross join lateral {{schema}}.receipt_members(b.slot, b.batch_id) m
-        join {{schema}}.ready_entries r on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
-       where (p_queue is null or l.queue = p_queue) and (p_kind is null or r.kind = p_kind) and r.job_id < v_before
+        -- A probe per open member (lateral, one row): a join let the planner sort every ready row instead.
+        cross join lateral (select x.* from {{schema}}.ready_entries x
+                             where x.slot = m.ready_slot and x.lane_id = m.lane_id and x.lane_seq = m.lane_seq
+                             limit 1) r
+       where (p_kind is null or r.kind = p_kind) and r.job_id < v_before
          and b.claimed_at < v_before_at and b.claimed_at >= v_after_at
          and not exists (select 1 from {{schema}}.closure_batches c
                           where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx)
@@ -192,10 +197,16 @@ begin
         (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
            from (select cc.slot, cc.batch_id, cc.idxs, cc.closed_at
                    from {{schema}}.closure_batches cc
-                   join {{schema}}.claim_batches b on b.slot = cc.slot and b.batch_id = cc.batch_id
                   where cc.outcome = 'completed' and cc.closed_at < v_before_at and cc.closed_at >= v_after_at
-                    and (p_queue is null or b.lane_id in (select q.lane_id from {{schema}}.lanes q where q.queue = p_queue))
-                  order by cc.closed_at desc) c
+                    and (p_queue is null
+                         or (cc.slot, cc.batch_id) in (select b.slot, b.batch_id from {{schema}}.claim_batches b
+                                                        join {{schema}}.lanes q on q.lane_id = b.lane_id
+                                                       where q.queue = p_queue))
+                  order by cc.closed_at desc
+                  -- Without a kind filter the newest p_limit closures are enough: each names a completion at
+                  -- least, and one whose rows were truncated is in compact history (the third branch). A held
+                  -- ring keeps hundreds of thousands of them: expanding them all cost a page 2 s.
+                  limit case when p_kind is null then p_limit end) c
            cross join lateral {{schema}}.receipt_members(c.slot, c.batch_id) m
            join {{schema}}.ready_entries r
              on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq

@@ -101,3 +101,19 @@ create function {{schema}}.receipt_open_count(p_slot smallint, p_batch bigint, p
     select p_size - coalesce((select sum(c.n) from {{schema}}.closure_batches c
                                where c.slot = p_slot and c.batch_id = p_batch), 0)
   $$;
+
+-- Receipts with a member no closure names yet (of one queue, or of all), and how many such members: the ring's
+-- receipts and their closures each read once and joined, rather than every receipt's closures probed in turn
+-- (a ring a pinned snapshot keeps from being truncated holds hundreds of thousands of settled receipts).
+create function {{schema}}.open_receipts(p_queue text)
+  returns table (slot smallint, batch_id bigint, lane_id int, claimed_at timestamptz, open bigint)
+  language sql stable
+  as $$
+    select b.slot, b.batch_id, b.lane_id, b.claimed_at, b.size - coalesce(c.n, 0)
+      from {{schema}}.claim_batches b
+      left join (select cc.slot, cc.batch_id, sum(cc.n) as n
+                   from {{schema}}.closure_batches cc group by cc.slot, cc.batch_id) c
+        on c.slot = b.slot and c.batch_id = b.batch_id
+     where b.size > coalesce(c.n, 0)
+       and (p_queue is null or b.lane_id in (select l.lane_id from {{schema}}.lanes l where l.queue = p_queue))
+  $$;
