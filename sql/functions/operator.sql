@@ -26,10 +26,11 @@ begin
         join {{schema}}.claim_batches b on b.slot = c.slot and b.batch_id = c.batch_id
         join {{schema}}.lanes l on l.lane_id = b.lane_id
        where c.outcome = 'completed' and c.closed_at > v_since
-         -- completions whose rows were truncated are in compact history instead (as in queue_counts)
-         and exists (select 1 from {{schema}}.ready_entries r
+         -- completions whose rows were truncated are in compact history instead (as in queue_counts); a receipt
+         -- in the slot of its rows is truncated with them
+         and (b.ready_slot = b.slot or exists (select 1 from {{schema}}.ready_entries r
                       where r.slot = b.ready_slot and r.lane_id = b.lane_id
-                        and r.lane_seq = coalesce(b.lane_seqs[1], b.first_seq))
+                        and r.lane_seq = coalesce(b.lane_seqs[1], b.first_seq)))
        group by l.queue
     ), recent_history as (
       select l.queue, sum(h.n)::bigint as n
