@@ -9,7 +9,13 @@ const chaos = process.env.AWA_TEST_CHAOS === '0' ? [] : ['test/chaos/**/*.test.t
 export default defineConfig({
   test: {
     // test/e2e drives the dashboard in a real Chromium (skipped, saying why, when none is installed).
-    include: ['test/unit/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts', ...chaos],
+    include: [
+      'test/unit/**/*.test.ts',
+      'test/integration/**/*.test.ts',
+      'test/e2e/**/*.test.ts',
+      'test/model/**/*.test.ts',
+      ...chaos,
+    ],
     globalSetup: ['test/helpers/global-setup.ts'],
     pool: 'forks',
     fileParallelism: true,

@@ -1,0 +1,680 @@
+// The commands of a model-based run. Each runs one operation against the engine and the model side by side,
+// compares what the operation returned, then compares everything observable (checkObservable). Targets are
+// picked by index modulo what exists when the command runs, so a shrunk sequence stays meaningful. toString()
+// is the command's constructor call: a failure prints a sequence that replays as it is (see run-model.ts).
+import fc from 'fast-check';
+import {
+  claimJobs,
+  expireCallbacks,
+  finishAttempts,
+  promoteDue,
+  pruneRing,
+  registerCallback,
+  rescueAbandoned,
+  rotateRing,
+  type Settlement,
+} from '../../src/storage/index.js';
+import type { Real } from './engine.js';
+import { type AttemptRef, type CallbackAction, type ModelJob, type QueueModel, TERMINAL } from './model.js';
+
+export type ModelCommand = fc.AsyncCommand<QueueModel, Real>;
+
+class CheckFailed extends Error {}
+
+function expectEqual(what: string, actual: unknown, expected: unknown): void {
+  const a = JSON.stringify(actual);
+  const e = JSON.stringify(expected);
+  if (a !== e) throw new CheckFailed(`${what}: engine ${a}, model ${e}`);
+}
+
+function fail(violations: string[]): void {
+  if (violations.length > 0) throw new CheckFailed(violations.join('\n'));
+}
+
+const pick = <T>(xs: readonly T[], i: number): T | undefined =>
+  xs.length === 0 ? undefined : xs[i % xs.length];
+const byId = (a: { id: string }, b: { id: string }) => Number(a.id) - Number(b.id);
+
+/** Everything observable agrees with the model: each job's state, attempt and run lease (getJob), every
+ * queue's counts (available at least the model's: positions of producers in flight or rolled back count
+ * until a claim passes them, see Quiesce), and the DLQ. */
+export async function checkObservable(m: QueueModel, r: Real): Promise<void> {
+  const jobs = [...m.jobs.values()];
+  const records = await Promise.all(jobs.map((j) => r.db.client.getJob(j.id)));
+  const v: string[] = [];
+  jobs.forEach((j, i) => {
+    const rec = records[i];
+    if (!rec) v.push(`getJob(${j.id}) is null; model ${j.state}`);
+    else if (rec.state !== j.state || rec.attempt !== j.attempt || rec.runLease !== j.runLease)
+      v.push(
+        `getJob(${j.id}): engine ${rec.state} attempt ${rec.attempt} lease ${rec.runLease}, model ${j.state} attempt ${j.attempt} lease ${j.runLease}`,
+      );
+  });
+  const counts = await r.db.client.counts();
+  for (const q of m.queues) {
+    const c = counts.find((x) => x.queue === q);
+    const want = m.counts(q);
+    const got = c
+      ? { ...c, available: Math.max(0, c.available) }
+      : {
+          available: 0,
+          running: 0,
+          waiting: 0,
+          scheduled: 0,
+          retryable: 0,
+          completed: 0,
+          failed: 0,
+          cancelled: 0,
+        };
+    for (const k of Object.keys(want) as (keyof typeof want)[]) {
+      if (k === 'available' ? got[k] < want[k] : got[k] !== want[k])
+        v.push(`counts(${q}).${k}: engine ${got[k]}, model ${want[k]}`);
+    }
+    if ((c?.paused ?? false) !== m.paused.has(q)) v.push(`counts(${q}).paused: engine ${c?.paused}`);
+    const dlq = (await r.db.client.listDlq({ queue: q, limit: 1000 })).map((d) => d.id).sort();
+    const wantDlq = jobs
+      .filter((j) => j.queue === q && j.state === 'dlq')
+      .map((j) => j.id)
+      .sort();
+    if (JSON.stringify(dlq) !== JSON.stringify(wantDlq)) v.push(`dlq(${q}): engine ${dlq}, model ${wantDlq}`);
+  }
+  fail(v);
+}
+
+/** Counts the steps the open transaction has lived through (a job it commits later may run after later ones),
+ * holds back what waits out the backoff rule, then compares everything observable. */
+async function step(m: QueueModel, r: Real): Promise<void> {
+  if (r.tx) r.txSteps++;
+  await holdBackoff(m, r);
+  await checkObservable(m, r);
+}
+
+/**
+ * A retry without a time of its own (a flush's, a rescue's, a callback's or its timeout's) waits out the backoff
+ * rule: 2^attempt s plus up to 25 %. Each such job must not be due yet and must be due within that bound; then
+ * the test moves it an hour out, so that whether the next promotion takes it does not depend on how long the
+ * steps take (the model says it is not due until the clock is advanced).
+ */
+async function holdBackoff(m: QueueModel, r: Real): Promise<void> {
+  const waiting = [...m.jobs.values()].filter(
+    (j) => (j.state === 'retryable' || j.state === 'scheduled') && !j.due,
+  );
+  if (waiting.length === 0) return;
+  const { rows } = await r.db.pool.query<{ id: string; secs: number }>(
+    `select job_id::text as id, extract(epoch from run_at - now())::float8 as secs
+       from ${r.db.schema.ident}.deferred_jobs where job_id = any($1::bigint[])`,
+    [waiting.map((j) => j.id)],
+  );
+  const v: string[] = [];
+  const held: string[] = [];
+  for (const row of rows) {
+    const j = m.jobs.get(row.id)!;
+    if (row.secs <= 0) v.push(`job ${j.id} (${j.state}) is due already; model: not yet`);
+    else if (row.secs < 600) {
+      if (row.secs > 1.25 * 2 ** j.attempt + 0.5)
+        v.push(
+          `job ${j.id} waits ${row.secs.toFixed(1)} s after attempt ${j.attempt}: beyond the backoff rule`,
+        );
+      held.push(j.id);
+    }
+  }
+  fail(v);
+  if (held.length > 0)
+    await r.db.pool.query(
+      `update ${r.db.schema.ident}.deferred_jobs set run_at = now() + interval '1 hour' where job_id = any($1::bigint[])`,
+      [held],
+    );
+}
+
+type TxMode = 'auto' | 'commit' | 'rollback' | 'open';
+type Runs = 'now' | 'later';
+
+/** Enqueue: one job (`enqueue`), several (`enqueueMany`) or a COPY load (`copyEnqueue`, the bulk lane); on its
+ * own transaction, in a caller transaction that commits or rolls back at once, or one left open across steps. */
+export class Enqueue implements ModelCommand {
+  constructor(
+    readonly how: 'one' | 'many' | 'copy',
+    readonly queue: number,
+    readonly priority: number,
+    readonly n: number,
+    readonly mode: TxMode,
+    readonly runs: Runs,
+    readonly maxAttempts: number,
+    readonly unique: number | null,
+  ) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const queue = m.queues[this.queue % m.queues.length]!;
+    const n = this.how === 'one' ? 1 : this.n;
+    // A unique key only on a job of its own transaction: two open transactions racing one key wait for each other.
+    const key =
+      this.how === 'one' && this.mode === 'auto' && this.unique !== null ? `${r.run}-u${this.unique}` : null;
+    const bulk = this.how === 'copy';
+    const scheduled = this.runs === 'later' && !bulk;
+    const uids = Array.from({ length: n }, () => r.nextUid());
+    const options = {
+      queue,
+      priority: this.priority as 1 | 2,
+      maxAttempts: this.maxAttempts,
+      ...(scheduled ? { runAt: new Date(Date.now() + 3_600_000) } : {}),
+      ...(key ? { unique: { key } } : {}),
+    };
+    const positions = uids.map(() => m.takePosition());
+    const txc = this.mode === 'auto' ? null : await r.beginTx();
+    const opt = txc ? { client: txc } : {};
+    let ids: (string | null)[];
+    if (this.how === 'one') {
+      const res = await r.db.client.enqueue('m', { uid: uids[0] }, { ...options, ...opt });
+      if (key) {
+        const holder = m.uniqueHolder(key);
+        expectEqual(`unique enqueue ${key} inserted`, res.inserted, holder === null);
+        if (holder) {
+          expectEqual(`unique enqueue ${key} holder`, res.id, holder.id);
+          return step(m, r);
+        }
+      }
+      ids = [res.id];
+    } else if (this.how === 'many') {
+      const res = await r.db.client.enqueueMany(
+        uids.map((uid) => ({ kind: 'm', args: { uid }, options })),
+        opt,
+      );
+      ids = res.map((x) => x.id);
+    } else {
+      const res = await r.db.client.copyEnqueue(
+        uids.map((uid) => ({ kind: 'm', args: { uid }, options })),
+        txc ? { client: txc, chunkSize: 3 } : { chunkSize: 3 },
+      );
+      expectEqual('copyEnqueue inserted', res.inserted, n);
+      ids = uids.map(() => null);
+    }
+    const jobs = uids.map((uid, i) => ({
+      id: ids[i]!,
+      uid,
+      queue,
+      priority: this.priority,
+      bulk,
+      maxAttempts: this.maxAttempts,
+      pos: positions[i]!,
+      scheduled,
+    }));
+    if (this.mode === 'open') r.txJobs.push(...jobs);
+    else if (this.mode === 'rollback') await r.endTx('rollback');
+    else {
+      if (this.mode === 'commit') {
+        // Anything already pending on the transaction commits with these.
+        r.txJobs.push(...jobs);
+        await commitPending(m, r);
+      } else await addJobs(m, r, jobs, false, key);
+    }
+    return step(m, r);
+  }
+  toString(): string {
+    return `new Enqueue(${JSON.stringify(this.how)}, ${this.queue}, ${this.priority}, ${this.n}, ${JSON.stringify(this.mode)}, ${JSON.stringify(this.runs)}, ${this.maxAttempts}, ${this.unique})`;
+  }
+}
+
+async function addJobs(
+  m: QueueModel,
+  r: Real,
+  jobs: readonly {
+    id: string | null;
+    uid: string;
+    queue: string;
+    priority: number;
+    bulk: boolean;
+    maxAttempts: number;
+    pos: number;
+    scheduled: boolean;
+  }[],
+  late: boolean,
+  key: string | null = null,
+): Promise<void> {
+  const missing = jobs.filter((j) => j.id === null).map((j) => j.uid);
+  const found = missing.length > 0 ? await r.idsByUid(missing) : new Map<string, string>();
+  for (const j of jobs) {
+    const id = j.id ?? found.get(j.uid);
+    if (!id) throw new CheckFailed(`committed COPY job ${j.uid} not found`);
+    m.addCommitted({ ...j, id, late, uniqueKey: key });
+  }
+}
+
+async function commitPending(m: QueueModel, r: Real): Promise<void> {
+  const late = r.txSteps > 0;
+  const jobs = await r.endTx('commit');
+  await addJobs(m, r, jobs, late);
+}
+
+/** Ends the caller transaction left open by earlier steps. */
+export class EndTx implements ModelCommand {
+  constructor(readonly how: 'commit' | 'rollback') {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    if (this.how === 'commit') await commitPending(m, r);
+    else await r.endTx('rollback');
+    return step(m, r);
+  }
+  toString(): string {
+    return `new EndTx(${JSON.stringify(this.how)})`;
+  }
+}
+
+/** A claim of one queue by one instance: checked against the claim contract, then the model follows it. */
+export class Claim implements ModelCommand {
+  constructor(
+    readonly queue: number,
+    readonly max: number,
+    readonly instance: number,
+  ) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    await claimInto(m, r, this.queue, this.max, this.instance);
+    return step(m, r);
+  }
+  toString(): string {
+    return `new Claim(${this.queue}, ${this.max}, ${this.instance})`;
+  }
+}
+
+async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: number): Promise<number> {
+  const queue = m.queues[q % m.queues.length]!;
+  const instance = r.instances[inst % r.instances.length]!;
+  const res = await claimJobs(r.db.pool, r.db.schema, {
+    queue,
+    max,
+    instanceId: instance,
+    agingSeconds: 3600,
+    deadlineSeconds: 0,
+  });
+  if (res.contended) throw new CheckFailed(`claim of ${queue} found a lane held, with no other claimer`);
+  const claimed = res.batches.flatMap((b) =>
+    b.jobs.map((j) => ({
+      id: j.id,
+      attempt: j.attempt,
+      runLease: j.runLease,
+      ref: { claimSlot: b.claimSlot, batchId: b.batchId, idx: j.idx, jobId: j.id, runLease: j.runLease },
+    })),
+  );
+  fail(m.checkClaim(queue, claimed));
+  if (claimed.length > max) throw new CheckFailed(`claim of ${max} returned ${claimed.length}`);
+  for (const c of claimed) m.claimed(c.ref, instance);
+  return claimed.length;
+}
+
+export type FinishOutcome =
+  'completed' | 'retry' | 'retry-due' | 'retry-backoff' | 'failed' | 'cancelled' | 'snooze' | 'snooze-due';
+
+/** One completion flush: several running attempts settled at once, each with its own outcome. */
+export class Finish implements ModelCommand {
+  constructor(readonly items: readonly (readonly [number, FinishOutcome])[]) {}
+  check(m: QueueModel): boolean {
+    return m.running().length > 0;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const running = m.running().sort(byId);
+    const chosen = new Map<string, { job: ModelJob; outcome: FinishOutcome }>();
+    for (const [i, outcome] of this.items) {
+      const job = pick(running, i)!;
+      if (!chosen.has(job.id)) chosen.set(job.id, { job, outcome });
+    }
+    const items: Settlement[] = [...chosen.values()].map(({ job, outcome }) =>
+      settlementOf(job.current!, outcome),
+    );
+    const accepted = await finishAttempts(r.db.pool, r.db.schema, items);
+    expectEqual('finish accepted', [...accepted].sort(), [...chosen.keys()].sort());
+    for (const { job, outcome } of chosen.values()) {
+      const [base, when] = outcome.split('-') as [string, string | undefined];
+      m.settle(job.current!, base as 'completed', when === 'due');
+    }
+    return step(m, r);
+  }
+  toString(): string {
+    return `new Finish(${JSON.stringify(this.items)})`;
+  }
+}
+
+function settlementOf(ref: AttemptRef, outcome: FinishOutcome): Settlement {
+  const [base, when] = outcome.split('-') as [Settlement['outcome'], string | undefined];
+  const runAt =
+    when === 'due'
+      ? new Date(Date.now() - 1_000)
+      : when === 'backoff'
+        ? undefined
+        : base === 'retry' || base === 'snooze'
+          ? new Date(Date.now() + 3_600_000)
+          : undefined;
+  return {
+    ...ref,
+    outcome: base,
+    ...(runAt ? { runAt } : {}),
+    ...(base === 'completed' ? {} : { error: { message: `model ${outcome}` } }),
+  };
+}
+
+/** A settlement from an attempt that is no longer the running one (settled, rescued, cancelled, superseded by
+ * a later claim): the fence must refuse it and change nothing. */
+export class StaleFinish implements ModelCommand {
+  constructor(
+    readonly i: number,
+    readonly outcome: FinishOutcome,
+  ) {}
+  check(m: QueueModel): boolean {
+    return [...m.attempts.values()].some((a) => !m.accepts(a));
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const stale = [...m.attempts.values()].filter((a) => !m.accepts(a));
+    const ref = pick(stale, this.i)!;
+    const accepted = await finishAttempts(r.db.pool, r.db.schema, [settlementOf(ref, this.outcome)]);
+    expectEqual(`stale settlement of ${ref.jobId} at lease ${ref.runLease} accepted`, [...accepted], []);
+    return step(m, r);
+  }
+  toString(): string {
+    return `new StaleFinish(${this.i}, ${JSON.stringify(this.outcome)})`;
+  }
+}
+
+/** A running attempt registers a callback and parks (WaitForCallback). */
+export class Park implements ModelCommand {
+  constructor(readonly i: number) {}
+  check(m: QueueModel): boolean {
+    return m.running().length > 0;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const job = pick(m.running().sort(byId), this.i)!;
+    const ref = job.current!;
+    const token = await registerCallback(r.db.pool, r.db.schema, ref, 3_600_000);
+    if (!token)
+      throw new CheckFailed(`registerCallback refused the open attempt ${ref.jobId}:${ref.runLease}`);
+    const accepted = await finishAttempts(r.db.pool, r.db.schema, [{ ...ref, outcome: 'wait' }]);
+    expectEqual(`park of ${ref.jobId} accepted`, [...accepted], [ref.jobId]);
+    m.park(ref, token);
+    return step(m, r);
+  }
+  toString(): string {
+    return `new Park(${this.i})`;
+  }
+}
+
+/** A callback for a parked job (or, with `spent`, a token already used or whose attempt ended: rejected). */
+export class Callback implements ModelCommand {
+  constructor(
+    readonly i: number,
+    readonly action: CallbackAction | 'timeout',
+    readonly spent: boolean,
+  ) {}
+  check(m: QueueModel): boolean {
+    return this.spent ? m.spentTokens.size > 0 : m.parked().length > 0;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const token = this.spent
+      ? pick([...m.spentTokens].sort(), this.i)!
+      : pick(m.parked().sort(byId), this.i)!.token!;
+    const c = r.db.client;
+    if (this.action === 'timeout') {
+      const job = [...m.jobs.values()].find((j) => j.token === token);
+      if (job)
+        await r.db.pool.query(
+          `update ${r.db.schema.ident}.waiting_jobs set timeout_at = now() - interval '1 second' where job_id = $1`,
+          [job.id],
+        );
+      const expired = await expireCallbacks(r.db.pool, r.db.schema, 1000);
+      const want = m.callback(token, 'timeout');
+      expectEqual(
+        'callbacks expired',
+        expired.map((e) => e.jobId),
+        want.job ? [want.job.id] : [],
+      );
+      return step(m, r);
+    }
+    const delivery =
+      this.action === 'complete'
+        ? await c.completeExternal(token, { ok: true })
+        : this.action === 'fail'
+          ? await c.failExternal(token, 'model fail')
+          : this.action === 'retry'
+            ? await c.retryExternal(token, {})
+            : this.action === 'cancel'
+              ? await c.cancelExternal(token)
+              : await c.resumeExternal(token, { again: true });
+    const want = m.callback(token, this.action);
+    expectEqual(`callback ${this.action} outcome`, delivery.outcome, want.outcome);
+    return step(m, r);
+  }
+  toString(): string {
+    return `new Callback(${this.i}, ${JSON.stringify(this.action)}, ${this.spent})`;
+  }
+}
+
+/** Operator cancel of any job the run knows. */
+export class Cancel implements ModelCommand {
+  constructor(readonly i: number) {}
+  check(m: QueueModel): boolean {
+    return m.jobs.size > 0;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const job = pick([...m.jobs.values()].sort(byId), this.i)!;
+    const from = await r.db.client.cancel(job.id);
+    expectEqual(`cancel(${job.id}) from`, from, m.cancel(job.id));
+    return step(m, r);
+  }
+  toString(): string {
+    return `new Cancel(${this.i})`;
+  }
+}
+
+/** Operator retry of any job the run knows. */
+export class RetryJob implements ModelCommand {
+  constructor(readonly i: number) {}
+  check(m: QueueModel): boolean {
+    return m.jobs.size > 0;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const job = pick([...m.jobs.values()].sort(byId), this.i)!;
+    const res = await r.db.client.retryJob(job.id);
+    expectEqual(`retryJob(${job.id}) from`, res.retried ? res.from : null, m.retry(job.id));
+    return step(m, r);
+  }
+  toString(): string {
+    return `new RetryJob(${this.i})`;
+  }
+}
+
+/** An instance stops heartbeating; the leader's rescue fails its open attempts (retried under backoff). */
+export class LoseHeartbeat implements ModelCommand {
+  constructor(readonly instance: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const instance = r.instances[this.instance % r.instances.length]!;
+    const ident = r.db.schema.ident;
+    await r.db.pool.query(
+      `update ${ident}.runtime_instances set heartbeat_at = now() - interval '1 hour' where instance_id = $1`,
+      [instance],
+    );
+    const rescued = await rescueAbandoned(r.db.pool, r.db.schema, {
+      stalenessSeconds: 600,
+      maxBatches: 10_000,
+    });
+    await r.db.pool.query(
+      `update ${ident}.runtime_instances set heartbeat_at = now() where instance_id = $1`,
+      [instance],
+    );
+    expectEqual(`rescued of ${instance}`, rescued.map((x) => x.jobId).sort(), m.rescue(instance).sort());
+    return step(m, r);
+  }
+  toString(): string {
+    return `new LoseHeartbeat(${this.instance})`;
+  }
+}
+
+/** Maintenance steps: promotion, time passing for the backlog, ring rotation and prune, pause and resume. */
+export class Maintain implements ModelCommand {
+  constructor(
+    readonly what: 'promote' | 'clock' | 'rotate' | 'prune' | 'prune-carry' | 'pause' | 'resume',
+    readonly queue = 0,
+  ) {}
+  check(): boolean {
+    return true;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const { pool, schema, client } = r.db;
+    const queue = m.queues[this.queue % m.queues.length]!;
+    switch (this.what) {
+      case 'promote':
+        expectEqual('promoted', await promoteDue(pool, schema, 10_000), m.promote());
+        break;
+      case 'clock':
+        await pool.query(
+          `update ${schema.ident}.deferred_jobs set run_at = now() - interval '1 second' where queue = any($1::text[])`,
+          [m.queues],
+        );
+        m.advanceClock();
+        break;
+      case 'rotate':
+        await rotateRing(pool, schema);
+        break;
+      case 'prune':
+        await pruneRing(pool, schema, { lockTimeoutMs: 20, carryLimit: 0, carryAfterSlots: 16 });
+        break;
+      case 'prune-carry':
+        await pruneRing(pool, schema, { lockTimeoutMs: 20, carryLimit: 1_000, carryAfterSlots: 2 });
+        break;
+      case 'pause':
+        expectEqual(`pauseQueue(${queue})`, await client.pauseQueue(queue), !m.paused.has(queue));
+        m.paused.add(queue);
+        break;
+      case 'resume':
+        expectEqual(`resumeQueue(${queue})`, await client.resumeQueue(queue), m.paused.has(queue));
+        m.paused.delete(queue);
+        break;
+    }
+    return step(m, r);
+  }
+  toString(): string {
+    return `new Maintain(${JSON.stringify(this.what)}, ${this.queue})`;
+  }
+}
+
+/** Claims every queue that is not paused until two claims in a row find nothing, then requires the counts to be
+ * exact: with no producer in flight, no position of a rolled-back producer may still count as available. */
+export class Quiesce implements ModelCommand {
+  check(): boolean {
+    return true;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    if (r.tx) await commitPending(m, r);
+    for (let q = 0; q < m.queues.length; q++) {
+      if (m.paused.has(m.queues[q]!)) continue;
+      for (let empty = 0, i = 0; empty < 2; i++) {
+        if (i > 50) throw new CheckFailed(`claims of ${m.queues[q]} never ran dry`);
+        empty = (await claimInto(m, r, q, 50, 0)) === 0 ? empty + 1 : 0;
+      }
+    }
+    await checkObservable(m, r);
+    const counts = await r.db.client.counts();
+    for (const q of m.queues) {
+      if (m.paused.has(q)) continue; // nothing claims a paused queue, so nothing passes its rolled-back positions
+      const got = counts.find((c) => c.queue === q)?.available ?? 0;
+      expectEqual(`counts(${q}).available once quiet`, got, m.counts(q).available);
+      // Claims that run dry leave nothing behind (a cancelled row may cost one claim its turn, never a job).
+      expectEqual(`available jobs of ${q} left by claims that ran dry`, got, 0);
+    }
+  }
+  toString(): string {
+    return 'new Quiesce()';
+  }
+}
+
+const outcomeArb = fc.constantFrom<FinishOutcome>(
+  'completed',
+  'completed',
+  'retry',
+  'retry-due',
+  'retry-backoff',
+  'failed',
+  'cancelled',
+  'snooze',
+  'snooze-due',
+);
+
+/** The generators of every command, weighted toward the steps that move jobs. */
+export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
+  const idx = fc.nat({ max: 40 });
+  const enqueue = fc
+    .record({
+      how: fc.constantFrom('one', 'one', 'many', 'copy'),
+      queue: fc.nat({ max: 1 }),
+      priority: fc.integer({ min: 1, max: 2 }),
+      n: fc.integer({ min: 2, max: 5 }),
+      mode: fc.constantFrom<TxMode>('auto', 'auto', 'commit', 'rollback', 'open'),
+      runs: fc.constantFrom<Runs>('now', 'now', 'now', 'later'),
+      maxAttempts: fc.integer({ min: 1, max: 3 }),
+      unique: fc.option(fc.nat({ max: 2 }), { freq: 3 }),
+    })
+    .map(
+      (e) =>
+        new Enqueue(
+          e.how as 'one',
+          e.queue,
+          e.priority,
+          e.n,
+          e.mode,
+          e.runs,
+          e.maxAttempts,
+          e.unique,
+        ) as ModelCommand,
+    );
+  return [
+    enqueue,
+    enqueue,
+    enqueue,
+    fc.constantFrom<'commit' | 'rollback'>('commit', 'rollback').map((h) => new EndTx(h) as ModelCommand),
+    fc
+      .tuple(fc.nat({ max: 1 }), fc.integer({ min: 1, max: 6 }), fc.nat({ max: 1 }))
+      .map(([q, max, i]) => new Claim(q, max, i) as ModelCommand),
+    fc
+      .tuple(fc.nat({ max: 1 }), fc.integer({ min: 1, max: 6 }), fc.nat({ max: 1 }))
+      .map(([q, max, i]) => new Claim(q, max, i) as ModelCommand),
+    fc
+      .array(fc.tuple(idx, outcomeArb), { minLength: 1, maxLength: 4 })
+      .map((items) => new Finish(items) as ModelCommand),
+    fc
+      .array(fc.tuple(idx, outcomeArb), { minLength: 1, maxLength: 4 })
+      .map((items) => new Finish(items) as ModelCommand),
+    fc.tuple(idx, outcomeArb).map(([i, o]) => new StaleFinish(i, o) as ModelCommand),
+    idx.map((i) => new Park(i) as ModelCommand),
+    fc
+      .tuple(
+        idx,
+        fc.constantFrom<CallbackAction | 'timeout'>(
+          'complete',
+          'fail',
+          'retry',
+          'cancel',
+          'resume',
+          'timeout',
+        ),
+        fc.boolean(),
+      )
+      .map(([i, a, s]) => new Callback(i, a, s) as ModelCommand),
+    idx.map((i) => new Cancel(i) as ModelCommand),
+    idx.map((i) => new RetryJob(i) as ModelCommand),
+    fc.nat({ max: 1 }).map((i) => new LoseHeartbeat(i) as ModelCommand),
+    fc
+      .tuple(
+        fc.constantFrom('promote', 'clock', 'rotate', 'rotate', 'prune', 'prune-carry', 'pause', 'resume'),
+        fc.nat({ max: 1 }),
+      )
+      .map(([w, q]) => new Maintain(w as 'promote', q) as ModelCommand),
+    fc.constant(new Quiesce() as ModelCommand),
+  ];
+}
+
+export { TERMINAL };

@@ -1,0 +1,196 @@
+// The real side of a model-based run: a migrated database shared by a few runs (each run works in queues and
+// instances of its own), driven through the client API and the storage functions directly, with maintenance
+// (promote, rescue, rotate, prune, callback timeouts) as explicit steps. No worker host: its timers would make
+// a step's outcome depend on the clock.
+import pg from 'pg';
+import { AwaClient } from '../../src/index.js';
+import { registerInstance, resolveSchema, type Schema } from '../../src/storage/index.js';
+import { QueueModel, TERMINAL } from './model.js';
+
+/** A database on `serverUrl`, created and migrated for this test; dropped by `drop()`. */
+export interface ModelDatabase {
+  url: string;
+  client: AwaClient;
+  pool: pg.Pool;
+  schema: Schema;
+  drop(): Promise<void>;
+}
+
+let created = 0;
+
+async function onServer(serverUrl: string, sql: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(sql);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** A fresh database: migrated, or (faster) a copy of `template`, a migrated database nobody is connected to. */
+export async function createModelDatabase(
+  serverUrl: string,
+  label: string,
+  template?: string,
+): Promise<ModelDatabase & { name: string }> {
+  const name = `awa_model_${label}_${process.pid}_${Date.now().toString(36)}_${created++}`;
+  await onServer(serverUrl, `create database ${name}${template ? ` template ${template}` : ''}`);
+  const u = new URL(serverUrl);
+  u.pathname = `/${name}`;
+  const url = u.toString();
+  // The runs take thousands of operator actions; their audit lines (stderr by default) would bury the report.
+  const client = new AwaClient({ connectionString: url, poolSize: 6, onAudit: () => {} });
+  if (!template) await client.migrate();
+  const pool = new pg.Pool({ connectionString: url, max: 6, application_name: 'awa-model' });
+  pool.on('error', () => {});
+  return {
+    name,
+    url,
+    client,
+    pool,
+    schema: resolveSchema(),
+    async drop() {
+      await client.close();
+      await pool.end();
+      await onServer(serverUrl, `drop database if exists ${name} with (force)`);
+    },
+  };
+}
+
+/**
+ * Databases for a series of runs, each shared by at most `runsPerDatabase` of them. Every run adds queues and
+ * their lanes, and counts() takes about four locks per lane (with ~230 more) in one transaction: hundreds of
+ * lanes exhaust a default server's shared lock table (out of shared memory). A new database is a copy of a
+ * migrated template, so it costs a fraction of a migration.
+ */
+export class ModelDatabases {
+  private template: (ModelDatabase & { name: string }) | null = null;
+  private db: ModelDatabase | null = null;
+  private runs = 0;
+
+  constructor(
+    readonly serverUrl: string,
+    readonly runsPerDatabase = 8,
+  ) {}
+
+  async next(): Promise<ModelDatabase> {
+    if (this.db && this.runs < this.runsPerDatabase) {
+      this.runs++;
+      return this.db;
+    }
+    await this.db?.drop();
+    if (!this.template) {
+      this.template = await createModelDatabase(this.serverUrl, 'tmpl');
+      await this.template.client.close();
+      await this.template.pool.end();
+    }
+    this.db = await createModelDatabase(this.serverUrl, 'run', this.template.name);
+    this.runs = 1;
+    return this.db;
+  }
+
+  async close(): Promise<void> {
+    await this.db?.drop();
+    this.db = null;
+    if (this.template)
+      await onServer(this.serverUrl, `drop database if exists ${this.template.name} with (force)`);
+    this.template = null;
+  }
+}
+
+/** A job enqueued on the open caller transaction: it exists only if that transaction commits. */
+export interface PendingJob {
+  id: string | null;
+  uid: string;
+  queue: string;
+  priority: number;
+  bulk: boolean;
+  maxAttempts: number;
+  pos: number;
+  scheduled: boolean;
+}
+
+/** One run's real side: its queues and instances, and the caller transaction it may hold open across steps. */
+export class Real {
+  tx: pg.Client | null = null;
+  txJobs: PendingJob[] = [];
+  /** Commands run since the open transaction began (a job committed after others ran may run after them). */
+  txSteps = 0;
+  private uid = 0;
+
+  constructor(
+    readonly db: ModelDatabase,
+    readonly run: string,
+    readonly queues: readonly string[],
+    readonly dlqQueues: ReadonlySet<string>,
+    readonly instances: readonly string[],
+  ) {}
+
+  static async open(db: ModelDatabase, run: string): Promise<{ model: QueueModel; real: Real }> {
+    const queues = [`${run}_a`, `${run}_b`];
+    const dlq = new Set([queues[1]!]);
+    const instances = [`${run}-i1`, `${run}-i2`];
+    for (const id of instances)
+      await registerInstance(
+        db.pool,
+        db.schema,
+        id,
+        queues.map((q) => ({ queue: q, dlq: dlq.has(q), concurrency: 10 })),
+        'model',
+      );
+    return { model: new QueueModel(queues, dlq), real: new Real(db, run, queues, dlq, instances) };
+  }
+
+  nextUid(): string {
+    return `${this.run}:${++this.uid}`;
+  }
+
+  async beginTx(): Promise<pg.Client> {
+    if (this.tx) return this.tx;
+    const c = new pg.Client({ connectionString: this.db.url, application_name: 'awa-model-tx' });
+    c.on('error', () => {});
+    await c.connect();
+    await c.query('begin');
+    this.tx = c;
+    this.txSteps = 0;
+    return c;
+  }
+
+  async endTx(how: 'commit' | 'rollback'): Promise<PendingJob[]> {
+    const c = this.tx;
+    if (!c) return [];
+    const jobs = this.txJobs;
+    this.tx = null;
+    this.txJobs = [];
+    try {
+      await c.query(how);
+    } finally {
+      await c.end().catch(() => {});
+    }
+    return jobs;
+  }
+
+  /** The ids of jobs a COPY load inserted, found by the uid each carries in its args (COPY returns counts). */
+  async idsByUid(uids: readonly string[]): Promise<Map<string, string>> {
+    const { rows } = await this.db.pool.query<{ id: string; uid: string }>(
+      `select job_id::text as id, args->>'uid' as uid from ${this.db.schema.ident}.ready_entries where args->>'uid' = any($1::text[])`,
+      [uids],
+    );
+    return new Map(rows.map((r) => [r.uid, r.id]));
+  }
+
+  /** Leaves nothing of this run that could hold the ring: rolls back its open transaction, cancels every job
+   * that has not ended, resumes its queues. */
+  async close(model: QueueModel): Promise<void> {
+    await this.endTx('rollback').catch(() => {});
+    for (const j of model.jobs.values())
+      if (!TERMINAL.has(j.state)) await this.db.client.cancel(j.id, 'model run over').catch(() => {});
+    for (const q of this.queues) await this.db.client.resumeQueue(q).catch(() => {});
+    await this.db.pool
+      .query(`delete from ${this.db.schema.ident}.runtime_instances where instance_id = any($1::text[])`, [
+        this.instances,
+      ])
+      .catch(() => {});
+  }
+}

@@ -1,0 +1,511 @@
+// Concurrent histories, the Jepsen way, in one process: producers, claimers and a maintenance leader run at
+// once on connections of their own with random delays, while faults are injected (backends terminated, a
+// pinned snapshot, a claimer that stops heartbeating, a restarted server when the caller owns one). Every
+// operation and what it returned goes into a history; checkHistory() (history-check.ts) proves the
+// invariants from it and from the database at the end.
+import pg from 'pg';
+import type { AwaClient } from '../../src/index.js';
+import {
+  claimJobs,
+  finishAttempts,
+  promoteDue,
+  pruneRing,
+  registerInstance,
+  rescueAbandoned,
+  rotateRing,
+  type Outcome,
+  type Schema,
+  type Settlement,
+} from '../../src/storage/index.js';
+import type { HistoryEntry, HistoryEvent } from './history-check.js';
+
+export interface HistoryOptions {
+  seed: number;
+  /** How long producers produce. */
+  produceMs: number;
+  producers: number;
+  claimers: number;
+  queues: readonly string[];
+  /** Terminate a random backend of the run every so often (0: never). */
+  terminateEveryMs: number;
+  /** Hold a REPEATABLE READ snapshot open for the whole run. */
+  pinSnapshot: boolean;
+  /** Restart the server once, mid-run (the caller owns it). */
+  restart?: () => Promise<void>;
+  /** A claimer stops heartbeating mid-attempt for longer than the rescue window, then tries to settle. */
+  stallClaimer: boolean;
+  /** Seconds without a heartbeat after which the leader rescues an instance's attempts. */
+  stalenessSeconds: number;
+  /** Run the in-process maintenance leader (default true; off when worker processes lead). */
+  leader?: boolean;
+  /** The kind producers enqueue (default 'h'; worker processes need one they run). */
+  kind?: string;
+  /** Called once, mid-run, while producers produce (e.g. SIGKILL a worker process). */
+  midRun?: () => Promise<void>;
+}
+
+export interface HistoryCounters {
+  operations: number;
+  faults: number;
+}
+
+/** A small seeded generator (mulberry32): a run's random draws repeat with its seed; the interleaving cannot. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A connection that is opened again after the test (or the server) killed it. */
+class Conn {
+  private c: pg.Client | null = null;
+  constructor(
+    private readonly url: string,
+    readonly name: string,
+  ) {}
+  async get(): Promise<pg.Client> {
+    if (this.c) return this.c;
+    for (let i = 0; ; i++) {
+      const c = new pg.Client({ connectionString: this.url, application_name: this.name });
+      c.on('error', () => {});
+      try {
+        await c.connect();
+        c.on('end', () => {
+          if (this.c === c) this.c = null;
+        });
+        this.c = c;
+        return c;
+      } catch (err) {
+        await c.end().catch(() => {});
+        if (i > 200) throw err;
+        await sleep(50);
+      }
+    }
+  }
+  drop(): void {
+    const c = this.c;
+    this.c = null;
+    void c?.end().catch(() => {});
+  }
+  async end(): Promise<void> {
+    const c = this.c;
+    this.c = null;
+    await c?.end().catch(() => {});
+  }
+}
+
+/** True for errors of a connection that died under the statement (terminated, server restarting). */
+function connectionLost(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return (
+    ['57P01', '57P02', '57P03', '08006', '08003', '08000', 'ECONNRESET', 'ECONNREFUSED', 'EPIPE'].includes(
+      e.code ?? '',
+    ) || /terminat|Connection terminated|not queryable|ECONNRESET|closed|ended/i.test(e.message ?? '')
+  );
+}
+
+export class HistoryRun {
+  readonly events: HistoryEvent[] = [];
+  readonly counters: HistoryCounters = { operations: 0, faults: 0 };
+  private producing = true;
+  private running = true;
+  private readonly rand: () => number;
+  private readonly conns: Conn[] = [];
+  private seq = 0;
+  readonly t0 = Date.now();
+  private readonly liveInstances = new Set<string>();
+
+  constructor(
+    readonly url: string,
+    readonly client: AwaClient,
+    readonly schema: Schema,
+    readonly opts: HistoryOptions,
+    readonly tag: string,
+  ) {
+    this.rand = rng(opts.seed);
+  }
+
+  private record(e: HistoryEntry): void {
+    this.events.push({ ...e, t: Date.now() - this.t0, n: this.events.length } as HistoryEvent);
+    this.counters.operations++;
+  }
+
+  private conn(name: string): Conn {
+    const c = new Conn(this.url, `awa-hist-${this.tag}-${name}`);
+    this.conns.push(c);
+    return c;
+  }
+
+  private pause(maxMs: number): Promise<void> {
+    return sleep(Math.floor(this.rand() * maxMs));
+  }
+
+  async run(): Promise<void> {
+    const pinned = this.opts.pinSnapshot ? await this.pin() : null;
+    const actors = [
+      ...Array.from({ length: this.opts.producers }, (_, i) => this.producer(i)),
+      ...Array.from({ length: this.opts.claimers }, (_, i) => this.claimer(i)),
+      ...(this.opts.leader === false ? [] : [this.leader()]),
+      this.heartbeats(),
+      this.faults(),
+    ];
+    if (this.opts.midRun) {
+      await sleep(this.opts.produceMs / 2);
+      this.record({ actor: 'faults', op: 'mid_run' });
+      this.counters.faults++;
+      await this.opts.midRun();
+      await sleep(this.opts.produceMs / 2);
+    } else await sleep(this.opts.produceMs);
+    this.producing = false;
+    await Promise.all(actors.slice(0, this.opts.producers));
+    // Drain: claimers and the leader run until nothing is left to do.
+    await this.waitQuiet();
+    this.running = false;
+    await Promise.all(actors);
+    await pinned?.end().catch(() => {});
+    await Promise.all(this.conns.map((c) => c.end()));
+  }
+
+  private async pin(): Promise<pg.Client> {
+    const c = new pg.Client({ connectionString: this.url, application_name: `awa-pin-${this.tag}` });
+    c.on('error', () => {});
+    await c.connect();
+    await c.query('begin isolation level repeatable read');
+    await c.query('select txid_current()');
+    await c.query(`select count(*) from ${this.schema.ident}.schema_version`);
+    this.record({ actor: 'pin', op: 'pin' });
+    return c;
+  }
+
+  /** Until every queue of the run has nothing available, scheduled, retryable or running for a while. */
+  private async waitQuiet(): Promise<void> {
+    const deadline = Date.now() + 90_000;
+    let quiet = 0;
+    while (Date.now() < deadline) {
+      try {
+        const counts = (await this.client.counts()).filter((c) => this.opts.queues.includes(c.queue));
+        const busy = counts.reduce(
+          (n, c) => n + c.available + c.scheduled + c.retryable + c.running + c.waiting,
+          0,
+        );
+        quiet = busy === 0 ? quiet + 1 : 0;
+        if (quiet >= 3) return;
+      } catch {
+        quiet = 0;
+      }
+      await sleep(200);
+    }
+  }
+
+  private async producer(p: number): Promise<void> {
+    const conn = this.conn(`p${p}`);
+    for (let i = 0; this.producing; i++) {
+      const queue = this.opts.queues[Math.floor(this.rand() * this.opts.queues.length)]!;
+      const n = this.rand() < 0.5 ? 1 : 1 + Math.floor(this.rand() * 6);
+      const how = n === 1 ? 'one' : this.rand() < 0.3 ? 'copy' : 'many';
+      const priority = this.rand() < 0.7 ? 2 : 1;
+      const uids = Array.from({ length: n }, (_, k) => `${this.tag}:${p}:${i}:${k}`);
+      const rollback = this.rand() < 0.15;
+      const kind = this.opts.kind ?? 'h';
+      const inputs = uids.map((uid) => ({
+        kind,
+        args: { uid },
+        options: { queue, priority: priority as 2, maxAttempts: 3 },
+      }));
+      let c: pg.Client | null = null;
+      let committing = false;
+      try {
+        c = await conn.get();
+        await c.query('begin');
+        this.record({
+          actor: `p${p}`,
+          op: 'enqueue',
+          uids,
+          queue,
+          priority,
+          how,
+          block: uids.length > 1 && how !== 'one',
+        });
+        if (how === 'one')
+          await this.client.enqueue(kind, { uid: uids[0] }, { ...inputs[0]!.options, client: c });
+        else if (how === 'many') await this.client.enqueueMany(inputs, { client: c });
+        else await this.client.copyEnqueue(inputs, { client: c });
+        await this.pause(15);
+        committing = true;
+        await c.query(rollback ? 'rollback' : 'commit');
+        this.record({ actor: `p${p}`, op: rollback ? 'rolled_back' : 'committed', uids });
+      } catch (err) {
+        conn.drop();
+        // A commit whose answer was lost may or may not have happened; anything earlier rolled back.
+        this.record({
+          actor: `p${p}`,
+          op: committing && !rollback ? 'commit_unknown' : 'rolled_back',
+          uids,
+          error: String(err),
+        });
+        if (!connectionLost(err)) throw err;
+      }
+      await this.pause(10);
+    }
+  }
+
+  private newInstance(k: number): string {
+    const id = `${this.tag}-c${k}-${++this.seq}`;
+    this.liveInstances.add(id);
+    return id;
+  }
+
+  private async register(conn: Conn, instance: string): Promise<void> {
+    for (;;) {
+      try {
+        await registerInstance(
+          await conn.get(),
+          this.schema,
+          instance,
+          this.opts.queues.map((q) => ({ queue: q, dlq: q.endsWith('dlq'), concurrency: 20 })),
+          'history',
+        );
+        return;
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err)) throw err;
+        await sleep(50);
+      }
+    }
+  }
+
+  private async claimer(k: number): Promise<void> {
+    const conn = this.conn(`c${k}`);
+    let instance = this.newInstance(k);
+    await this.register(conn, instance);
+    let stalled = !this.opts.stallClaimer || k !== 0;
+    while (this.running) {
+      const queue = this.opts.queues[Math.floor(this.rand() * this.opts.queues.length)]!;
+      const max = 1 + Math.floor(this.rand() * 12);
+      let batches;
+      try {
+        batches = (
+          await claimJobs(await conn.get(), this.schema, {
+            queue,
+            max,
+            instanceId: instance,
+            agingSeconds: 3600,
+            deadlineSeconds: 0,
+          })
+        ).batches;
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err)) throw err;
+        // The claim may have committed with its answer lost: this instance goes silent (its attempts are
+        // the leader's to rescue) and the claimer carries on as a new one.
+        this.record({ actor: `c${k}`, op: 'claim_lost', instance });
+        this.liveInstances.delete(instance);
+        instance = this.newInstance(k);
+        await this.register(conn, instance);
+        continue;
+      }
+      const jobs = batches.flatMap((b) =>
+        b.jobs.map((j) => ({
+          id: j.id,
+          uid: (j.args as { uid: string }).uid,
+          runLease: j.runLease,
+          attempt: j.attempt,
+          ref: { claimSlot: b.claimSlot, batchId: b.batchId, idx: j.idx, jobId: j.id, runLease: j.runLease },
+        })),
+      );
+      this.record({
+        actor: `c${k}`,
+        op: 'claimed',
+        instance,
+        queue,
+        jobs: jobs.map((j) => ({
+          id: j.id,
+          uid: j.uid,
+          runLease: j.runLease,
+          attempt: j.attempt,
+          batch: Number(j.ref.batchId),
+          idx: j.ref.idx,
+        })),
+      });
+      if (jobs.length === 0) {
+        await this.pause(30);
+        continue;
+      }
+      if (!stalled && this.running) {
+        // This instance goes silent past the rescue window holding its attempts, then wakes and settles them:
+        // the leader's rescue must win, every late settlement must be refused.
+        stalled = true;
+        this.liveInstances.delete(instance);
+        this.record({ actor: `c${k}`, op: 'stall', instance });
+        this.counters.faults++;
+        await sleep(this.opts.stalenessSeconds * 1000 + 2_500);
+      } else await this.pause(20);
+      const items: Settlement[] = jobs.map((j) => ({ ...j.ref, ...this.outcome(j.attempt) }));
+      await this.settle(conn, k, items);
+      if (!this.liveInstances.has(instance)) {
+        instance = this.newInstance(k);
+        await this.register(conn, instance);
+      }
+      // Now and then a settlement is sent again (a retried flush): the fence must refuse it.
+      if (this.rand() < 0.1) await this.settle(conn, k, items.slice(0, 1), true);
+    }
+  }
+
+  private outcome(attempt: number): { outcome: Outcome; runAt?: Date; error?: Record<string, unknown> } {
+    const x = this.rand();
+    const past = new Date(Date.now() - 1_000);
+    if (x < 0.7) return { outcome: 'completed' };
+    if (x < 0.82) return { outcome: 'retry', runAt: past, error: { message: `retry at ${attempt}` } };
+    if (x < 0.9) return { outcome: 'snooze', runAt: past };
+    if (x < 0.95) return { outcome: 'failed', error: { message: 'failed' } };
+    return { outcome: 'cancelled', error: { message: 'cancelled' } };
+  }
+
+  private async settle(conn: Conn, k: number, items: Settlement[], resend = false): Promise<void> {
+    for (let tries = 0; ; tries++) {
+      // What the history held when the write was sent: a later claim of the job recorded before it proves
+      // the write stale.
+      const sent = this.events.length;
+      try {
+        const accepted = await finishAttempts(await conn.get(), this.schema, items);
+        this.record({
+          actor: `c${k}`,
+          op: 'settled',
+          sent,
+          resend: resend || tries > 0,
+          items: items.map((s) => ({
+            id: s.jobId,
+            runLease: s.runLease,
+            outcome: s.outcome,
+            accepted: accepted.has(s.jobId),
+          })),
+        });
+        return;
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err)) throw err;
+        // Unknown whether that flush committed: sent again through the fence, as the batcher does.
+        this.record({
+          actor: `c${k}`,
+          op: 'settle_unknown',
+          items: items.map((s) => ({
+            id: s.jobId,
+            runLease: s.runLease,
+            outcome: s.outcome,
+            accepted: false,
+          })),
+        });
+        if (tries > 20) throw err;
+        await sleep(20);
+      }
+    }
+  }
+
+  private async heartbeats(): Promise<void> {
+    const conn = this.conn('hb');
+    while (this.running) {
+      try {
+        const c = await conn.get();
+        await c.query(
+          `update ${this.schema.ident}.runtime_instances set heartbeat_at = now() where instance_id = any($1::text[])`,
+          [[...this.liveInstances]],
+        );
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err)) throw err;
+      }
+      await sleep(250);
+    }
+  }
+
+  private async leader(): Promise<void> {
+    const conn = this.conn('leader');
+    while (this.running) {
+      try {
+        const c = await conn.get();
+        // Draining: time passes for the backlog (retries of rescued attempts wait out the backoff rule).
+        if (!this.producing)
+          await c.query(
+            `update ${this.schema.ident}.deferred_jobs set run_at = now() where run_at > now() and queue = any($1::text[])`,
+            [this.opts.queues],
+          );
+        const promoted = await promoteDue(c, this.schema, 1000);
+        if (promoted > 0) this.record({ actor: 'leader', op: 'promoted', count: promoted });
+        const rescued = await rescueAbandoned(c, this.schema, {
+          stalenessSeconds: this.opts.stalenessSeconds,
+          maxBatches: 1000,
+        });
+        if (rescued.length > 0)
+          this.record({
+            actor: 'leader',
+            op: 'rescued',
+            items: rescued.map((r) => ({
+              id: r.jobId,
+              runLease: r.runLease,
+              outcome: r.outcome,
+              accepted: true,
+              instance: r.instanceId,
+            })),
+          });
+        if (this.rand() < 0.5) {
+          const slot = await rotateRing(c, this.schema);
+          if (slot !== null) this.record({ actor: 'leader', op: 'rotated', slot });
+        }
+        const pruned = await pruneRing(c, this.schema, {
+          lockTimeoutMs: 10,
+          carryLimit: 200,
+          carryAfterSlots: 4,
+        });
+        if (pruned.outcome === 'pruned' || pruned.outcome === 'carried')
+          this.record({ actor: 'leader', op: 'pruned', slot: pruned.slot, outcome: pruned.outcome });
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err) && !/lock timeout|canceling statement/i.test(String(err))) throw err;
+      }
+      await this.pause(60);
+    }
+  }
+
+  private async faults(): Promise<void> {
+    const admin = this.conn('faults');
+    let restarted = !this.opts.restart;
+    const began = Date.now();
+    while (this.running) {
+      await sleep(this.opts.terminateEveryMs > 0 ? this.opts.terminateEveryMs * (0.5 + this.rand()) : 200);
+      if (!this.running) break;
+      if (!restarted && this.producing && Date.now() - began > this.opts.produceMs / 2) {
+        restarted = true;
+        this.record({ actor: 'faults', op: 'restart' });
+        this.counters.faults++;
+        await this.opts.restart!();
+        continue;
+      }
+      if (this.opts.terminateEveryMs <= 0) continue;
+      try {
+        const c = await admin.get();
+        const { rows } = await c.query<{ pid: number; app: string }>(
+          `select pid, application_name as app from pg_stat_activity
+            where datname = current_database() and application_name like $1
+              and application_name not like '%-faults' and pid <> pg_backend_pid()
+            order by random() limit 1`,
+          [`awa-hist-${this.tag}-%`],
+        );
+        if (rows[0]) {
+          await c.query('select pg_terminate_backend($1)', [rows[0].pid]);
+          this.record({ actor: 'faults', op: 'terminate', target: rows[0].app });
+          this.counters.faults++;
+        }
+      } catch (err) {
+        admin.drop();
+        if (!connectionLost(err)) throw err;
+      }
+    }
+  }
+}

@@ -1,0 +1,102 @@
+// Runs random command sequences against the engine and the model side by side (fc.commands /
+// fc.asyncModelRun). A failure is shrunk to a minimal sequence and reported with its seed, its path and the
+// sequence as a test that replays it (replayCommands below), also written to a file.
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { commandArbs, type ModelCommand } from './commands.js';
+import { ModelDatabases, Real, type ModelDatabase } from './engine.js';
+
+export interface ModelRunOptions {
+  seed: number;
+  numRuns: number;
+  maxCommands: number;
+  /** Stop generating new runs after this long (shrinking a failure is not cut short). */
+  timeLimitMs?: number;
+  /** A failing case to replay (from a report). */
+  path?: string;
+}
+
+export interface ModelRunStats {
+  runs: number;
+  commands: number;
+}
+
+let runCounter = 0;
+
+async function runSequence(
+  db: ModelDatabase,
+  cmds: Iterable<ModelCommand>,
+  stats?: ModelRunStats,
+): Promise<void> {
+  const { model, real } = await Real.open(db, `m${process.pid}x${++runCounter}`);
+  try {
+    await fc.asyncModelRun(() => ({ model, real }), cmds);
+    if (stats) {
+      stats.runs++;
+      stats.commands += [...cmds].length;
+    }
+  } finally {
+    await real.close(model);
+  }
+}
+
+/** Replays one sequence (as a failure report prints it) against a fresh run of `db`. */
+export async function replayCommands(db: ModelDatabase, cmds: ModelCommand[]): Promise<void> {
+  await runSequence(db, cmds);
+}
+
+/** The replayable test printed for a shrunk failure. */
+function replayTest(seed: number, path: string | undefined, counterexample: string): string {
+  const cmds = counterexample.replace(/^\[|\]$/g, '').trim();
+  return [
+    `// seed ${seed}, path ${path ?? '?'}: paste into test/model/model-based.test.ts`,
+    `it('replays model failure seed ${seed}', async () => {`,
+    `  await replayCommands(db, [${cmds}]);`,
+    `});`,
+  ].join('\n');
+}
+
+/** Runs random sequences against databases on `serverUrl` (a fresh one every few runs), reporting a failure
+ * with its seed, path and shrunk sequence. */
+export async function runModel(serverUrl: string, opts: ModelRunOptions): Promise<ModelRunStats> {
+  const dbs = new ModelDatabases(serverUrl);
+  try {
+    return await check(dbs, opts);
+  } finally {
+    await dbs.close();
+  }
+}
+
+async function check(dbs: ModelDatabases, opts: ModelRunOptions): Promise<ModelRunStats> {
+  const stats: ModelRunStats = { runs: 0, commands: 0 };
+  const property = fc.asyncProperty(
+    fc.commands(commandArbs(), { maxCommands: opts.maxCommands, size: 'max' }),
+    async (cmds) => runSequence(await dbs.next(), cmds, stats),
+  );
+  const details = await fc.check(property, {
+    seed: opts.seed,
+    numRuns: opts.numRuns,
+    ...(opts.path ? { path: opts.path } : {}),
+    ...(opts.timeLimitMs ? { interruptAfterTimeLimit: opts.timeLimitMs } : {}),
+    markInterruptAsFailure: false,
+    endOnFailure: false,
+  });
+  if (details.failed) {
+    const counterexample = details.counterexample ? String(details.counterexample[0]) : '?';
+    const error =
+      details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
+    const test = replayTest(opts.seed, details.counterexamplePath ?? undefined, counterexample);
+    const report = [
+      `model-based run failed: seed ${opts.seed}, path ${details.counterexamplePath}, after ${details.numRuns} runs (shrunk ${details.numShrinks} times)`,
+      `error: ${error}`,
+      `shrunk sequence: ${counterexample}`,
+      test,
+    ].join('\n');
+    const file = join(tmpdir(), `awa-model-failure-${opts.seed}-${Date.now()}.txt`);
+    writeFileSync(file, report + '\n');
+    throw new Error(`${report}\n(written to ${file})`);
+  }
+  return stats;
+}
