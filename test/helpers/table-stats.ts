@@ -79,3 +79,19 @@ export function sumOf(
   for (const s of stats.values()) if (family.test(s.relname)) n += s[k];
   return n;
 }
+
+/**
+ * Index entries and rows this backend has read in the engine's schema so far in its transaction (the counters a
+ * backend keeps before it flushes them): read before and after a call in one transaction, the difference is
+ * what the call read, counted by PostgreSQL rather than timed.
+ */
+export async function readsSoFar(c: pg.ClientBase, schema = 'awa'): Promise<number> {
+  const { rows } = await c.query<{ reads: number }>(
+    `select coalesce(sum(pg_stat_get_xact_tuples_returned(k.oid) + pg_stat_get_xact_tuples_fetched(k.oid)), 0)::int
+              as reads
+       from pg_class k join pg_namespace s on s.oid = k.relnamespace
+      where s.nspname = $1 and k.relkind in ('r', 'i')`,
+    [schema],
+  );
+  return rows[0]!.reads;
+}

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, finishAttempts } from '../../src/storage/index.js';
 import { settleAll } from '../helpers/claim.js';
+import { readsSoFar } from '../helpers/table-stats.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // What a claim reads, counted by PostgreSQL rather than timed: the index entries and table rows the claim's own
@@ -26,26 +27,14 @@ describe('claim cost', () => {
   const jobs = (queue: string, n: number, from = 0) =>
     Array.from({ length: n }, (_, i) => ({ kind: 'c', args: { i: from + i }, options: { queue } }));
 
-  /** Entries and rows this backend has read in the engine's schema and not yet reported (the counters a
-   * backend keeps before it flushes them, so they are read before and after, in one transaction). */
-  const readSoFar = async (c: pg.ClientBase) =>
-    (
-      await c.query<{ reads: number }>(
-        `select coalesce(sum(pg_stat_get_xact_tuples_returned(k.oid) + pg_stat_get_xact_tuples_fetched(k.oid)), 0)::int
-                  as reads
-           from pg_class k join pg_namespace s on s.oid = k.relnamespace
-          where s.nspname = 'awa' and k.relkind in ('r', 'i')`,
-      )
-    ).rows[0]!.reads;
-
   /** One claim in a transaction of its own: the jobs it took, and the entries and rows it read. */
   const claimCounted = async (queue: string, max: number) => {
     const c = await f.pool.connect();
     try {
       await c.query('begin');
-      const before = await readSoFar(c);
+      const before = await readsSoFar(c);
       const { batches } = await claimJobs(c, f.schema, req(queue, max));
-      const reads = (await readSoFar(c)) - before;
+      const reads = (await readsSoFar(c)) - before;
       await c.query('commit');
       if (batches.length > 0) await finishAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
       return { ids: batches.flatMap((b) => b.jobs.map((j) => j.id)), reads };

@@ -1,7 +1,7 @@
-import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimJobs, finishAttempts, listJobs } from '../../src/storage/index.js';
 import { settleAll } from '../helpers/claim.js';
+import { readsSoFar } from '../helpers/table-stats.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // What an operator's page of jobs reads while the ring holds many settled receipts (nothing prunes here, as
@@ -16,24 +16,14 @@ const PER_RECEIPT = 5;
 describe('read cost beside a ring of settled receipts', () => {
   let f: StorageFixture;
 
-  const readSoFar = async (c: pg.ClientBase) =>
-    (
-      await c.query<{ reads: number }>(
-        `select coalesce(sum(pg_stat_get_xact_tuples_returned(k.oid) + pg_stat_get_xact_tuples_fetched(k.oid)), 0)::int
-                  as reads
-           from pg_class k join pg_namespace s on s.oid = k.relnamespace
-          where s.nspname = 'awa' and k.relkind in ('r', 'i')`,
-      )
-    ).rows[0]!.reads;
-
   /** One list call in a transaction of its own: the jobs it returned, and the entries and rows it read. */
   const counted = async (filter: Parameters<typeof listJobs>[2]) => {
     const c = await f.pool.connect();
     try {
       await c.query('begin');
-      const before = await readSoFar(c);
+      const before = await readsSoFar(c);
       const jobs = await listJobs(c, f.schema, filter);
-      const reads = (await readSoFar(c)) - before;
+      const reads = (await readsSoFar(c)) - before;
       await c.query('commit');
       return { jobs, reads };
     } finally {

@@ -17,6 +17,7 @@ import {
   type Schema,
   type Settlement,
 } from '../../src/storage/index.js';
+import { mulberry32 } from '../chaos/harness.js';
 import type { HistoryEntry, HistoryEvent } from './history-check.js';
 
 export interface HistoryOptions {
@@ -47,18 +48,6 @@ export interface HistoryOptions {
 export interface HistoryCounters {
   operations: number;
   faults: number;
-}
-
-/** A small seeded generator (mulberry32): a run's random draws repeat with its seed; the interleaving cannot. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -129,7 +118,7 @@ export class HistoryRun {
     readonly opts: HistoryOptions,
     readonly tag: string,
   ) {
-    this.rand = rng(opts.seed);
+    this.rand = mulberry32(opts.seed);
   }
 
   private record(e: HistoryEntry): void {
