@@ -80,9 +80,7 @@ begin
                cross join lateral {{schema}}.lane_unclaimed_spans(l) span
               where l.queue = p_queue), 0),
            'running', coalesce((
-             select sum({{schema}}.receipt_open_count(b.slot, b.batch_id, b.size))
-               from {{schema}}.claim_batches b join {{schema}}.lanes l on l.lane_id = b.lane_id
-              where l.queue = p_queue), 0),
+             select sum(o.open) from {{schema}}.open_receipts(p_queue) o), 0),
            'waiting', (select count(*) from {{schema}}.waiting_jobs w where w.queue = p_queue),
            'scheduled', (select count(*) from {{schema}}.deferred_jobs d
                           where d.queue = p_queue and d.state = 'scheduled'),

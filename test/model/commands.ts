@@ -14,8 +14,16 @@ import {
   rotateRing,
   type Settlement,
 } from '../../src/storage/index.js';
-import type { Real } from './engine.js';
-import { type AttemptRef, type CallbackAction, type ModelJob, type QueueModel, TERMINAL } from './model.js';
+import type { PendingJob, Real } from './engine.js';
+import {
+  CALLBACK_ACTIONS,
+  emptyCounts,
+  type AttemptRef,
+  type CallbackAction,
+  type ModelJob,
+  type QueueModel,
+  TERMINAL,
+} from './model.js';
 
 export type ModelCommand = fc.AsyncCommand<QueueModel, Real>;
 
@@ -54,18 +62,7 @@ export async function checkObservable(m: QueueModel, r: Real): Promise<void> {
   for (const q of m.queues) {
     const c = counts.find((x) => x.queue === q);
     const want = m.counts(q);
-    const got = c
-      ? { ...c, available: Math.max(0, c.available) }
-      : {
-          available: 0,
-          running: 0,
-          waiting: 0,
-          scheduled: 0,
-          retryable: 0,
-          completed: 0,
-          failed: 0,
-          cancelled: 0,
-        };
+    const got = c ? { ...c, available: Math.max(0, c.available) } : emptyCounts();
     for (const k of Object.keys(want) as (keyof typeof want)[]) {
       if (k === 'available' ? got[k] < want[k] : got[k] !== want[k])
         v.push(`counts(${q}).${k}: engine ${got[k]}, model ${want[k]}`);
@@ -219,16 +216,7 @@ export class Enqueue implements ModelCommand {
 async function addJobs(
   m: QueueModel,
   r: Real,
-  jobs: readonly {
-    id: string | null;
-    uid: string;
-    queue: string;
-    priority: number;
-    bulk: boolean;
-    maxAttempts: number;
-    pos: number;
-    scheduled: boolean;
-  }[],
+  jobs: readonly PendingJob[],
   late: boolean,
   key: string | null = null,
 ): Promise<void> {
@@ -651,18 +639,7 @@ export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
     fc.tuple(idx, outcomeArb).map(([i, o]) => new StaleFinish(i, o) as ModelCommand),
     idx.map((i) => new Park(i) as ModelCommand),
     fc
-      .tuple(
-        idx,
-        fc.constantFrom<CallbackAction | 'timeout'>(
-          'complete',
-          'fail',
-          'retry',
-          'cancel',
-          'resume',
-          'timeout',
-        ),
-        fc.boolean(),
-      )
+      .tuple(idx, fc.constantFrom<CallbackAction | 'timeout'>(...CALLBACK_ACTIONS, 'timeout'), fc.boolean())
       .map(([i, a, s]) => new Callback(i, a, s) as ModelCommand),
     idx.map((i) => new Cancel(i) as ModelCommand),
     idx.map((i) => new RetryJob(i) as ModelCommand),

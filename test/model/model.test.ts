@@ -2,7 +2,7 @@
 // is the yardstick of model-based.test.ts, so it must not be able to drift into a state the queue cannot be in.
 import { fc, test } from '@fast-check/vitest';
 import { expect } from 'vitest';
-import { QueueModel, TERMINAL, type CallbackAction, type SettleOutcome } from './model.js';
+import { CALLBACK_ACTIONS, QueueModel, TERMINAL, type CallbackAction, type SettleOutcome } from './model.js';
 
 type Op =
   | { op: 'enqueue'; queue: number; max: number; later: boolean }
@@ -30,14 +30,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({
     op: fc.constant('callback' as const),
     i: fc.nat(20),
-    action: fc.constantFrom<CallbackAction | 'timeout'>(
-      'complete',
-      'fail',
-      'retry',
-      'cancel',
-      'resume',
-      'timeout',
-    ),
+    action: fc.constantFrom<CallbackAction | 'timeout'>(...CALLBACK_ACTIONS, 'timeout'),
   }),
   fc.record({
     op: fc.constantFrom(

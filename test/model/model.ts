@@ -25,6 +25,21 @@ export interface AttemptRef {
   runLease: number;
 }
 
+/** The counts a queue nothing names has: zero in every state. */
+export type QueueCountsModel = Record<Exclude<JobState, 'dlq' | 'waiting_external'> | 'waiting', number>;
+export function emptyCounts(): QueueCountsModel {
+  return {
+    available: 0,
+    running: 0,
+    waiting: 0,
+    scheduled: 0,
+    retryable: 0,
+    completed: 0,
+    failed: 0,
+    cancelled: 0,
+  };
+}
+
 export interface ModelJob {
   id: string;
   queue: string;
@@ -51,7 +66,8 @@ export interface ModelJob {
 }
 
 export type SettleOutcome = 'completed' | 'retry' | 'failed' | 'cancelled' | 'snooze';
-export type CallbackAction = 'complete' | 'fail' | 'retry' | 'cancel' | 'resume';
+export const CALLBACK_ACTIONS = ['complete', 'fail', 'retry', 'cancel', 'resume'] as const;
+export type CallbackAction = (typeof CALLBACK_ACTIONS)[number];
 
 const laneOf = (j: Pick<ModelJob, 'queue' | 'priority' | 'bulk'>) =>
   `${j.queue}|${j.priority}|${j.bulk ? 'bulk' : 'live'}`;
@@ -313,18 +329,9 @@ export class QueueModel {
     return [...this.jobs.values()].filter((j) => j.state === 'waiting_external');
   }
 
-  /** Per-queue counts as `counts()` reports them (dlq is not a column there). */
-  counts(queue: string): Record<Exclude<JobState, 'dlq' | 'waiting_external'> | 'waiting', number> {
-    const c = {
-      available: 0,
-      running: 0,
-      waiting: 0,
-      scheduled: 0,
-      retryable: 0,
-      completed: 0,
-      failed: 0,
-      cancelled: 0,
-    };
+  /** Per-queue counts as `counts()` reports them (the DLQ is compared entry by entry, not here). */
+  counts(queue: string): QueueCountsModel {
+    const c = emptyCounts();
     for (const j of this.jobs.values()) {
       if (j.queue !== queue || j.state === 'dlq') continue;
       c[j.state === 'waiting_external' ? 'waiting' : j.state]++;
