@@ -1,24 +1,11 @@
-import { hostname } from 'node:os';
 import type pg from 'pg';
-import {
-  actorOption,
-  auditLine,
-  validateActor,
-  validateAuditAction,
-  type Actor,
-  type ActorOptions,
-  type AuditFilter,
-  type AuditRecord,
-} from '../model/audit.js';
+import type { Actor, ActorOptions, AuditFilter, AuditRecord } from '../model/audit.js';
 import { ClientClosedError, InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
-import { JOB_STATES } from '../model/job.js';
 import {
-  isJobId,
   rejectUnknownKeys,
-  validateDate,
   validateInt,
   validateJobId,
   validateName,
@@ -96,6 +83,8 @@ import {
   type CronSchedule,
   type CronTriggerResult,
 } from './cron.js';
+import { AuditTrail, auditEntry, auditFilter } from './audit-trail.js';
+import { dlqCountFilter, dlqPageFilter, dlqTarget, jobListFilter } from './operator-filters.js';
 import { ProducerTelemetry, telemetryScope } from './telemetry/index.js';
 import { QUERY_TIMEOUT_MS } from './config.js';
 import { assertIterable, runCopyLoad, type CopyEnqueueResult, type JobInput } from './copy-load.js';
@@ -174,21 +163,13 @@ export class AwaClient {
   private readonly laneQueues = { live: new Set<string>(), bulk: new Set<string>() };
   private readonly telemetry = new ProducerTelemetry(telemetryScope());
   private closing: Promise<void> | null = null;
-  /** Who operator actions are recorded as when a call names no actor; null: `process`. */
-  private readonly actor: Actor | null;
-  /** Whether callback deliveries are operator actions: only for a client given an actor (the CLI's). */
-  private readonly auditsCallbacks: boolean;
-  private readonly onAudit: (record: AuditRecord) => void;
+  private readonly audit: AuditTrail;
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
     rejectUnknownKeys('options', options, CLIENT_OPTION_KEYS);
     this.schema = resolveSchema(options.schema);
-    this.actor = options.actor === undefined ? null : validateActor('actor', options.actor);
-    this.auditsCallbacks = this.actor !== null;
-    if (options.onAudit !== undefined && typeof options.onAudit !== 'function')
-      throw new InvalidOptionError('onAudit', 'must be a function (record) => void');
-    this.onAudit = options.onAudit ?? ((record) => console.error(auditLine(record)));
+    this.audit = new AuditTrail(options.actor, options.onAudit);
     this.maxPayloadBytes =
       options.maxPayloadBytes === undefined
         ? DEFAULT_MAX_PAYLOAD_BYTES
@@ -439,7 +420,7 @@ export class AwaClient {
     const record = error === null ? null : { at: new Date().toISOString(), error, name: 'ExternalCallback' };
     // A callback is the job's external system answering, not an operator action, unless this client acts for
     // someone (the CLI's `awa callback`).
-    const by = this.auditsCallbacks ? this.actorOf(undefined) : null;
+    const by = this.audit.auditsCallbacks ? this.actorOf(undefined) : null;
     return this.audited(`callback ${action}`, by ?? this.actorOf(undefined), async (db) => {
       const delivery = await resolveCallback(db, this.schema, token, action, json, runAt, record, by);
       this.telemetry.callbackDelivered(action, delivery.value);
@@ -457,31 +438,8 @@ export class AwaClient {
 
   /** A page of jobs in one state (see JobListFilter for the paging keys). */
   async listJobs(filter: Omit<JobListFilter, 'limit'> & { limit?: number }): Promise<JobSummary[]> {
-    validatePlainObject('filter', filter);
-    rejectUnknownKeys('filter', filter, [
-      'state',
-      'queue',
-      'kind',
-      'beforeId',
-      'beforeAt',
-      'afterAt',
-      'limit',
-    ]);
-    if (!JOB_STATES.includes(filter.state)) {
-      throw new InvalidOptionError(
-        'filter.state',
-        `must be one of ${JOB_STATES.join(', ')}, got ${String(filter.state)}`,
-      );
-    }
-    if (filter.queue !== undefined) validateName('filter.queue', filter.queue);
-    if (filter.kind !== undefined) validateName('filter.kind', filter.kind);
-    if (filter.beforeId !== undefined && !isJobId(filter.beforeId)) {
-      throw new InvalidOptionError('filter.beforeId', 'must be a job id');
-    }
-    if (filter.beforeAt !== undefined) validateDate('filter.beforeAt', filter.beforeAt);
-    if (filter.afterAt !== undefined) validateDate('filter.afterAt', filter.afterAt);
-    const limit = filter.limit === undefined ? 50 : validateInt('filter.limit', filter.limit, 1, 1000);
-    return this.run('listJobs', undefined, (db) => listJobs(db, this.schema, { ...filter, limit }));
+    const valid = jobListFilter(filter);
+    return this.run('listJobs', undefined, (db) => listJobs(db, this.schema, valid));
   }
 
   /** When the completions of a queue (or of all) that are kept only in compact history closed: those keep no
@@ -568,15 +526,8 @@ export class AwaClient {
   async dlqPage(
     filter: { queue?: string; kind?: string; beforeId?: string; limit?: number } = {},
   ): Promise<DlqSummary[]> {
-    validatePlainObject('filter', filter);
-    rejectUnknownKeys('filter', filter, ['queue', 'kind', 'beforeId', 'limit']);
-    if (filter.queue !== undefined) validateName('filter.queue', filter.queue);
-    if (filter.kind !== undefined) validateName('filter.kind', filter.kind);
-    if (filter.beforeId !== undefined && !isJobId(filter.beforeId)) {
-      throw new InvalidOptionError('filter.beforeId', 'must be a job id');
-    }
-    const limit = filter.limit === undefined ? 50 : validateInt('filter.limit', filter.limit, 1, 1000);
-    return this.run('dlqPage', undefined, (db) => dlqPage(db, this.schema, { ...filter, limit }));
+    const valid = dlqPageFilter(filter);
+    return this.run('dlqPage', undefined, (db) => dlqPage(db, this.schema, valid));
   }
 
   /** How many DLQ entries there are, of a queue or kind (or all), counted up to `atMost` (default 10,000) so the
@@ -585,10 +536,7 @@ export class AwaClient {
     filter: { queue?: string; kind?: string } = {},
     options: { atMost?: number } = {},
   ): Promise<DlqCount> {
-    validatePlainObject('filter', filter);
-    rejectUnknownKeys('filter', filter, ['queue', 'kind']);
-    if (filter.queue !== undefined) validateName('filter.queue', filter.queue);
-    if (filter.kind !== undefined) validateName('filter.kind', filter.kind);
+    dlqCountFilter(filter);
     const atMost =
       options.atMost === undefined ? 10_000 : validateInt('atMost', options.atMost, 1, 1_000_000_000);
     const count = await this.run('countDlq', undefined, (db) => countDlq(db, this.schema, filter, atMost));
@@ -607,14 +555,7 @@ export class AwaClient {
   /** Deletes DLQ entries: these ids, or those of a queue (or all) that went to the DLQ before `before`. With
    * `dryRun`, deletes nothing (and records nothing) and returns how many would go. */
   async purgeDlq(target: DlqTarget, options: { dryRun?: boolean } & ActorOptions = {}): Promise<number> {
-    validatePlainObject('target', target);
-    if ('ids' in target) {
-      if (!Array.isArray(target.ids) || !target.ids.every(isJobId))
-        throw new InvalidOptionError('target.ids', 'must be an array of job ids');
-    } else {
-      validateDate('target.before', target.before);
-      if (target.queue !== undefined) validateName('target.queue', target.queue);
-    }
+    dlqTarget(target);
     const by = this.actorOf(options, ['dryRun']);
     if (options.dryRun) return this.run('purgeDlq', undefined, (db) => countDlq(db, this.schema, target));
     const purged = await this.audited('purgeDlq', by, (db, by) => purgeDlq(db, this.schema, target, by));
@@ -670,14 +611,7 @@ export class AwaClient {
     entry: { action: string; target?: string | null; detail?: Record<string, unknown> | null },
     options?: ActorOptions,
   ): Promise<AuditRecord> {
-    validatePlainObject('entry', entry);
-    rejectUnknownKeys('entry', entry, ['action', 'target', 'detail']);
-    const action = validateAuditAction('entry.action', entry.action);
-    const target = entry.target ?? null;
-    if (target !== null && (typeof target !== 'string' || target.length > 1000))
-      throw new InvalidOptionError('entry.target', 'must be a string of at most 1000 characters, or null');
-    const detail = entry.detail ?? null;
-    if (detail !== null) validatePlainObject('entry.detail', detail);
+    const { action, target, detail } = auditEntry(entry);
     return this.audited('recordAudit', this.actorOf(options), async (db, by) => {
       const record = await insertAudit(db, this.schema, { by, action, target }, detail);
       return { value: record, record };
@@ -686,21 +620,8 @@ export class AwaClient {
 
   /** A page of the audit trail, newest first: pass the last record's id as `beforeId` for the next page. */
   async auditLog(filter: AuditFilter = {}): Promise<AuditRecord[]> {
-    validatePlainObject('filter', filter);
-    rejectUnknownKeys('filter', filter, ['beforeId', 'action', 'actor', 'limit']);
-    if (filter.beforeId !== undefined && !isJobId(filter.beforeId))
-      throw new InvalidOptionError('filter.beforeId', 'must be an audit record id (digits)');
-    if (filter.action !== undefined) validateAuditAction('filter.action', filter.action);
-    if (filter.actor !== undefined) validateName('filter.actor', filter.actor);
-    const limit = filter.limit === undefined ? 50 : validateInt('filter.limit', filter.limit, 1, 1000);
-    return this.run('auditLog', undefined, (db) =>
-      auditPage(db, this.schema, {
-        beforeId: filter.beforeId ?? null,
-        action: filter.action ?? null,
-        actor: filter.actor ?? null,
-        limit,
-      }),
-    );
+    const page = auditFilter(filter);
+    return this.run('auditLog', undefined, (db) => auditPage(db, this.schema, page));
   }
 
   /** Ends the client's own pool (a pool passed in stays the caller's). Safe to call more than once; every
@@ -745,12 +666,8 @@ export class AwaClient {
     return toJobRow(this.kindOf(job.kind), job.args, job.options, this.maxPayloadBytes);
   }
 
-  /** Who an operator action is recorded as: the call's actor, the client's, or this process. */
   private actorOf(options: ActorOptions | undefined, extraKeys: readonly string[] = []): Actor {
-    return (
-      actorOption(options, extraKeys) ??
-      this.actor ?? { who: 'process', origin: `${hostname()}:${process.pid}` }
-    );
+    return this.audit.actorOf(options, extraKeys);
   }
 
   /** Runs an operator action whose storage call writes its audit record, then reports the record. */
@@ -760,17 +677,8 @@ export class AwaClient {
     fn: (db: pg.Pool | pg.ClientBase, by: Actor) => Promise<Audited<T>>,
   ): Promise<T> {
     const { value, record } = await this.run(op, undefined, (db) => fn(db, by));
-    if (record) this.report(record);
+    if (record) this.audit.report(record);
     return value;
-  }
-
-  /** Hands a committed record to onAudit; a throwing listener must not turn a done action into a failure. */
-  private report(record: AuditRecord): void {
-    try {
-      this.onAudit(record);
-    } catch (err) {
-      console.error(`[awa] onAudit threw: ${err instanceof Error ? err.message : String(err)}`);
-    }
   }
 
   private async run<T>(
