@@ -1,8 +1,11 @@
 // What the operator surfaces cost where it hurts: every read behind the dashboard and `awa job|queue|dlq|storage`,
-// timed on a database holding --history completed jobs, the last --pinned of them completed while a snapshot
-// was held open (so the ring still holds their rows, receipts and closures: prune cannot truncate under it),
-// --backlog available jobs, --running jobs held by their handlers, and a few scheduled, failed, dead-lettered
-// and parked ones. The snapshot stays pinned while the reads are timed.
+// timed on a database holding --history completed jobs, --backlog available jobs of a queue nothing serves,
+// --running jobs held by their handlers, and a few scheduled, failed, dead-lettered and parked ones. The first
+// history - --pinned jobs are drained and pruned into compact history. Then the backlog is loaded and its slot
+// sealed: nothing claims it, so prune stops there and the ring holds everything after it (what a queue nobody
+// serves does to a live system). A REPEATABLE READ snapshot is opened, and the last --pinned jobs complete a few
+// at a time, so the held ring fills with small receipts; once its sixteen slots are used, the current slot takes
+// the rest. A leader keeps running (rotate, prune, tally) and the snapshot stays open while the reads are timed.
 //
 //   npx tsx bench/operator-reads.ts [--history 10000000] [--pinned 1000000] [--backlog 1000000]
 //                                   [--pinned-concurrency 4] [--running 200] [--calls 100] [--json] [--keep]
@@ -70,13 +73,15 @@ function* spread(count: number, offset: number) {
     };
 }
 
-/** Loads `count` jobs by COPY and waits until a host has run them all. */
+/** Loads `count` jobs by COPY and waits until a host has run them all (and, with `pruned`, until its leader
+ * has moved them out of the ring into compact history). */
 async function complete(
   client: AwaClient,
   url: string,
   count: number,
   offset: number,
   concurrency: number,
+  pruned = false,
 ): Promise<void> {
   if (count === 0) return;
   await client.copyEnqueue(spread(count, offset));
@@ -94,9 +99,19 @@ async function complete(
       if (left === 0) break;
       await new Promise((r) => setTimeout(r, 500));
     }
+    // The ring's newest slot rotates once it is ringSlotMaxAgeMs old and is pruned after: wait until all but
+    // the last slot's worth are in compact history.
+    while (pruned && (await compacted(client)) < count - 20_000) await new Promise((r) => setTimeout(r, 500));
   } finally {
     await host.stop();
   }
+}
+
+async function compacted(client: AwaClient): Promise<number> {
+  const { rows } = await client.pool.query<{ n: string }>(
+    `select coalesce(sum(n), 0) as n from ${client.schema.ident}.completed_history`,
+  );
+  return Number(rows[0]!.n);
 }
 
 /** A host holding `running` jobs in their handlers, and one that parked, failed and dead-lettered a few. */
@@ -109,7 +124,6 @@ async function liveStates(
   const host = new WorkerHost({
     connectionString: url,
     queues: { held: running || 1, failing: 10, doomed: { concurrency: 10, dlq: true }, parked: 10 },
-    maintenance: false,
   });
   host.register(held, () => gate);
   host.register(failing, () => {
@@ -216,19 +230,22 @@ async function main(): Promise<void> {
     await client.migrate();
     const t0 = performance.now();
     // History prune could truncate: it lives in compact history.
-    await complete(client, db.url, history - pinned, 0, 250);
-    // Pinned: a snapshot held open from here on keeps every later row, receipt and closure in the ring.
-    await pin.connect();
-    await pin.query('begin isolation level repeatable read');
-    await pin.query('select 1');
-    await complete(client, db.url, pinned, history - pinned, pinnedConcurrency);
+    await complete(client, db.url, history - pinned, 0, 250, true);
+    // The backlog nobody serves, sealed in a slot of its own: prune stops there from now on.
     await client.copyEnqueue(
       (function* () {
         for (let n = 0; n < backlog; n++)
           yield { kind: 'backlog_job', args: { n }, options: { queue: 'backlog' } };
       })(),
     );
+    await client.pool.query(`select ${client.schema.ident}.rotate()`);
+    await pin.connect();
+    await pin.query('begin isolation level repeatable read');
+    await pin.query('select 1');
+    await complete(client, db.url, pinned, history - pinned, pinnedConcurrency);
     live = await liveStates(client, db.url);
+    // A few leader ticks: the slots sealed last are tallied once their receipts have settled.
+    await new Promise((r) => setTimeout(r, 3_000));
     const loadSeconds = Math.round((performance.now() - t0) / 1000);
     const ring = await client.ringStatus();
     const result = {
@@ -239,13 +256,17 @@ async function main(): Promise<void> {
       calls,
       loadSeconds,
       ringRowsEstimate: ring.reduce((s, r) => s + r.readyRows, 0),
+      ringSlots: ring.length,
+      currentSlotReceipts: ring.at(-1)?.receipts ?? 0,
+      compactHistory: await compacted(client),
       reads: await reads(client),
     };
     if (asJson) console.log(JSON.stringify(result));
     else {
       console.log(
-        `${history} completed (${pinned} under a pinned snapshot), ${backlog} available, ${running} running; ` +
-          `load ${loadSeconds} s; ${calls} calls each`,
+        `${history} completed (${pinned} under a pinned snapshot, ${result.compactHistory} in compact history), ` +
+          `${backlog} available, ${running} running; ring: ${result.ringSlots} slots, ~${result.currentSlotReceipts} ` +
+          `receipts in the current one; load ${loadSeconds} s; ${calls} calls each`,
       );
       for (const [name, r] of Object.entries(result.reads))
         console.log(`  ${name.padEnd(48)} p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms`);

@@ -4,14 +4,20 @@
 -- Per-queue counts. available = positions between the claimed high-water and the enqueue cursor (less the
 -- cancelled ones) plus rows that committed late into open gaps; positions of producers still in flight or
 -- rolled back and not yet passed by a claim count too, so it can over-count briefly. running = open receipt
--- members; completed = success history still held (ring and compact history). failed, cancelled and dlq count
--- the rows held (terminal history, the DLQ) from an index alone: (queue, state, job_id), (queue, job_id).
+-- members; completed = success history still held (the ring's receipts, slot tallies, compact history).
+-- failed, cancelled and dlq count the rows held (terminal history, the DLQ) from an index alone: (queue,
+-- state, job_id), (queue, job_id).
 create function {{schema}}.queue_counts()
   returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
                  retryable bigint, completed bigint, failed bigint, cancelled bigint, dlq bigint)
-  language sql stable
+  language plpgsql stable
   set jit = off
   as $$
+declare
+  -- A variable, not a subquery: the slots not tallied prune the receipt and closure partitions read.
+  v_live smallint[] := {{schema}}.untallied_slots();
+begin
+  return query
     -- Each per-queue figure is read once for all queues (materialized): a CTE inlined into the per-queue
     -- subqueries below was computed again for every queue.
     with lane_now as (
@@ -22,31 +28,42 @@ create function {{schema}}.queue_counts()
       select ln.queue,
              sum(greatest(ln.enq - ln.high, 0)
                  - (select count(*) from {{schema}}.ready_tombstones t where t.lane_id = ln.lane_id and t.lane_seq > ln.high)
+                 -- Each open gap is its own range scan of the lane (lateral): as a join, the planner hashed
+                 -- every row the lane holds in the ring to count the few in its gaps.
                  + case when ln.floor_pos < ln.high then (
                      select count(*) from unnest({{schema}}.lane_open(ln.lane_id, ln.floor_pos, ln.high)) g
-                       join {{schema}}.ready_entries r
-                         on r.lane_id = ln.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)
-                      where not exists (select 1 from {{schema}}.ready_tombstones t
-                                         where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq))
+                      cross join lateral (
+                        select 1 from {{schema}}.ready_entries r
+                         where r.lane_id = ln.lane_id and r.lane_seq >= lower(g) and r.lane_seq < upper(g)
+                           and not exists (select 1 from {{schema}}.ready_tombstones t
+                                            where t.slot = r.slot and t.lane_id = r.lane_id
+                                              and t.lane_seq = r.lane_seq)) x)
                    else 0 end)::bigint as n
         from lane_now ln group by ln.queue
     ), receipts as materialized (
-      -- Completions of receipts whose ready rows were truncated are counted in compact history instead
-      -- (a lane position is never reused, so "member 1's row is still there" tells which).
-      -- The ring's receipts and their closures are each read once and joined (a held ring keeps tens of
-      -- thousands: probing each receipt's closures in turn cost the Queues page half a second). A receipt in the
-      -- slot of the rows it read is truncated with them, so only one that reads an older slot is probed.
-      select l.queue, sum(b.size - coalesce(c.n, 0))::bigint as running,
-             coalesce(sum(c.completed) filter (where b.ready_slot = b.slot or exists (
-                              select 1 from {{schema}}.ready_entries r
-                               where r.slot = b.ready_slot and r.lane_id = b.lane_id
-                                 and r.lane_seq = coalesce(b.lane_seqs[1], b.first_seq))), 0)::bigint as completed
-        from {{schema}}.claim_batches b join {{schema}}.lanes l on l.lane_id = b.lane_id
-        left join (select cc.slot, cc.batch_id, sum(cc.n) as n,
-                          sum(cc.n) filter (where cc.outcome = 'completed') as completed
-                     from {{schema}}.closure_batches cc group by cc.slot, cc.batch_id) c
-          on c.slot = b.slot and c.batch_id = b.batch_id
-       group by l.queue
+      -- The receipts and closures of the slots not tallied (tally_slots()), each read once and joined (a held
+      -- ring keeps tens of thousands: probing each receipt's closures in turn cost the Queues page half a
+      -- second). Completions of receipts whose ready rows were truncated are counted in compact history
+      -- instead: one probe per slot, slot read and lane (receipt_rows_held()), not one per receipt. A tallied
+      -- slot's receipts are all settled, so running is all here.
+      select g.queue, sum(g.running)::bigint as running,
+             coalesce(sum(g.completed) filter (where {{schema}}.receipt_rows_held(g.slot, g.ready_slot, g.lane_id,
+                                                                                 g.probe_seq)), 0)::bigint as completed
+        from (select b.slot, b.ready_slot, b.lane_id, l.queue, sum(b.size - coalesce(c.n, 0)) as running,
+                     sum(c.completed) as completed,
+                     min(coalesce(b.lane_seqs[1], b.first_seq)) filter (where c.completed > 0) as probe_seq
+                from {{schema}}.claim_batches b join {{schema}}.lanes l on l.lane_id = b.lane_id
+                left join (select cc.slot, cc.batch_id, sum(cc.n) as n,
+                                  sum(cc.n) filter (where cc.outcome = 'completed') as completed
+                             from {{schema}}.closure_batches cc where cc.slot = any(v_live)
+                            group by cc.slot, cc.batch_id) c
+                  on c.slot = b.slot and c.batch_id = b.batch_id
+               where b.slot = any(v_live)
+               group by b.slot, b.ready_slot, b.lane_id, l.queue) g
+       group by g.queue
+    ), tallied as materialized (
+      select l.queue, sum(t.completed)::bigint as n
+        from {{schema}}.slot_tallies t join {{schema}}.lanes l on l.lane_id = t.lane_id group by l.queue
     ), history as materialized (
       select l.queue, sum(h.n)::bigint as n
         from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id group by l.queue
@@ -64,13 +81,15 @@ create function {{schema}}.queue_counts()
            (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'scheduled'),
            (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'retryable'),
            coalesce((select r.completed from receipts r where r.queue = q.queue), 0)
+             + coalesce((select t.n from tallied t where t.queue = q.queue), 0)
              + coalesce((select h.n from history h where h.queue = q.queue), 0)
              + (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'completed'),
            (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'failed'),
            (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'cancelled'),
            (select count(*) from {{schema}}.dlq_entries x where x.queue = q.queue)
-      from q order by q.queue
-  $$;
+      from q order by q.queue;
+end
+$$;
 
 -- Where job p_id stands now, read in one snapshot: terminal tables first, then the backlog, then the ring
 -- (waiting, running or completed by its receipt), then compact completed history. No row when it never
@@ -183,7 +202,7 @@ begin
                   where s.relid = to_regclass('{{schema}}.claim_batches_' || v_s));
     pinned_by := null; unclaimed := null; unclaimed_more := null; open_receipts := null; queues := null;
     if v_s = v_oldest then
-      select * into v_live from {{schema}}.slot_live(v_s, 100000);
+      select * into v_live from {{schema}}.slot_live(v_s, 100000, true);
       pinned_by := v_live.reason;
       unclaimed := least(v_live.unclaimed, 100000);
       unclaimed_more := v_live.unclaimed > 100000;

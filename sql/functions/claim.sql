@@ -54,6 +54,11 @@ begin
           p_instance,
           case when p_deadline_secs > 0 then now() + make_interval(secs => p_deadline_secs) end,
           p_gaps, p_gap_horizon);
+  -- The ring turned between the read above and this insert, so the receipt landed in a slot just sealed: a
+  -- tally of that slot taken meanwhile (tally_slots()) no longer holds.
+  if claim_slot <> (select r.slot from {{schema}}.ring_rotations r order by r.generation desc limit 1) then
+    perform {{schema}}.forget_tallies(claim_slot);
+  end if;
 end
 $$;
 

@@ -3,7 +3,7 @@
 -- figures from the catalog and the statistics collector.
 
 -- Per queue: the counts of queue_counts(), completions and failures in the last p_window_secs (from closure
--- batches and compact history, not from job rows), the age of the oldest available job (each lane's head),
+-- batches, slot tallies and compact history, not from job rows), the age of the oldest available job (each lane's head),
 -- whether the queue has live rows or open receipts in the ring's oldest slot (what may hold prune), and its
 -- enqueue shards.
 create function {{schema}}.queue_health(p_window_secs int)
@@ -17,20 +17,32 @@ create function {{schema}}.queue_health(p_window_secs int)
 declare
   v_since timestamptz := now() - make_interval(secs => p_window_secs);
   v_oldest smallint := {{schema}}.oldest_sealed_slot();
+  -- Completions in the window are summed from closures in the slots not tallied, and in tallied slots whose
+  -- completions straddle the window's start; a tallied slot whose completions all fall inside it gives its
+  -- tally (one wholly before it gives nothing).
+  v_straddling smallint[] := array(select distinct t.slot from {{schema}}.slot_tallies t
+                                    where t.first_closed_at <= v_since and t.last_closed_at > v_since);
+  v_scan smallint[] := {{schema}}.untallied_slots() || v_straddling;
 begin
   return query
     with counts as (select * from {{schema}}.queue_counts()),
     recent_ring as (
-      select l.queue, sum(c.n)::bigint as n
-        from {{schema}}.closure_batches c
-        join {{schema}}.claim_batches b on b.slot = c.slot and b.batch_id = c.batch_id
-        join {{schema}}.lanes l on l.lane_id = b.lane_id
-       where c.outcome = 'completed' and c.closed_at > v_since
-         -- completions whose rows were truncated are in compact history instead (as in queue_counts); a receipt
-         -- in the slot of its rows is truncated with them
-         and (b.ready_slot = b.slot or exists (select 1 from {{schema}}.ready_entries r
-                      where r.slot = b.ready_slot and r.lane_id = b.lane_id
-                        and r.lane_seq = coalesce(b.lane_seqs[1], b.first_seq)))
+      select g.queue, sum(g.n)::bigint as n
+        from (select b.slot, b.ready_slot, b.lane_id, l.queue, sum(c.n) as n,
+                     min(coalesce(b.lane_seqs[1], b.first_seq)) as probe_seq
+                from {{schema}}.closure_batches c
+                join {{schema}}.claim_batches b on b.slot = c.slot and b.batch_id = c.batch_id
+                join {{schema}}.lanes l on l.lane_id = b.lane_id
+               where c.slot = any(v_scan) and b.slot = any(v_scan)
+                 and c.outcome = 'completed' and c.closed_at > v_since
+               group by b.slot, b.ready_slot, b.lane_id, l.queue) g
+       -- completions whose rows were truncated are in compact history instead (as in queue_counts)
+       where {{schema}}.receipt_rows_held(g.slot, g.ready_slot, g.lane_id, g.probe_seq)
+       group by g.queue
+    ), recent_tallied as (
+      select l.queue, sum(t.completed)::bigint as n
+        from {{schema}}.slot_tallies t join {{schema}}.lanes l on l.lane_id = t.lane_id
+       where t.first_closed_at > v_since and t.slot <> all(v_scan)
        group by l.queue
     ), recent_history as (
       select l.queue, sum(h.n)::bigint as n
@@ -59,6 +71,7 @@ begin
     select c.queue, c.paused, c.available, c.running, c.waiting, c.scheduled, c.retryable, c.completed, c.failed,
            c.cancelled, c.dlq,
            coalesce((select r.n from recent_ring r where r.queue = c.queue), 0)
+             + coalesce((select t.n from recent_tallied t where t.queue = c.queue), 0)
              + coalesce((select h.n from recent_history h where h.queue = c.queue), 0),
            coalesce((select f.n from recent_failed f where f.queue = c.queue), 0),
            (select h.oldest from heads h where h.queue = c.queue),
@@ -131,6 +144,8 @@ declare
   v_before bigint := coalesce(p_before_id, 9223372036854775807);
   v_before_at timestamptz := coalesce(p_before_at, 'infinity');
   v_after_at timestamptz := coalesce(p_after_at, '-infinity');
+  v_scan smallint[];
+  v_floor timestamptz;
 begin
   if p_state in ('scheduled', 'retryable') then
     return query
@@ -177,10 +192,33 @@ begin
                              limit 1) r
        where (p_kind is null or r.kind = p_kind) and r.job_id < v_before
          and b.claimed_at < v_before_at and b.claimed_at >= v_after_at
-         and not exists (select 1 from {{schema}}.closure_batches c
-                          where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx)
+         -- A probe per open member (a subplan reads the receipt's own slot): as an anti-join, every slot's
+         -- closures were hashed.
+         and (select 1 from {{schema}}.closure_batches c
+               where c.slot = b.slot and c.batch_id = b.batch_id and c.idxs @> m.idx limit 1) is null
        order by r.job_id desc limit p_limit;
   elsif p_state = 'completed' then
+    -- The ring slots to read closures from: those not tallied, and, without a kind filter, only the tallied
+    -- ones holding a completion of the queue at least as new as the p_limit-th newest closure of those (every
+    -- closure yields a row, here or in compact history, so none older can make the page). A kind filter
+    -- reads every slot: a closure need not name a job of that kind.
+    v_scan := {{schema}}.untallied_slots();
+    if p_kind is null and cardinality(v_scan) < 16 then
+      select cc.closed_at into v_floor
+        from {{schema}}.closure_batches cc
+       where cc.slot = any(v_scan) and cc.outcome = 'completed' and cc.closed_at < v_before_at
+         and cc.closed_at >= v_after_at
+         and (p_queue is null
+              or (cc.slot, cc.batch_id) in (select b.slot, b.batch_id from {{schema}}.claim_batches b
+                                             join {{schema}}.lanes q on q.lane_id = b.lane_id
+                                            where b.slot = any(v_scan) and q.queue = p_queue))
+       order by cc.closed_at desc offset p_limit - 1 limit 1;
+    end if;
+    v_scan := v_scan || array(
+      select distinct t.slot from {{schema}}.slot_tallies t
+       where t.last_closed_at >= greatest(coalesce(v_floor, '-infinity'), v_after_at)
+         and t.first_closed_at < v_before_at
+         and (p_queue is null or t.lane_id in (select q.lane_id from {{schema}}.lanes q where q.queue = p_queue)));
     -- Three homes, each read newest first with the queue (and kind, where it is kept) filtered BEFORE the limit:
     -- terminal history; the ring's completed receipt members (closure batches of the queue's lanes, their
     -- members read until p_limit match); compact history (rows of the queue's lanes; it keeps no kind, so a
@@ -198,11 +236,12 @@ begin
         (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
            from (select cc.slot, cc.batch_id, cc.idxs, cc.closed_at
                    from {{schema}}.closure_batches cc
-                  where cc.outcome = 'completed' and cc.closed_at < v_before_at and cc.closed_at >= v_after_at
+                  where cc.slot = any(v_scan) and cc.outcome = 'completed' and cc.closed_at < v_before_at
+                    and cc.closed_at >= v_after_at
                     and (p_queue is null
                          or (cc.slot, cc.batch_id) in (select b.slot, b.batch_id from {{schema}}.claim_batches b
                                                         join {{schema}}.lanes q on q.lane_id = b.lane_id
-                                                       where q.queue = p_queue))
+                                                       where b.slot = any(v_scan) and q.queue = p_queue))
                   order by cc.closed_at desc
                   -- Without a kind filter the newest p_limit closures are enough: each names a completion at
                   -- least, and one whose rows were truncated is in compact history (the third branch). A held

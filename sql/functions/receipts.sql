@@ -102,18 +102,25 @@ create function {{schema}}.receipt_open_count(p_slot smallint, p_batch bigint, p
                                where c.slot = p_slot and c.batch_id = p_batch), 0)
   $$;
 
--- Receipts with a member no closure names yet (of one queue, or of all), and how many such members: the ring's
--- receipts and their closures each read once and joined, rather than every receipt's closures probed in turn
--- (a ring a pinned snapshot keeps from being truncated holds hundreds of thousands of settled receipts).
+-- Receipts with a member no closure names yet (of one queue, or of all), and how many such members: the
+-- receipts of the slots not tallied (a tallied slot's are all settled, see tally_slots()) and their closures,
+-- each read once and joined, rather than every receipt's closures probed in turn.
 create function {{schema}}.open_receipts(p_queue text)
   returns table (slot smallint, batch_id bigint, lane_id int, claimed_at timestamptz, open bigint)
-  language sql stable
+  language plpgsql stable
   as $$
+declare
+  -- A variable, so the slots it names prune the partitions read.
+  v_live smallint[] := {{schema}}.untallied_slots();
+begin
+  return query
     select b.slot, b.batch_id, b.lane_id, b.claimed_at, b.size - coalesce(c.n, 0)
       from {{schema}}.claim_batches b
       left join (select cc.slot, cc.batch_id, sum(cc.n) as n
-                   from {{schema}}.closure_batches cc group by cc.slot, cc.batch_id) c
+                   from {{schema}}.closure_batches cc where cc.slot = any(v_live)
+                  group by cc.slot, cc.batch_id) c
         on c.slot = b.slot and c.batch_id = b.batch_id
-     where b.size > coalesce(c.n, 0)
-       and (p_queue is null or b.lane_id in (select l.lane_id from {{schema}}.lanes l where l.queue = p_queue))
-  $$;
+     where b.slot = any(v_live) and b.size > coalesce(c.n, 0)
+       and (p_queue is null or b.lane_id in (select l.lane_id from {{schema}}.lanes l where l.queue = p_queue));
+end
+$$;

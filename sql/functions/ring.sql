@@ -58,6 +58,9 @@ begin
     return null;
   end if;
   insert into {{schema}}.ring_rotations (generation, slot) values (v_gen + 1, v_next);
+  -- The incoming slot starts its turn untallied (prune dropped its tally when it truncated it; this also
+  -- covers a slot emptied some other way).
+  perform {{schema}}.forget_tallies(v_next);
   -- The ledger is append-only on the hot path; trimming its far past here is one small delete per
   -- rotation, off the claim/complete loop.
   delete from {{schema}}.ring_rotations where generation < v_gen - 64;
@@ -110,7 +113,8 @@ create function {{schema}}.slot_unclaimed(p_slot smallint, p_limit int, p_lane_i
 
 -- The queues that hold slot p_slot: those with a ready row there that no receipt covers (one probe per lane and
 -- span, not a capped sample of rows, which named whichever queue's rows came first) or a receipt there still
--- open. What an operator needs to know about a slot prune cannot truncate.
+-- open. What an operator needs to know about a slot prune cannot truncate (an operator read: tallied slots,
+-- whose receipts are all settled, are not read).
 create function {{schema}}.slot_holding_queues(p_slot smallint) returns setof text
   language sql stable
   set jit = off
@@ -120,7 +124,7 @@ create function {{schema}}.slot_holding_queues(p_slot smallint) returns setof te
      where exists (select 1 from {{schema}}.slot_unclaimed(p_slot, 1, l.lane_id))
     union
     select l.queue
-      from {{schema}}.slot_open_receipts(p_slot) o
+      from {{schema}}.slot_open_receipts(p_slot, true) o
       join {{schema}}.claim_batches b on b.slot = o.slot and b.batch_id = o.batch_id
       join {{schema}}.lanes l on l.lane_id = b.lane_id
   $$;
@@ -130,8 +134,9 @@ create function {{schema}}.slot_holding_queues(p_slot smallint) returns setof te
 -- are few), that slot's closures are summed in one pass: prune asks this under the ring lock, where a
 -- per-receipt probe of the closures cost tens of ms on a slot of a few thousand receipts. The join must be a
 -- hash join: ring partitions are truncated, not vacuumed, so their statistics (if any) say "a few rows", and
--- a nested loop re-reading the aggregate per receipt took seconds.
-create function {{schema}}.slot_receipts(p_slot smallint)
+-- a nested loop re-reading the aggregate per receipt took seconds. p_skip_tallied: leave out the receipts of
+-- tallied slots (all settled, see tally_slots()); for operator reads only, prune never trusts a tally.
+create function {{schema}}.slot_receipts(p_slot smallint, p_skip_tallied boolean default false)
   returns table (slot smallint, batch_id bigint, ready_slot smallint, lane_id int, first_seq bigint,
                  listed boolean, open_members bigint)
   language plpgsql stable
@@ -139,9 +144,11 @@ create function {{schema}}.slot_receipts(p_slot smallint)
   as $$
 declare
   v_slot smallint;
+  v_slots smallint[] := case when p_skip_tallied then {{schema}}.untallied_slots()
+                             else array(select generate_series(0, 15)::smallint) end;
 begin
   for v_slot in select distinct b.slot from {{schema}}.claim_batches b
-                 where b.ready_slot = p_slot or b.slot = p_slot loop
+                 where (b.ready_slot = p_slot or b.slot = p_slot) and b.slot = any(v_slots) loop
     return query
       select b.slot, b.batch_id, b.ready_slot, b.lane_id, b.first_seq, b.lane_seqs is not null,
              b.size - coalesce(c.n, 0)
@@ -154,25 +161,25 @@ end
 $$;
 
 -- Receipts that are still open and either live in the slot or read its rows.
-create function {{schema}}.slot_open_receipts(p_slot smallint)
+create function {{schema}}.slot_open_receipts(p_slot smallint, p_skip_tallied boolean default false)
   returns table (slot smallint, batch_id bigint, ready_slot smallint, open_members bigint)
   language sql stable
   as $$
     select o.slot, o.batch_id, o.ready_slot, o.open_members
-      from {{schema}}.slot_receipts(p_slot) o
+      from {{schema}}.slot_receipts(p_slot, p_skip_tallied) o
      where o.open_members > 0
   $$;
 
 -- What keeps a sealed slot from being truncated: counts of unclaimed rows (up to p_limit + 1) and open
--- receipts, and the reason in one word (null when the slot is spent).
-create function {{schema}}.slot_live(p_slot smallint, p_limit int,
+-- receipts, and the reason in one word (null when the slot is spent). p_skip_tallied as in slot_receipts().
+create function {{schema}}.slot_live(p_slot smallint, p_limit int, p_skip_tallied boolean default false,
     out unclaimed bigint, out receipts bigint, out members bigint, out reason text)
   language plpgsql stable
   as $$
 begin
   select count(*) into unclaimed from {{schema}}.slot_unclaimed(p_slot, p_limit + 1);
   select count(*), coalesce(sum(o.open_members), 0) into receipts, members
-    from {{schema}}.slot_open_receipts(p_slot) o;
+    from {{schema}}.slot_open_receipts(p_slot, p_skip_tallied) o;
   reason := case when unclaimed > 0 then 'unclaimed_ready_rows' when receipts > 0 then 'open_receipts' end;
 end
 $$;
@@ -387,6 +394,7 @@ begin
     perform {{schema}}.carry_lane_evidence(slot, v_cur);
     execute 'truncate ' || v_tables;
     delete from {{schema}}.receipt_forwards f where f.slot = prune.slot;
+    perform {{schema}}.forget_tallies(prune.slot);
     outcome := case when v_live.reason is null then 'pruned' else 'carried' end;
   exception
     when lock_not_available then

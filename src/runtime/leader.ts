@@ -11,6 +11,7 @@ import {
   releaseLeadership,
   rescueAbandoned,
   rotateRing,
+  tallySlots,
   standForLeader,
   type PruneResult,
   type RescuedAttempt,
@@ -391,6 +392,12 @@ export class MaintenanceLeader {
     );
     this.telemetry.pruned(pruneClock, result);
     this.events.onPrune(result);
+    if (!this.conn) return;
+    const tallyClock = this.telemetry.start();
+    const tallied = await this.measured('tally', tallyClock, () =>
+      tallySlots(this.conn!.client, this.cfg.schema, PRUNE_LOCK_TIMEOUT_MS),
+    );
+    this.telemetry.tallied(tallyClock, tallied);
   }
 
   /** Runs one step, recording its failure (the caller's serial() reports the error itself). */

@@ -54,6 +54,16 @@ export async function pruneRing(db: Queryable, schema: Schema, opts: PruneOption
     : { slot: null, outcome: 'idle', carried: 0 };
 }
 
+/** Tallies the sealed slots whose receipts have all settled, so operator reads need not aggregate them (see
+ * sql/functions/tallies.sql). Returns how many it tallied; a slot whose partitions stay locked past
+ * `lockTimeoutMs` is left for the next call. */
+export async function tallySlots(db: Queryable, schema: Schema, lockTimeoutMs: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`select ${schema.ident}.tally_slots($1) as n`, [
+    Math.round(lockTimeoutMs),
+  ]);
+  return rows[0]?.n ?? 0;
+}
+
 export interface RingSlot {
   slot: number;
   role: 'current' | 'sealed';

@@ -1,5 +1,13 @@
+import type { PoolClient } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, finishAttempts, listJobs } from '../../src/storage/index.js';
+import {
+  claimJobs,
+  finishAttempts,
+  listJobs,
+  queueCounts,
+  rotateRing,
+  tallySlots,
+} from '../../src/storage/index.js';
 import { settleAll } from '../helpers/claim.js';
 import { readsSoFar } from '../helpers/table-stats.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
@@ -16,19 +24,23 @@ const PER_RECEIPT = 5;
 describe('read cost beside a ring of settled receipts', () => {
   let f: StorageFixture;
 
-  /** One list call in a transaction of its own: the jobs it returned, and the entries and rows it read. */
-  const counted = async (filter: Parameters<typeof listJobs>[2]) => {
+  /** One read in a transaction of its own: what it returned, and the entries and rows it read. */
+  const readCounted = async <T>(read: (c: PoolClient) => Promise<T>) => {
     const c = await f.pool.connect();
     try {
       await c.query('begin');
       const before = await readsSoFar(c);
-      const jobs = await listJobs(c, f.schema, filter);
+      const result = await read(c);
       const reads = (await readsSoFar(c)) - before;
       await c.query('commit');
-      return { jobs, reads };
+      return { result, reads };
     } finally {
       c.release();
     }
+  };
+  const counted = async (filter: Parameters<typeof listJobs>[2]) => {
+    const { result: jobs, reads } = await readCounted((c) => listJobs(c, f.schema, filter));
+    return { jobs, reads };
   };
 
   const claim = (max: number) =>
@@ -49,11 +61,12 @@ describe('read cost beside a ring of settled receipts', () => {
         options: { queue: 'held' },
       })),
     );
-    // Many small receipts, all completed, then three jobs left running.
+    // Many small receipts, all completed, then (the ring turned) three jobs left running in the new slot.
     for (let i = 0; i < RECEIPTS; i++) {
       const batches = await claim(PER_RECEIPT);
       await finishAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
     }
+    expect(await rotateRing(f.pool, f.schema)).not.toBeNull();
     expect((await claim(3)).flatMap((b) => b.jobs)).toHaveLength(3);
   });
   afterAll(async () => {
@@ -82,5 +95,26 @@ describe('read cost beside a ring of settled receipts', () => {
     expect(all.jobs.map((j) => j.id)).toEqual(jobs.map((j) => j.id));
     // Unfiltered, the receipts' closures alone are read: not a probe of each receipt's claim as well.
     expect(all.reads).toBeLessThan(RECEIPTS + 500);
+  });
+
+  it('once the leader tallies the settled slot, counts and pages read none of its receipts', async () => {
+    const before = await readCounted((c) => queueCounts(c, f.schema));
+    // The sealed slot's receipts are all settled; the current one holds the three running.
+    expect(await tallySlots(f.pool, f.schema, 100)).toBe(1);
+    const after = await readCounted((c) => queueCounts(c, f.schema));
+    const held = (r: typeof after) => r.result.find((q) => q.queue === 'held');
+    expect(held(after)).toEqual(held(before));
+    expect(held(after)).toMatchObject({ completed: RECEIPTS * PER_RECEIPT, running: 3, available: 0 });
+    // Before, every receipt and closure of the ring was read (2,000 of each); now the tally's one row.
+    expect(before.reads).toBeGreaterThan(2 * RECEIPTS);
+    expect(after.reads).toBeLessThan(300);
+    const running = await counted({ state: 'running', queue: 'held', limit: 50 });
+    expect(running.jobs).toHaveLength(3);
+    expect(running.reads).toBeLessThan(300);
+    // The newest completions are still in the tallied slot: it is read for the page, and gives the same page.
+    const completed = await counted({ state: 'completed', queue: 'held', limit: 50 });
+    expect(completed.jobs.map((j) => Number(j.id))).toEqual(
+      Array.from({ length: 50 }, (_, i) => RECEIPTS * PER_RECEIPT - i),
+    );
   });
 });

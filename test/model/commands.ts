@@ -12,6 +12,7 @@ import {
   registerCallback,
   rescueAbandoned,
   rotateRing,
+  tallySlots,
   type Settlement,
 } from '../../src/storage/index.js';
 import type { PendingJob, Real } from './engine.js';
@@ -74,6 +75,16 @@ export async function checkObservable(m: QueueModel, r: Real): Promise<void> {
       .map((j) => j.id)
       .sort();
     if (JSON.stringify(dlq) !== JSON.stringify(wantDlq)) v.push(`dlq(${q}): engine ${dlq}, model ${wantDlq}`);
+    // The running and completed pages read the ring's receipts, or a slot's tally once it has one.
+    for (const state of ['running', 'completed'] as const) {
+      const listed = (await r.db.client.listJobs({ state, queue: q, limit: 1000 })).map((j) => j.id).sort();
+      const want = jobs
+        .filter((j) => j.queue === q && j.state === state)
+        .map((j) => j.id)
+        .sort();
+      if (JSON.stringify(listed) !== JSON.stringify(want))
+        v.push(`listJobs(${state}, ${q}): engine ${listed}, model ${want}`);
+    }
   }
   fail(v);
 }
@@ -505,7 +516,7 @@ export class LoseHeartbeat implements ModelCommand {
 /** Maintenance steps: promotion, time passing for the backlog, ring rotation and prune, pause and resume. */
 export class Maintain implements ModelCommand {
   constructor(
-    readonly what: 'promote' | 'clock' | 'rotate' | 'prune' | 'prune-carry' | 'pause' | 'resume',
+    readonly what: 'promote' | 'clock' | 'rotate' | 'prune' | 'prune-carry' | 'tally' | 'pause' | 'resume',
     readonly queue = 0,
   ) {}
   check(): boolean {
@@ -533,6 +544,9 @@ export class Maintain implements ModelCommand {
         break;
       case 'prune-carry':
         await pruneRing(pool, schema, { lockTimeoutMs: 20, carryLimit: 1_000, carryAfterSlots: 2 });
+        break;
+      case 'tally':
+        await tallySlots(pool, schema, 20);
         break;
       case 'pause':
         expectEqual(`pauseQueue(${queue})`, await client.pauseQueue(queue), !m.paused.has(queue));
@@ -646,7 +660,17 @@ export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
     fc.nat({ max: 1 }).map((i) => new LoseHeartbeat(i) as ModelCommand),
     fc
       .tuple(
-        fc.constantFrom('promote', 'clock', 'rotate', 'rotate', 'prune', 'prune-carry', 'pause', 'resume'),
+        fc.constantFrom(
+          'promote',
+          'clock',
+          'rotate',
+          'rotate',
+          'prune',
+          'prune-carry',
+          'tally',
+          'pause',
+          'resume',
+        ),
         fc.nat({ max: 1 }),
       )
       .map(([w, q]) => new Maintain(w as 'promote', q) as ModelCommand),

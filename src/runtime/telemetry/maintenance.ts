@@ -8,7 +8,7 @@ import type { TelemetryScope } from './scope.js';
 // only for a tick that did something (promotion runs every 250 ms; an idle fleet should not fill a trace
 // store with empty maintenance spans). Spans are made after the fact, with the step's start time.
 
-export type MaintenanceStep = 'promote' | 'rescue' | 'rotate' | 'prune' | 'cleanup' | 'cron';
+export type MaintenanceStep = 'promote' | 'rescue' | 'rotate' | 'prune' | 'tally' | 'cleanup' | 'cron';
 
 export class MaintenanceTelemetry {
   private readonly duration: Histogram;
@@ -94,6 +94,10 @@ export class MaintenanceTelemetry {
     const attrs: Attributes = { [ATTR.pruneOutcome]: r.outcome, 'awa.ring.carried': r.carried };
     if (r.slot !== null) attrs[ATTR.ringSlot] = r.slot;
     this.finish('prune', clock, r.outcome === 'pruned' || r.outcome === 'carried', attrs);
+  }
+
+  tallied(clock: StepClock, slots: number): void {
+    this.finish('tally', clock, slots > 0, { 'awa.ring.tallied': slots });
   }
 
   cleanedUp(clock: StepClock, r: CleanupResult): void {
