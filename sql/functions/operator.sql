@@ -126,6 +126,22 @@ create function {{schema}}.compact_history_span(p_queue text, out oldest timesta
      where p_queue is null or h.lane_id in (select l.lane_id from {{schema}}.lanes l where l.queue = p_queue)
   $$;
 
+-- Completed closures in ring slots p_slots, of the receipts of queue p_queue's lanes (every queue's when null),
+-- settled in [p_after, p_before). Inlined into the caller, so p_slots prunes the partitions read.
+create function {{schema}}.completed_closures(p_slots smallint[], p_queue text, p_before timestamptz,
+    p_after timestamptz)
+  returns table (slot smallint, batch_id bigint, idxs int4multirange, closed_at timestamptz)
+  language sql stable
+  as $$
+    select cc.slot, cc.batch_id, cc.idxs, cc.closed_at
+      from {{schema}}.closure_batches cc
+     where cc.slot = any(p_slots) and cc.outcome = 'completed' and cc.closed_at < p_before and cc.closed_at >= p_after
+       and (p_queue is null
+            or (cc.slot, cc.batch_id) in (select b.slot, b.batch_id from {{schema}}.claim_batches b
+                                           join {{schema}}.lanes q on q.lane_id = b.lane_id
+                                          where b.slot = any(p_slots) and q.queue = p_queue))
+  $$;
+
 -- A page of jobs in one state, optionally of one queue and kind. Every branch reads an index or a bounded set:
 -- most states newest first by id, below p_before_id; 'completed' newest first by completion time, before
 -- p_before_at (terminal history, the ring's success history, and compact history, whose kind and args are
@@ -204,15 +220,9 @@ begin
     -- reads every slot: a closure need not name a job of that kind.
     v_scan := {{schema}}.untallied_slots();
     if p_kind is null and cardinality(v_scan) < 16 then
-      select cc.closed_at into v_floor
-        from {{schema}}.closure_batches cc
-       where cc.slot = any(v_scan) and cc.outcome = 'completed' and cc.closed_at < v_before_at
-         and cc.closed_at >= v_after_at
-         and (p_queue is null
-              or (cc.slot, cc.batch_id) in (select b.slot, b.batch_id from {{schema}}.claim_batches b
-                                             join {{schema}}.lanes q on q.lane_id = b.lane_id
-                                            where b.slot = any(v_scan) and q.queue = p_queue))
-       order by cc.closed_at desc offset p_limit - 1 limit 1;
+      select c.closed_at into v_floor
+        from {{schema}}.completed_closures(v_scan, p_queue, v_before_at, v_after_at) c
+       order by c.closed_at desc offset p_limit - 1 limit 1;
     end if;
     v_scan := v_scan || array(
       select distinct t.slot from {{schema}}.slot_tallies t
@@ -234,14 +244,7 @@ begin
           order by e.finished_at desc limit p_limit)
         union all
         (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
-           from (select cc.slot, cc.batch_id, cc.idxs, cc.closed_at
-                   from {{schema}}.closure_batches cc
-                  where cc.slot = any(v_scan) and cc.outcome = 'completed' and cc.closed_at < v_before_at
-                    and cc.closed_at >= v_after_at
-                    and (p_queue is null
-                         or (cc.slot, cc.batch_id) in (select b.slot, b.batch_id from {{schema}}.claim_batches b
-                                                        join {{schema}}.lanes q on q.lane_id = b.lane_id
-                                                       where b.slot = any(v_scan) and q.queue = p_queue))
+           from (select cc.* from {{schema}}.completed_closures(v_scan, p_queue, v_before_at, v_after_at) cc
                   order by cc.closed_at desc
                   -- Without a kind filter the newest p_limit closures are enough: each names a completion at
                   -- least, and one whose rows were truncated is in compact history (the third branch). A held

@@ -219,6 +219,7 @@ export async function checkHistory(
     ...exactlyOneTerminalOutcome(events, x, records),
     ...blocksClaimedInOrder(x),
     ...(await nothingRunning(client, queues)),
+    ...(await completedCounted(client, queues, records)),
     ...(await storageBounded(db, schema)),
   ];
   let file: string | null = null;
@@ -248,6 +249,21 @@ async function nothingRunning(client: AwaClient, queues: readonly string[]): Pro
       (c) =>
         `queue ${c.queue} ended with ${c.available} available, ${c.running} running, ${c.waiting} waiting`,
     );
+}
+
+/** Each queue's completed count is the number of its jobs that read as completed: the ring's receipts, the
+ * leader's slot tallies and compact history, each completion counted once. */
+async function completedCounted(
+  client: AwaClient,
+  queues: readonly string[],
+  records: ReadonlyMap<string, JobRecord | null>,
+): Promise<string[]> {
+  const counts = (await client.counts()).filter((c) => queues.includes(c.queue));
+  return queues.flatMap((q) => {
+    const want = [...records.values()].filter((r) => r?.queue === q && r.state === 'completed').length;
+    const got = counts.find((c) => c.queue === q)?.completed ?? 0;
+    return got === want ? [] : [`queue ${q}: counts() says ${got} completed, getJob finds ${want}`];
+  });
 }
 
 /** Storage is bounded: once everything ended, rotation and prune empty the ring of job rows and closures. */

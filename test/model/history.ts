@@ -13,6 +13,7 @@ import {
   registerInstance,
   rescueAbandoned,
   rotateRing,
+  tallySlots,
   type Outcome,
   type Schema,
   type Settlement,
@@ -454,6 +455,9 @@ export class HistoryRun {
         });
         if (pruned.outcome === 'pruned' || pruned.outcome === 'carried')
           this.record({ actor: 'leader', op: 'pruned', slot: pruned.slot, outcome: pruned.outcome });
+        // Tallies race the claimers' receipts (a claim that read the current slot just before a rotation);
+        // the final counts and pages must not be able to tell.
+        await tallySlots(c, this.schema, 10);
       } catch (err) {
         conn.drop();
         if (!connectionLost(err) && !/lock timeout|canceling statement/i.test(String(err))) throw err;
