@@ -174,7 +174,7 @@ $$;
 
 -- The ring at a glance: one row per slot that holds rows (and the current one), oldest first; for the oldest
 -- sealed slot, what keeps prune from truncating it and which queues it belongs to. Row counts are the
--- statistics collector's estimates, not a scan; its unclaimed rows are counted up to 100,000 (unclaimed_more:
+-- statistics collector's estimates, not a scan; its unclaimed rows are counted up to 10,000 (unclaimed_more:
 -- there are more than that).
 create function {{schema}}.ring_status()
   returns table (slot smallint, role text, generation bigint, ready_rows bigint, receipts bigint,
@@ -202,10 +202,10 @@ begin
                   where s.relid = to_regclass('{{schema}}.claim_batches_' || v_s));
     pinned_by := null; unclaimed := null; unclaimed_more := null; open_receipts := null; queues := null;
     if v_s = v_oldest then
-      select * into v_live from {{schema}}.slot_live(v_s, 100000, true);
+      select * into v_live from {{schema}}.slot_live(v_s, 10000, true);
       pinned_by := v_live.reason;
-      unclaimed := least(v_live.unclaimed, 100000);
-      unclaimed_more := v_live.unclaimed > 100000;
+      unclaimed := least(v_live.unclaimed, 10000);
+      unclaimed_more := v_live.unclaimed > 10000;
       open_receipts := v_live.receipts;
       queues := array(select q from {{schema}}.slot_holding_queues(v_s) q order by 1);
     end if;
