@@ -18,6 +18,7 @@ export const MIGRATION_NAMES: readonly string[] = [
   'lane_shard_count',
   'bulk_lanes',
   'audit',
+  'slot_tallies',
 ];
 export const MIGRATION_VERSIONS: readonly number[] = MIGRATION_NAMES.map((_, i) => i + 1);
 export const LATEST_VERSION: number = MIGRATION_VERSIONS.length;
