@@ -35,7 +35,17 @@ export async function createModelDatabase(
   template?: string,
 ): Promise<ModelDatabase & { name: string }> {
   const name = `awa_model_${label}_${process.pid}_${Date.now().toString(36)}_${created++}`;
-  await onServer(serverUrl, `create database ${name}${template ? ` template ${template}` : ''}`);
+  // A template's last session can still be on its way out after its pool ended (more so on a busy machine):
+  // the copy is refused while it is, so it is tried again for a while.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await onServer(serverUrl, `create database ${name}${template ? ` template ${template}` : ''}`);
+      break;
+    } catch (err) {
+      if (attempt >= 50 || !/being accessed by other users/.test(String(err))) throw err;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
   const u = new URL(serverUrl);
   u.pathname = `/${name}`;
   const url = u.toString();
@@ -44,6 +54,7 @@ export async function createModelDatabase(
   if (!template) await client.migrate();
   const pool = new pg.Pool({ connectionString: url, max: 6, application_name: 'awa-model' });
   pool.on('error', () => {});
+  let dropped = false;
   return {
     name,
     url,
@@ -51,6 +62,8 @@ export async function createModelDatabase(
     pool,
     schema: resolveSchema(),
     async drop() {
+      if (dropped) return;
+      dropped = true;
       await client.close();
       await pool.end();
       await onServer(serverUrl, `drop database if exists ${name} with (force)`);
@@ -79,7 +92,10 @@ export class ModelDatabases {
       this.runs++;
       return this.db;
     }
-    await this.db?.drop();
+    // Forgotten before it is dropped: a failure below must not leave a dropped database to be used again.
+    const spent = this.db;
+    this.db = null;
+    await spent?.drop();
     if (!this.template) {
       this.template = await createModelDatabase(this.serverUrl, 'tmpl');
       await this.template.client.close();
