@@ -24,9 +24,10 @@ declare
                                     where t.first_closed_at <= v_since and t.last_closed_at > v_since);
   v_scan smallint[] := {{schema}}.untallied_slots() || v_straddling;
 begin
+  -- Every figure is read once for all queues (materialized), not again inside each queue's row.
   return query
     with counts as (select * from {{schema}}.queue_counts()),
-    recent_ring as (
+    recent_ring as materialized (
       select g.queue, sum(g.n)::bigint as n
         from (select b.slot, b.ready_slot, b.lane_id, l.queue, sum(c.n) as n,
                      min(coalesce(b.lane_seqs[1], b.first_seq)) as probe_seq
@@ -39,22 +40,22 @@ begin
        -- completions whose rows were truncated are in compact history instead (as in queue_counts)
        where {{schema}}.receipt_rows_held(g.slot, g.ready_slot, g.lane_id, g.probe_seq)
        group by g.queue
-    ), recent_tallied as (
+    ), recent_tallied as materialized (
       select l.queue, sum(t.completed)::bigint as n
         from {{schema}}.slot_tallies t join {{schema}}.lanes l on l.lane_id = t.lane_id
        where t.first_closed_at > v_since and t.slot <> all(v_scan)
        group by l.queue
-    ), recent_history as (
+    ), recent_history as materialized (
       select l.queue, sum(h.n)::bigint as n
         from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id
        where h.closed_at > v_since group by l.queue
-    ), recent_failed as (
+    ), recent_failed as materialized (
       select x.queue, count(*)::bigint as n from (
         select e.queue from {{schema}}.done_entries e where e.finished_at > v_since and e.state = 'failed'
         union all
         select d.queue from {{schema}}.dlq_entries d where d.dlq_at > v_since) x
        group by x.queue
-    ), heads as (
+    ), heads as materialized (
       select l.queue, min(h.ready_at) as oldest
         from {{schema}}.lanes l
         cross join lateral {{schema}}.lane_high(l) lh
@@ -65,7 +66,7 @@ begin
                               where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
            order by r.lane_seq limit 1) h
        group by l.queue
-    ), blocking as (
+    ), blocking as materialized (
       select q as queue from {{schema}}.slot_holding_queues(v_oldest) q where v_oldest is not null
     )
     select c.queue, c.paused, c.available, c.running, c.waiting, c.scheduled, c.retryable, c.completed, c.failed,
