@@ -74,9 +74,7 @@ function* spread(count: number, offset: number) {
 }
 
 /** Loads `count` jobs by COPY and waits until a host has run them all (and, with `pruned`, until its leader
- * has moved them out of the ring into compact history). A pruned load goes in loads of at most 500,000, each
- * run before the next: the leader keeps a slot's completions in one statement at prune, and one of 9.7M
- * completions ran past its statement timeout on every try (see the issue notes). */
+ * has moved them out of the ring into compact history). */
 async function complete(
   client: AwaClient,
   url: string,
@@ -86,6 +84,7 @@ async function complete(
   pruned = false,
 ): Promise<void> {
   if (count === 0) return;
+  await client.copyEnqueue(spread(count, offset));
   const host = new WorkerHost({
     connectionString: url,
     queues: Object.fromEntries(QUEUES.map((q) => [q, { concurrency }])),
@@ -93,16 +92,12 @@ async function complete(
   for (const k of kinds) host.register(k, async () => {});
   await host.start();
   try {
-    const load = pruned ? 500_000 : count;
-    for (let done = 0; done < count; done += load) {
-      await client.copyEnqueue(spread(Math.min(load, count - done), offset + done));
-      for (;;) {
-        const left = (await client.counts())
-          .filter((q) => QUEUES.includes(q.queue))
-          .reduce((s, q) => s + q.available + q.running, 0);
-        if (left === 0) break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
+    for (;;) {
+      const left = (await client.counts())
+        .filter((q) => QUEUES.includes(q.queue))
+        .reduce((s, q) => s + q.available + q.running, 0);
+      if (left === 0) break;
+      await new Promise((r) => setTimeout(r, 500));
     }
     // The ring's newest slot rotates once it is ringSlotMaxAgeMs old and is pruned after: wait until all but
     // the last slot's worth are in compact history.

@@ -291,8 +291,8 @@ end
 $$;
 
 -- Compact success history of the receipts that read slot p_slot and are fully settled (except those in p_skip,
--- kept already): one row per completion flush, attempt number and run lease, with the completed job ids as a
--- multirange. Returns the receipts it kept.
+-- kept already): one row per completion flush (per run of its member numbers, for a receipt with no member
+-- list), attempt number and run lease, with the completed job ids as a multirange. Returns the receipts it kept.
 create function {{schema}}.keep_completed_history(p_slot smallint, p_skip bigint[], out receipts bigint[])
   language plpgsql
   as $$
@@ -304,26 +304,34 @@ begin
        -- A hashed set: prune's second pass skips thousands of receipts, and "<> all(array)" compares each
        -- receipt with every one of them (tens of ms under the ring lock).
        and o.batch_id not in (select unnest(p_skip))
-  ), completed as (
-    -- The completed members' lane positions: arithmetic on the receipt's range when it stored no member
-    -- list (each closure's ranges expanded), the stored list otherwise.
-    select d.lane_id, c.slot, c.batch_id, c.closed_at, c.idxs, d.first_seq + i - 1 as lane_seq
+  ), ranged as (
+    -- A receipt that stored no member list took every position of its range, so each run of a closure is a
+    -- range of lane positions, read by one index range scan. (Expanding every member and joining the slot's
+    -- rows sorted all of them twice: a slot of 9.7M completions outlasted the leader's 30 s statement
+    -- timeout on every try, so prune never got past it.)
+    insert into {{schema}}.completed_history (lane_id, attempt, run_lease, ids, n, closed_at)
+    select d.lane_id, x.attempt + 1, x.run_lease + 1, x.ids, x.n, c.closed_at
       from done d
       join {{schema}}.closure_batches c on c.slot = d.slot and c.batch_id = d.batch_id and c.outcome = 'completed'
       cross join lateral unnest(c.idxs) run
-      cross join lateral generate_series(lower(run), upper(run) - 1) i
+      cross join lateral (
+        select r.attempt, r.run_lease, range_agg(int8range(r.job_id, r.job_id + 1)) as ids, count(*) as n
+          from {{schema}}.ready_entries r
+         where r.slot = p_slot and r.lane_id = d.lane_id
+           and r.lane_seq >= d.first_seq + lower(run) - 1 and r.lane_seq < d.first_seq + upper(run) - 1
+         group by r.attempt, r.run_lease) x
      where not d.listed
-    union all
-    select m.lane_id, c.slot, c.batch_id, c.closed_at, c.idxs, m.lane_seq
-      from done d
-      join {{schema}}.closure_batches c on c.slot = d.slot and c.batch_id = d.batch_id and c.outcome = 'completed'
-      cross join lateral {{schema}}.receipt_members(d.slot, d.batch_id) m
-     where d.listed and c.idxs @> m.idx
-  ), kept as (
+  ), listed as (
+    -- A receipt with a member list: its completed members one by one.
     insert into {{schema}}.completed_history (lane_id, attempt, run_lease, ids, n, closed_at)
     select m.lane_id, r.attempt + 1, r.run_lease + 1, range_agg(int8range(r.job_id, r.job_id + 1)), count(*),
            m.closed_at
-      from completed m
+      from (select m.lane_id, c.slot, c.batch_id, c.closed_at, c.idxs, m.lane_seq
+              from done d
+              join {{schema}}.closure_batches c
+                on c.slot = d.slot and c.batch_id = d.batch_id and c.outcome = 'completed'
+              cross join lateral {{schema}}.receipt_members(d.slot, d.batch_id) m
+             where d.listed and c.idxs @> m.idx) m
       join {{schema}}.ready_entries r on r.slot = p_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
      group by m.lane_id, r.attempt, r.run_lease, m.slot, m.batch_id, m.closed_at, m.idxs
   )
