@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
 import type { BenchArgs, BenchHandler, SystemAdapter, WorkerFleet, WorkerUsage } from '../adapter.js';
-import { installOtelSdk } from '../otel.js';
 import { hostUsage, NO_USAGE } from '../processes/protocol.js';
 import { WorkerProcess } from '../processes/worker-processes.js';
+import { loadPeer } from '../peer.js';
 
 // Awa as a user runs it: COPY for bulk loads, one WorkerHost with the library's defaults (claim batches
 // of 512, completion batches of 512 flushed after 1 ms), handlers called once per job. With `otel`, the
@@ -40,7 +40,10 @@ export class AwaAdapter implements SystemAdapter {
 
   async setup(url: string): Promise<void> {
     this.url = url;
-    if (this.otel) this.uninstallOtel = installOtelSdk(this.otelSample);
+    if (this.otel) {
+      const { installOtelSdk } = await loadPeer('--otel', () => import('../otel.js'));
+      this.uninstallOtel = installOtelSdk(this.otelSample);
+    }
     this.client = new AwaClient({ connectionString: url, schema: this.schema, poolSize: 8 });
     await this.client.migrate();
     if (this.shards > 1) await this.client.setEnqueueShards(QUEUE, this.shards, { create: true });

@@ -1,6 +1,8 @@
-import { Logger, makeWorkerUtils, run, runMigrations, type Runner, type WorkerUtils } from 'graphile-worker';
+import type * as Graphile from 'graphile-worker';
+import type { Logger, Runner, WorkerUtils } from 'graphile-worker';
 import pg from 'pg';
 import type { BenchArgs, BenchHandler, SystemAdapter } from '../adapter.js';
+import { loadPeer } from '../peer.js';
 
 // graphile-worker 0.17 with the throughput settings its performance docs describe: a local queue (the
 // pool fetches and locks a batch, workers are served from memory) and batched completions/failures.
@@ -13,11 +15,15 @@ const ADD_CHUNK = 1000;
 const LOCAL_QUEUE_MIN = 500;
 const BATCH_DELAY_MS = 0;
 
+type GraphileModule = typeof Graphile;
+
 // Quiet: graphile logs every worker start/stop at info level, which would interleave with the progress bar.
-const logger = new Logger((scope) => (level, message) => {
-  if (level === 'error' || level === 'warning')
-    process.stderr.write(`[graphile ${scope.label ?? ''}] ${message}\n`);
-});
+function quietLogger(g: GraphileModule): Logger {
+  return new g.Logger((scope) => (level, message) => {
+    if (level === 'error' || level === 'warning')
+      process.stderr.write(`[graphile ${scope.label ?? ''}] ${message}\n`);
+  });
+}
 
 export class GraphileAdapter implements SystemAdapter {
   readonly label = 'graphile';
@@ -26,14 +32,19 @@ export class GraphileAdapter implements SystemAdapter {
   private utils: WorkerUtils | null = null;
   private runner: Runner | null = null;
   private pool: pg.Pool | null = null;
+  private g: GraphileModule | null = null;
+  private logger: Logger | null = null;
   private poolSize = 0;
   private concurrency = 0;
   private localQueueSize = LOCAL_QUEUE_MIN;
 
   async setup(url: string): Promise<void> {
     this.url = url;
-    await runMigrations({ connectionString: url, logger });
-    this.utils = await makeWorkerUtils({ connectionString: url, logger });
+    this.g = await loadPeer('--system graphile', () => import('graphile-worker'));
+    this.logger = quietLogger(this.g);
+    const logger = this.logger;
+    await this.g.runMigrations({ connectionString: url, logger });
+    this.utils = await this.g.makeWorkerUtils({ connectionString: url, logger });
     this.pool = new pg.Pool({ connectionString: url, max: 2 });
   }
 
@@ -87,13 +98,13 @@ export class GraphileAdapter implements SystemAdapter {
     // Their guidance is max(10, concurrentJobs + 2); with a local queue a worker does not hold a
     // connection per job, and max_connections (100 here) is shared with the harness, so cap it.
     this.poolSize = Math.min(Math.max(10, concurrency + 2), 40);
-    this.runner = await run({
+    this.runner = await this.graphile().run({
       connectionString: this.url,
       concurrency,
       maxPoolSize: this.poolSize,
       noHandleSignals: true,
       pollInterval: 2000,
-      logger,
+      logger: this.logger ?? undefined,
       taskList: { [TASK]: async (payload) => handler(payload as BenchArgs) },
       preset: {
         worker: {
@@ -157,5 +168,10 @@ export class GraphileAdapter implements SystemAdapter {
   private db(): WorkerUtils {
     if (!this.utils) throw new Error('graphile adapter used before setup()');
     return this.utils;
+  }
+
+  private graphile(): GraphileModule {
+    if (!this.g) throw new Error('graphile adapter used before setup()');
+    return this.g;
   }
 }

@@ -1,5 +1,7 @@
 import pg from 'pg';
 import type * as PgBossTypes from 'pg-boss';
+import { BenchUsageError } from '../args.js';
+import { loadPeer } from '../peer.js';
 import type { BenchArgs, BenchHandler, SystemAdapter } from '../adapter.js';
 
 // pg-boss 12 with its best documented throughput settings: bulk `insert()` in chunks, workers fetching
@@ -19,8 +21,9 @@ type Boss = InstanceType<PgBossModule['PgBoss']>;
 
 async function loadPgBoss(): Promise<PgBossModule> {
   try {
-    return await import('pg-boss');
+    return await loadPeer('--system pgboss', () => import('pg-boss'));
   } catch (err) {
+    if (err instanceof BenchUsageError) throw err;
     throw new Error(
       `pg-boss could not be loaded on Node ${process.version} (pg-boss 12 declares Node >= 22.12): ${
         err instanceof Error ? err.message : String(err)

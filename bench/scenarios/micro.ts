@@ -1,4 +1,3 @@
-import { Bench } from 'tinybench';
 import { defineJob, type Settlement } from '../../src/index.js';
 import { buildJobRow, toJobRow } from '../../src/model/enqueue-options.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../../src/model/payload.js';
@@ -6,6 +5,7 @@ import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
 import { HostStats } from '../../src/runtime/stats.js';
 import type { Measurement, Scenario } from '../scenario.js';
 import { round } from '../scenario.js';
+import { loadPeer } from '../peer.js';
 
 // Micro-benchmarks of the hot pure functions on the producer and completion paths, to catch regressions
 // without a database: args encoding (the strict replacer runs for every value), job-row building, the
@@ -51,6 +51,7 @@ export const microScenario: Scenario = {
   async run(opts): Promise<Measurement> {
     const stats = new HostStats();
     const smallJson = encodeArgs('bench_micro', small, DEFAULT_MAX_PAYLOAD_BYTES);
+    const { Bench } = await loadPeer('the micro scenario', () => import('tinybench'));
     const bench = new Bench({ time: Math.max(200, Math.min(opts.duration, 10) * 100) });
     bench
       .add('encodeArgs small', () => void encodeArgs('bench_micro', small, DEFAULT_MAX_PAYLOAD_BYTES))
