@@ -200,8 +200,13 @@ describe('what the runtime writes on its own', () => {
     h.register(progressNul, async (job, ctx) => {
       progressLeases.set(job.id, job.runLease);
       ctx.progress({ note: NUL, step: LONE });
-      // Long enough for the progress flush to land while the attempt is open.
-      await new Promise((r) => setTimeout(r, 300));
+      // The attempt stays open until its progress flush has landed (a fixed wait lost that race on a busy
+      // machine).
+      await until(
+        'the progress to be written',
+        async () => ((await attemptProgress(admin, job.id, job.runLease)) ?? null) !== null,
+        30_000,
+      );
     });
     h.register(plain, () => {});
     await h.start();
