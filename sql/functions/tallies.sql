@@ -26,10 +26,11 @@ create function {{schema}}.receipt_rows_held(p_slot smallint, p_ready_slot small
   $$;
 
 -- Tallies every sealed slot that holds rows, has no tally yet and whose receipts have all settled. Under the
--- ring lock (no rotation or prune meanwhile) and a SHARE lock on the slot's receipt and closure partitions
--- (a settlement or claim still writing there finishes first; one that cannot within p_lock_timeout_ms leaves
--- the slot for the next tick). A claim that read the current slot just before it was sealed may still write
--- its receipt there after the tally: record_receipt() then drops the tally. Returns how many slots it tallied.
+-- ring lock (no rotation or prune meanwhile) and a SHARE lock on the slot's receipt and closure partitions,
+-- taken only once the slot looks settled (a settlement or claim still writing there finishes first; one that
+-- cannot within p_lock_timeout_ms leaves the slot for the next tick). A claim that read the current slot just
+-- before it was sealed may still write its receipt there after the tally: record_receipt() then drops the
+-- tally. Returns how many slots it tallied.
 create function {{schema}}.tally_slots(p_lock_timeout_ms int) returns int
   language plpgsql
   set jit = off
@@ -47,17 +48,16 @@ begin
   for i in 1..15 loop
     v_s := ((v_cur + i) % 16)::smallint;
     continue when exists (select 1 from {{schema}}.tallied_slots t where t.slot = v_s)
-               or not {{schema}}.slot_has_rows(v_s);
+               or not {{schema}}.slot_has_rows(v_s)
+               -- Checked first without the lock: a slot still settling is passed over without making the
+               -- settlements writing there wait (it is checked again under the lock).
+               or {{schema}}.slot_has_open_receipt(v_s);
     begin
       perform set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
       execute format('lock table {{schema}}.%I, {{schema}}.%I in share mode',
                      'claim_batches_' || v_s, 'closure_batches_' || v_s);
       perform set_config('lock_timeout', v_lock_timeout, true);
-      continue when exists (
-        select 1 from {{schema}}.claim_batches b
-          left join (select c.batch_id, sum(c.n) as n from {{schema}}.closure_batches c
-                      where c.slot = v_s group by c.batch_id) c on c.batch_id = b.batch_id
-         where b.slot = v_s and b.size > coalesce(c.n, 0));
+      continue when {{schema}}.slot_has_open_receipt(v_s);
       insert into {{schema}}.slot_tallies (slot, ready_slot, lane_id, completed, first_closed_at, last_closed_at)
       select v_s, g.ready_slot, g.lane_id, g.n, g.first_at, g.last_at
         from (select b.ready_slot, b.lane_id, sum(c.n) as n, min(c.first_at) as first_at, max(c.last_at) as last_at,
@@ -79,6 +79,17 @@ begin
   return v_n;
 end
 $$;
+
+-- Whether a receipt living in slot p_slot has a member no closure names yet.
+create function {{schema}}.slot_has_open_receipt(p_slot smallint) returns boolean
+  language sql stable
+  as $$
+    select exists (
+      select 1 from {{schema}}.claim_batches b
+        left join (select c.batch_id, sum(c.n) as n from {{schema}}.closure_batches c
+                    where c.slot = p_slot group by c.batch_id) c on c.batch_id = b.batch_id
+       where b.slot = p_slot and b.size > coalesce(c.n, 0))
+  $$;
 
 -- Forgets the tallies a slot's truncation or reuse makes wrong: the slot's own, and those of newer slots'
 -- receipts that read its rows (prune has moved their completions to compact history).
