@@ -8,10 +8,10 @@
 //   src/embedded   model only (errors); never runtime, storage or cli
 //   src/terminal   nothing (terminal helpers shared by the CLI and bench/)
 //   src/cli        anything in src/; bench/ only through bench/index.ts, from commands/bench.ts
-//   workers        src/model and its own protocol
+//   src/threads    model and its own folder (the thread pool's entry point and protocol)
 //   bench          the public API (src/index.ts), src/terminal, its own files; never test/
 //   examples       the public API (src/index.ts) only, as a user's code would
-// No file under src/, workers/ or bench/ imports test/. Within one file's config object the rule's
+// No file under src/ or bench/ imports test/. Within one file's config object the rule's
 // options replace (not merge with) those of an earlier object, so every object lists all its groups.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
@@ -36,7 +36,7 @@ const below = (dir, forbidden) => ({
 
 // Imports of src/ other than the given folders and files. (gitignore semantics: a file cannot be re-included
 // once its folder is excluded, so folders are listed one by one rather than excluding src/** wholesale.)
-const SRC_DIRS = ['model', 'storage', 'runtime', 'http', 'cli', 'embedded', 'terminal'];
+const SRC_DIRS = ['model', 'storage', 'runtime', 'http', 'cli', 'embedded', 'terminal', 'threads'];
 const srcExcept = ({ dirs = [], files = [] }) => [
   '**/src/*.js',
   ...SRC_DIRS.filter((d) => !dirs.includes(d)).map((d) => `**/src/${d}/*`),
@@ -50,7 +50,6 @@ const benchGroups = (internals) => [
     srcExcept({ dirs: ['terminal'], files: ['index.js', ...internals] }),
     'bench/ uses the public API (src/index.ts) and src/terminal only',
   ],
-  [['**/workers/**'], 'bench/ must not import workers/'],
   noTest,
 ];
 
@@ -65,10 +64,11 @@ export default tseslint.config(
     },
   },
   { files: ['src/**/*.ts'], rules: rule([noBench, noTest]) },
-  below('model', ['storage', 'runtime', 'http', 'cli', 'embedded', 'terminal']),
-  below('storage', ['runtime', 'http', 'cli', 'embedded', 'terminal']),
+  below('model', ['storage', 'runtime', 'http', 'cli', 'embedded', 'terminal', 'threads']),
+  below('storage', ['runtime', 'http', 'cli', 'embedded', 'terminal', 'threads']),
   below('runtime', ['http', 'cli', 'embedded', 'terminal']),
-  below('embedded', ['storage', 'runtime', 'http', 'cli', 'terminal']),
+  below('embedded', ['storage', 'runtime', 'http', 'cli', 'terminal', 'threads']),
+  below('threads', ['storage', 'runtime', 'http', 'cli', 'embedded', 'terminal']),
   {
     files: ['src/http/**/*.ts'],
     rules: {
@@ -108,20 +108,13 @@ export default tseslint.config(
       noTest,
     ]),
   },
-  {
-    files: ['workers/**/*.ts'],
-    rules: rule([
-      [srcExcept({ dirs: ['model'] }), 'workers/ may import src/model and its own protocol only'],
-      [['**/bench/**'], 'workers/ must not import bench/'],
-      noTest,
-    ]),
-  },
+
   { files: ['bench/**/*.ts'], rules: rule(benchGroups([])) },
   {
     files: ['examples/**/*.ts'],
     rules: rule([
       [srcExcept({ files: ['index.js'] }), 'examples/ use the public API (src/index.ts) only'],
-      [['**/bench/**', '**/workers/**'], 'examples/ use the public API (src/index.ts) only'],
+      [['**/bench/**'], 'examples/ use the public API (src/index.ts) only'],
       noTest,
     ]),
   },

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { Packr } from 'msgpackr';
 import { Piscina } from 'piscina';
@@ -12,11 +12,12 @@ import {
   readOutcomes,
   type AbortMessage,
   type PoolTask,
-} from '../../workers/protocol.js';
+} from '../threads/protocol.js';
+import { poolWorkerEntry } from '../threads/entry.js';
 import { resolveThreadPool, type ThreadPoolOptions } from './config.js';
 import type { HandlerEntry } from './registry.js';
 
-export type { PoolJobContext } from '../../workers/protocol.js';
+export type { PoolJobContext } from '../threads/protocol.js';
 
 // Runs handlers in a Piscina worker-thread pool so CPU-heavy kinds never stall the coordinator.
 //
@@ -37,7 +38,7 @@ export type { PoolJobContext } from '../../workers/protocol.js';
 // Containment: a throw fails its own job only (outcomes are reported per job). A crash or
 // process.exit() fails the jobs of that task whose outcome had not arrived; Piscina replaces the thread.
 // Everything a thread sends is checked at the door (checkThreadMessage, readOutcomes, outcomeFromWire in
-// workers/protocol.ts) and nothing in the port listener may throw: handler code shares the thread with
+// threads/protocol.ts) and nothing in the port listener may throw: handler code shares the thread with
 // our side of the protocol, and an outcome it garbles (or a RetryAfter with a delay of -5 or ten years)
 // fails that attempt with an error that says so, never the process.
 
@@ -114,7 +115,7 @@ export class PoolExecutor {
     this.batchDelayMs = o.batchDelayMs;
     this.graceMs = o.graceMs;
     this.maxInFlight = o.size * 2;
-    const entry = workerEntry();
+    const entry = poolWorkerEntry();
     this.piscina = new Piscina<PoolTask, Uint8Array | null>({
       filename: entry,
       minThreads: o.size,
@@ -374,12 +375,6 @@ export class PoolExecutor {
 function describeReason(reason: unknown): string {
   if (reason instanceof Error) return reason.message;
   return reason === undefined ? 'aborted' : String(reason);
-}
-
-/** The Piscina entry point next to this build: workers/pool-worker.js, or .ts when running from source. */
-function workerEntry(): string {
-  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-  return fileURLToPath(new URL(`../../workers/pool-worker${ext}`, import.meta.url));
 }
 
 /**

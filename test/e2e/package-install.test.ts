@@ -81,21 +81,23 @@ describe('the package installed from its tarball', () => {
     expect(migrated.stdout).toMatch(/^migrated schema "awa" from version 0 to \d+/);
   });
 
-  it('the public API imports as ESM, and awa work runs a handler module that imports it', async () => {
+  it('the public API imports as ESM, and awa work runs a handler module that imports it, inline and in the thread pool', async () => {
     writeFileSync(
       join(app, 'jobs.js'),
       `import { defineHandler, defineJob } from 'awa-node';
 export const greet = defineJob({ kind: 'greet', queue: 'packaged' });
-export const handlers = [defineHandler(greet, async () => {})];
+export const crunch = defineJob({ kind: 'crunch', queue: 'packaged', execution: 'pool' });
+export const handlers = [defineHandler(greet, async () => {}), defineHandler(crunch, async () => {})];
 `,
     );
     writeFileSync(
       join(app, 'enqueue.js'),
       `import { AwaClient } from 'awa-node';
-import { greet } from './jobs.js';
+import { crunch, greet } from './jobs.js';
 const client = new AwaClient({ connectionString: process.env.DATABASE_URL });
 const { id } = await client.enqueue(greet, { to: 'you' });
-console.log(JSON.stringify({ id, state: (await client.getJob(id))?.state }));
+const { id: pooled } = await client.enqueue(crunch, { n: 1 });
+console.log(JSON.stringify({ id, pooled, state: (await client.getJob(id))?.state }));
 await client.close();
 `,
     );
@@ -118,8 +120,10 @@ await client.close();
       const client = new AwaClient({ connectionString: db.url });
       try {
         await until(
-          'the job to complete',
-          async () => (await client.getJob(enqueued.id))?.state === 'completed',
+          'both jobs to complete, the pooled one in a worker thread',
+          async () =>
+            (await client.getJob(enqueued.id))?.state === 'completed' &&
+            (await client.getJob(enqueued.pooled))?.state === 'completed',
           30_000,
         );
       } finally {

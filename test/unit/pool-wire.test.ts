@@ -9,7 +9,7 @@ import {
   readOutcomes,
   toWireError,
   type JobOutcome,
-} from '../../workers/protocol.js';
+} from '../../src/threads/protocol.js';
 
 // The wire between pool threads and the coordinator, checked at the coordinator's door. Whatever
 // arrives, these functions return: a known outcome, or a failure naming what was wrong. The threads'

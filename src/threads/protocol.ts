@@ -1,18 +1,11 @@
 import type { MessagePort } from 'node:worker_threads';
 import { Unpackr } from 'msgpackr';
-import { messageOf } from '../src/model/errors.js';
-import type { JobContext } from '../src/model/job.js';
-import {
-  CancelJob,
-  FailJob,
-  MAX_DELAY_MS,
-  RetryAfter,
-  Snooze,
-  unreadableThrow,
-} from '../src/model/outcomes.js';
+import { messageOf } from '../model/errors.js';
+import type { JobContext } from '../model/job.js';
+import { CancelJob, FailJob, MAX_DELAY_MS, RetryAfter, Snooze, unreadableThrow } from '../model/outcomes.js';
 
 // The wire between the coordinator's PoolExecutor (src/runtime/pool-executor.ts) and the pool thread
-// (workers/pool-worker.ts). One Piscina task carries a batch of jobs plus a MessagePort private to that
+// (threads/pool-worker.ts). One Piscina task carries a batch of jobs plus a MessagePort private to that
 // task. Jobs go in as one msgpackr buffer (moved, not cloned). Each job's outcome comes back on its own:
 // early ones on the port as soon as they are known (so a long batch does not hold finished jobs), the
 // rest in the buffer the task returns. Both sides import this file; it depends on src/model only.

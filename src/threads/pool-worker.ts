@@ -5,8 +5,8 @@ import { format } from 'node:util';
 import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_threads';
 import { Packr, Unpackr } from 'msgpackr';
 import { move } from 'piscina';
-import type { Job } from '../src/model/job.js';
-import { encodeProgress } from '../src/model/payload.js';
+import type { Job } from '../model/job.js';
+import { encodeProgress } from '../model/payload.js';
 import {
   ownBytes,
   toWireError,
