@@ -149,7 +149,11 @@ describe('parked callbacks', () => {
     hosts.push(h);
 
     const { id } = await client.enqueue(kind, { n: 1 });
-    await until('parked on attempt 1', async () => tokens.has('1:1'));
+    // Parked, not just registered: a callback that arrives while the attempt still runs is delivered to it.
+    await until(
+      'parked on attempt 1',
+      async () => tokens.has('1:1') && (await state(id)) === 'waiting_external',
+    );
     expect((await client.retryExternal(tokens.get('1:1')!, { delayMs: 0 })).outcome).toBe('settled');
     await until(
       'parked on attempt 2',
@@ -162,7 +166,10 @@ describe('parked callbacks', () => {
     expect(failed?.meta?.errors?.at(-1)?.error).toBe('still down');
 
     const { id: toDlq } = await client.enqueue(dlqKind, { n: 2 });
-    await until('parked on its only attempt', async () => tokens.has('2:1'));
+    await until(
+      'parked on its only attempt',
+      async () => tokens.has('2:1') && (await state(toDlq)) === 'waiting_external',
+    );
     expect((await client.retryExternal(tokens.get('2:1')!)).outcome).toBe('settled');
     expect(await client.getJob(toDlq)).toMatchObject({ state: 'dlq', attempt: 1 });
   });
@@ -269,7 +276,14 @@ describe('parked callbacks', () => {
     const ids = await Promise.all(
       Array.from({ length: N }, async (_, n) => (await client.enqueue(kind, { n })).id),
     );
-    await until('all parked', async () => tokens.size === N);
+    // Parked (or already timed out), not just registered: a callback that reaches a running attempt is delivered
+    // to it, which is neither outcome this race is about.
+    await until(
+      'all parked',
+      async () =>
+        tokens.size === N &&
+        (await Promise.all(ids.map(state))).every((s) => s === 'waiting_external' || s === 'failed'),
+    );
     // Deliver every callback around the moment the leader times them out.
     await new Promise((r) => setTimeout(r, 120));
     const results = await Promise.all(
