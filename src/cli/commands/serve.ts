@@ -130,6 +130,22 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
     await client.close();
     throw err;
   }
+  // The stop handlers go in before the server says where it listens: a supervisor (or a test) that stops it as
+  // soon as it has read that line must get a clean stop, not the default death by signal.
+  const listening = server;
+  const stopped = new Promise<void>((done) => {
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      ctx.err('[awa] stopping: finishing requests in flight…');
+      listening
+        .close()
+        .then(() => client.close())
+        .then(done, done);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
   const served = [
     parts.callbacks ? `POST ${server.url}/callbacks` : '',
     parts.dashboard ? `dashboard ${server.url}/dashboard` : '',
@@ -151,19 +167,7 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
       }),
     );
   }
-  await new Promise<void>((done) => {
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      ctx.err('[awa] stopping: finishing requests in flight…');
-      server
-        .close()
-        .then(() => client.close())
-        .then(done, done);
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await stopped;
 }
 
 /** The dashboard from the flags, with credentials from the environment unless --dashboard-open. */
