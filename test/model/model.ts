@@ -2,6 +2,7 @@
 // test (model-based.test.ts) runs the same commands against it and against the real engine and compares what
 // can be observed after every step. docs/correctness.md maps each invariant to the function here that states it
 // and to the SQL or TypeScript that enforces it.
+import type { AttemptRef } from '../../src/storage/index.js';
 
 export type JobState =
   | 'available'
@@ -16,14 +17,8 @@ export type JobState =
 
 export const TERMINAL: ReadonlySet<JobState> = new Set(['completed', 'failed', 'cancelled', 'dlq']);
 
-/** An attempt as its worker knows it: the receipt member and the fencing token it must present. */
-export interface AttemptRef {
-  claimSlot: number;
-  batchId: string;
-  idx: number;
-  jobId: string;
-  runLease: number;
-}
+/** An attempt as its worker knows it: the engine's own type (the receipt member and the fencing token). */
+export type { AttemptRef };
 
 /** The counts a queue nothing names has: zero in every state. */
 export type QueueCountsModel = Record<Exclude<JobState, 'dlq' | 'waiting_external'> | 'waiting', number>;
