@@ -1,16 +1,21 @@
-// Lint rules: typescript-eslint's recommended set, plus what each folder may import (DESIGN.md's layering
-// cli → http → runtime → storage → model, and the edges of the folders around it):
-//   src/model      nothing above it
-//   src/storage    model
-//   src/runtime    storage, model
-//   src/http       runtime through src/runtime/index.ts only, model, and types from storage; imported only
-//                  by src/cli and src/index.ts
-//   src/embedded   model only (errors); never runtime, storage or cli
-//   src/terminal   nothing (terminal helpers shared by the CLI and bench/)
-//   src/cli        anything in src/; bench/ only through bench/index.ts, from commands/bench.ts
-//   src/threads    model and its own folder (the thread pool's entry point and protocol)
-//   bench          the public API (src/index.ts), src/terminal, its own files; never test/
-//   examples       the public API (src/index.ts) only, as a user's code would
+// Lint rules: typescript-eslint's recommended set, plus what each folder may import. src/ is layered by role
+// (DESIGN.md: cli/http → runtime roles → storage → model); each folder may import only the folders below it:
+//   src/model        nothing of src/ (domain types and rules)
+//   src/storage      model (all queue SQL; pools and connections)
+//   src/embedded     model (the embedded PostgreSQL launcher)
+//   src/terminal     nothing (terminal helpers shared by the CLI and bench/)
+//   src/threads      model (the worker-thread pool: both its coordinator side and the thread's entry)
+//   src/telemetry    storage, model (metrics and spans of every role)
+//   src/producer     telemetry, storage, model (enqueue, enqueueMany, COPY)
+//   src/maintenance  telemetry, storage, model (the elector and its maintenance services)
+//   src/operator     producer, telemetry, storage, model (AwaClient: operator reads and actions, migrate)
+//   src/host         maintenance, threads, telemetry, storage, model (the worker host)
+//   src/roles.ts     the roles' public surface; src/index.ts re-exports it
+//   src/http         src/roles.ts only, model, and types from storage; imported only by src/cli and src/index.ts
+//   src/cli          anything in src/; bench/ only through bench/index.ts, from commands/bench.ts
+//   bench            the public API (src/index.ts), src/terminal, its own files; never test/
+//   scripts          the public API, src/embedded and test/ helpers (developer tools, not shipped)
+//   examples         the public API (src/index.ts) only, as a user's code would
 // No file under src/ or bench/ imports test/. Within one file's config object the rule's
 // options replace (not merge with) those of an earlier object, so every object lists all its groups.
 import js from '@eslint/js';
@@ -22,13 +27,31 @@ const rule = (groups) => ({
 
 const noTest = [['**/test/**'], 'only tests import test/'];
 const noBench = [['**/bench/**'], 'src/ reaches bench/ only through src/cli/commands/bench.ts'];
-const below = (dir, forbidden) => ({
+// The top-level files of src/ as a file one folder down names them.
+const TOP = ['../index.js', '../roles.js'];
+const SRC_DIRS = [
+  'model',
+  'storage',
+  'embedded',
+  'terminal',
+  'threads',
+  'telemetry',
+  'producer',
+  'maintenance',
+  'operator',
+  'host',
+  'http',
+  'cli',
+];
+/** src/<dir> may import only the folders it lists (and itself). */
+const layer = (dir, allowed) => ({
   files: [`src/${dir}/**/*.ts`],
   rules: rule([
-    ...forbidden.map((f) => [
-      [`**/${f}/*`],
-      `src/${dir} must not import src/${f} (folder edges: see eslint.config.js)`,
+    ...SRC_DIRS.filter((d) => d !== dir && !allowed.includes(d)).map((d) => [
+      [`**/${d}/*`],
+      `src/${dir} must not import src/${d}: it may import ${allowed.join(', ') || 'nothing of src/'} (see eslint.config.js)`,
     ]),
+    [TOP, `src/${dir} must not import src/index.ts or src/roles.ts (they sit above every role)`],
     noBench,
     noTest,
   ]),
@@ -36,7 +59,6 @@ const below = (dir, forbidden) => ({
 
 // Imports of src/ other than the given folders and files. (gitignore semantics: a file cannot be re-included
 // once its folder is excluded, so folders are listed one by one rather than excluding src/** wholesale.)
-const SRC_DIRS = ['model', 'storage', 'runtime', 'http', 'cli', 'embedded', 'terminal', 'threads'];
 const srcExcept = ({ dirs = [], files = [] }) => [
   '**/src/*.js',
   ...SRC_DIRS.filter((d) => !dirs.includes(d)).map((d) => `**/src/${d}/*`),
@@ -64,11 +86,15 @@ export default tseslint.config(
     },
   },
   { files: ['src/**/*.ts'], rules: rule([noBench, noTest]) },
-  below('model', ['storage', 'runtime', 'http', 'cli', 'embedded', 'terminal', 'threads']),
-  below('storage', ['runtime', 'http', 'cli', 'embedded', 'terminal', 'threads']),
-  below('runtime', ['http', 'cli', 'embedded', 'terminal']),
-  below('embedded', ['storage', 'runtime', 'http', 'cli', 'terminal', 'threads']),
-  below('threads', ['storage', 'runtime', 'http', 'cli', 'embedded', 'terminal']),
+  layer('model', []),
+  layer('storage', ['model']),
+  layer('embedded', ['model']),
+  layer('threads', ['model']),
+  layer('telemetry', ['storage', 'model']),
+  layer('producer', ['telemetry', 'storage', 'model']),
+  layer('maintenance', ['telemetry', 'storage', 'model']),
+  layer('operator', ['producer', 'telemetry', 'storage', 'model']),
+  layer('host', ['maintenance', 'threads', 'telemetry', 'storage', 'model']),
   {
     files: ['src/http/**/*.ts'],
     rules: {
@@ -77,13 +103,15 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/cli/*', '**/embedded/*', '**/terminal/*'],
+              group: ['**/cli/*', '**/embedded/*', '**/terminal/*', '../../index.js', '../index.js'],
               message:
-                'src/http must not import src/cli, src/embedded or src/terminal (see eslint.config.js)',
+                'src/http must not import src/cli, src/embedded, src/terminal or src/index.ts (see eslint.config.js)',
             },
             {
-              group: ['**/runtime/*', '!**/runtime/index.js'],
-              message: 'src/http uses the runtime through src/runtime/index.ts only',
+              group: ['telemetry', 'producer', 'maintenance', 'operator', 'host', 'threads'].map(
+                (d) => `**/${d}/*`,
+              ),
+              message: 'src/http uses the roles through src/roles.ts only',
             },
             {
               group: ['**/storage/*'],
@@ -110,6 +138,16 @@ export default tseslint.config(
   },
 
   { files: ['bench/**/*.ts'], rules: rule(benchGroups([])) },
+  {
+    files: ['scripts/**/*.ts'],
+    rules: rule([
+      [
+        srcExcept({ dirs: ['embedded'], files: ['index.js'] }),
+        'scripts/ use the public API (src/index.ts), src/embedded and test/ helpers only',
+      ],
+      [['**/bench/**'], 'scripts/ do not import bench/'],
+    ]),
+  },
   {
     files: ['examples/**/*.ts'],
     rules: rule([
@@ -141,8 +179,8 @@ export default tseslint.config(
       benchGroups([
         'model/enqueue-options.js',
         'model/payload.js',
-        'runtime/completion-batcher.js',
-        'runtime/stats.js',
+        'host/completion-batcher.js',
+        'host/stats.js',
       ]),
     ),
   },

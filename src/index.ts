@@ -80,5 +80,5 @@ export {
   verifySignature,
   DEFAULT_TOLERANCE_SECONDS,
 } from './model/signature.js';
-export * from './runtime/index.js';
+export * from './roles.js';
 export * from './http/index.js';

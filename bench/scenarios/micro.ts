@@ -1,8 +1,8 @@
 import { defineJob, type Settlement } from '../../src/index.js';
 import { buildJobRow, toJobRow } from '../../src/model/enqueue-options.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../../src/model/payload.js';
-import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
-import { HostStats } from '../../src/runtime/stats.js';
+import { CompletionBatcher } from '../../src/host/completion-batcher.js';
+import { HostStats } from '../../src/host/stats.js';
 import type { Measurement, Scenario } from '../scenario.js';
 import { round } from '../scenario.js';
 import { loadPeer } from '../peer.js';

@@ -10,7 +10,7 @@ import {
   validateSecrets,
 } from '../model/signature.js';
 import { rejectUnknownKeys, validateInt, validatePlainObject } from '../model/validation.js';
-import type { AwaClient } from '../runtime/index.js';
+import type { AwaClient } from '../roles.js';
 import type { CallbackAction, CallbackDelivery } from '../storage/index.js';
 
 // The signed HTTP callback receiver: a fetch-style handler (Hono) that delivers external callbacks through

@@ -1,4 +1,4 @@
-// Awa's HTTP surfaces (a layer above runtime: cli → http → runtime). Only the CLI and src/index.ts import it.
+// Awa's HTTP surfaces (a layer above the roles: cli → http → roles). Only the CLI and src/index.ts import it.
 export {
   createCallbackReceiver,
   DEFAULT_MAX_CALLBACK_BODY_BYTES,

@@ -3,7 +3,7 @@ import { InvalidOptionError } from './errors.js';
 import { describe } from './validation.js';
 
 // The one definition of Awa's HTTP signature (docs/callbacks.md, "Signing contract"), used by the callback
-// receiver (src/http) to check callbacks and by HTTP worker targets (src/runtime/http-target.ts) to sign
+// receiver (src/http) to check callbacks and by HTTP worker targets (src/host/http-target.ts) to sign
 // requests and check answers:
 //
 //   Awa-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<exact raw body bytes>")>[,v1=…]

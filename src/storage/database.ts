@@ -314,3 +314,7 @@ export function wrapDatabaseError(operation: string, err: unknown, target = 'the
 export function redact(url: string): string {
   return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 }
+
+const DAY = 86_400_000;
+/** The statement bound of every pool Awa makes (hosts and clients validate their option against this range). */
+export const QUERY_TIMEOUT_MS = { dflt: 30_000, min: 1_000, max: DAY } as const;

@@ -1,6 +1,7 @@
 // The storage layer's surface: the only code that speaks queue SQL. One module per operation.
 export * from './schema.js';
 export * from './database.js';
+export * from './client-pool.js';
 export * from './migrations.js';
 export * from './enqueue.js';
 export * from './copy-enqueue.js';

@@ -4,7 +4,7 @@ import { messageOf } from '../model/errors.js';
 import type { JobContext } from '../model/job.js';
 import { CancelJob, FailJob, MAX_DELAY_MS, RetryAfter, Snooze, unreadableThrow } from '../model/outcomes.js';
 
-// The wire between the coordinator's PoolExecutor (src/runtime/pool-executor.ts) and the pool thread
+// The wire between the coordinator's PoolExecutor (src/threads/pool-executor.ts) and the pool thread
 // (threads/pool-worker.ts). One Piscina task carries a batch of jobs plus a MessagePort private to that
 // task. Jobs go in as one msgpackr buffer (moved, not cloned). Each job's outcome comes back on its own:
 // early ones on the port as soon as they are known (so a long batch does not hold finished jobs), the

@@ -16,7 +16,7 @@ import {
 } from './harness.js';
 import { verifyRun, type ExpectedJob } from './invariants.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
-import { unseatAfterMs } from '../../src/runtime/leader.js';
+import { unseatAfterMs } from '../../src/maintenance/elector.js';
 
 describe('chaos: the maintenance leader dies', () => {
   let db: Scene['db'];

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineCron, InvalidOptionError, WorkerHost, type AuditRecord } from '../../src/index.js';
 import { runCli } from '../../src/cli/main.js';
-import { syncCronDefinitions } from '../../src/runtime/cron.js';
+import { syncCronDefinitions } from '../../src/host/cron-sync.js';
 import { claimJobs, finishAttempts } from '../../src/storage/index.js';
 import { settleAll } from '../helpers/claim.js';
 import { QUICK_HOST } from '../helpers/host-database.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decide } from '../../src/runtime/outcome.js';
+import { decide } from '../../src/host/outcome.js';
 import { finishAttempts } from '../../src/storage/index.js';
 import { claimBatches } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';

@@ -11,7 +11,8 @@ import {
   type CronFire,
   type WorkerOptions,
 } from '../../src/index.js';
-import { CronEvaluator, syncCronDefinitions } from '../../src/runtime/cron.js';
+import { syncCronDefinitions } from '../../src/host/cron-sync.js';
+import { CronEvaluator } from '../../src/maintenance/cron.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Cron against a real database: a host's sync and the undeclared report; the leader's evaluation with fixed

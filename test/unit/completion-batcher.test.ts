@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CompletionBatcher } from '../../src/runtime/completion-batcher.js';
+import { CompletionBatcher } from '../../src/host/completion-batcher.js';
 import type { Settlement } from '../../src/storage/index.js';
 
 const item = (n: number): Settlement => ({

@@ -11,7 +11,7 @@ import {
   type CronSpec,
   type MissedFire,
 } from '../../src/model/cron-schedule.js';
-import { resolveHostConfig } from '../../src/runtime/config.js';
+import { resolveHostConfig } from '../../src/host/config.js';
 import { fieldOf } from '../helpers/option-error.js';
 
 // The cron rule with fixed clocks: occurrences across both of Europe/Berlin's DST transitions of 2025 (spring

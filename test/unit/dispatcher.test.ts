@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Dispatcher } from '../../src/runtime/dispatcher.js';
+import { Dispatcher } from '../../src/host/dispatcher.js';
 import type { ClaimBatch } from '../../src/storage/index.js';
 import { until } from '../helpers/wait.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CancelJob, FailJob, RetryAfter, Snooze } from '../../src/index.js';
-import { decide, errorRecord, MAX_ERROR_CHARS } from '../../src/runtime/outcome.js';
-import { errorType } from '../../src/runtime/telemetry/producer.js';
+import { decide, errorRecord, MAX_ERROR_CHARS } from '../../src/host/outcome.js';
+import { errorType } from '../../src/telemetry/producer.js';
 
 const NOW = Date.parse('2030-01-02T03:04:05.678Z');
 const AT = '2030-01-02T03:04:05.678Z';

@@ -161,7 +161,7 @@ describe('toWireError then outcomeFromWire', () => {
     const { proxy, revoke } = Proxy.revocable({}, {});
     revoke();
     expect(failure(roundTrip(proxy)).message).toMatch(/^the handler threw a value that could not be read: /);
-    // The same name as an inline handler's unreadable throw (src/runtime/outcome.ts).
+    // The same name as an inline handler's unreadable throw (src/host/outcome.ts).
     expect(failure(roundTrip(proxy)).name).toBe('UnreadableThrow');
     const getter = {
       get name(): string {

@@ -1,9 +1,9 @@
 import { trace } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
-import { CachedRead } from '../../src/runtime/telemetry/cached-read.js';
-import { ConsumerTelemetry, type HostSettlement } from '../../src/runtime/telemetry/consumer.js';
-import { ProducerTelemetry } from '../../src/runtime/telemetry/producer.js';
-import { withTraceMeta } from '../../src/runtime/telemetry/trace-context.js';
+import { CachedRead } from '../../src/telemetry/cached-read.js';
+import { ConsumerTelemetry, type HostSettlement } from '../../src/telemetry/consumer.js';
+import { ProducerTelemetry } from '../../src/telemetry/producer.js';
+import { withTraceMeta } from '../../src/telemetry/trace-context.js';
 import type { JobRow } from '../../src/model/enqueue-options.js';
 import { createTestSdk, sum } from '../helpers/otel.js';
 

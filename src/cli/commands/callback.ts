@@ -1,5 +1,5 @@
 import type { CallbackDelivery } from '../../index.js';
-import { AwaClient } from '../../runtime/index.js';
+import { AwaClient } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';

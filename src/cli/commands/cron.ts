@@ -1,4 +1,4 @@
-import { AwaClient, type CronSchedule } from '../../runtime/index.js';
+import { AwaClient, type CronSchedule } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';

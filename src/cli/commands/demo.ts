@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { EmbeddedPostgres } from '../../embedded/launcher.js';
 import { defineJob } from '../../model/job-kind.js';
-import { AwaClient, WorkerHost } from '../../runtime/index.js';
+import { AwaClient, WorkerHost } from '../../roles.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import type { CliContext } from '../io.js';
 import { ProgressBar } from '../../terminal/progress.js';

@@ -1,4 +1,4 @@
-import { AwaClient } from '../../runtime/index.js';
+import { AwaClient } from '../../roles.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';

@@ -9,7 +9,7 @@ import {
 } from '../../http/index.js';
 import { auditLine } from '../../model/audit.js';
 import { parseSecretList } from '../../model/signature.js';
-import { AwaClient } from '../../runtime/index.js';
+import { AwaClient } from '../../roles.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidOptionError } from '../../model/errors.js';
 import type { CronDefinition } from '../../model/cron.js';
-import { WorkerHost, type HandlerEntry, type QueueOptions } from '../../runtime/index.js';
+import { WorkerHost, type HandlerEntry, type QueueOptions } from '../../roles.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';

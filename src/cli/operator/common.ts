@@ -1,4 +1,4 @@
-import { AwaClient } from '../../runtime/index.js';
+import { AwaClient } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, type OptionSpec, type Parsed } from '../args.js';
 import { databaseUrl, DB_OPTIONS } from '../database-url.js';

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { DashboardConfigError } from '../../model/errors.js';
-import type { AwaClient } from '../../runtime/index.js';
+import type { AwaClient } from '../../roles.js';
 import { proxyAddress } from './address.js';
 
 // The dashboard's options, validated once when it is built: every problem names the field (or environment

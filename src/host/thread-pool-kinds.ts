@@ -1,6 +1,6 @@
 import type { JobContext } from '../model/job.js';
-import type { ResolvedThreadPool } from './config.js';
-import { PoolExecutor } from './pool-executor.js';
+import type { ResolvedThreadPool } from '../threads/config.js';
+import { PoolExecutor } from '../threads/pool-executor.js';
 import type { HandlerRegistry } from './registry.js';
 
 // The worker-thread pool as a host sees it: the pool's kinds registered as handlers that run each job in a

@@ -8,7 +8,7 @@ import {
   type Settlement,
 } from '../storage/index.js';
 import { CompletionBatcher } from './completion-batcher.js';
-import type { ConsumerTelemetry, HostSettlement } from './telemetry/index.js';
+import type { ConsumerTelemetry, HostSettlement } from '../telemetry/index.js';
 
 // How a worker host's attempt results reach the database: each one names its attempt (receipt member and run
 // lease) and what became of it, and they are flushed together through finish(). A result PostgreSQL refuses

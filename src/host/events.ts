@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { AwaError, messageOf } from '../model/errors.js';
 import { serverFault, type PruneResult, type RescuedAttempt, type Settlement } from '../storage/index.js';
-import type { CronFire } from './cron.js';
+import type { CronFire } from '../maintenance/cron.js';
 
 // What a worker host tells the application, and how: every event goes through notify(), so a listener that
 // throws is reported instead of throwing into the host.

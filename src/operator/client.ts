@@ -1,8 +1,7 @@
 import type pg from 'pg';
 import type { Actor, ActorOptions, AuditFilter, AuditRecord } from '../model/audit.js';
-import { ClientClosedError, InvalidOptionError } from '../model/errors.js';
-import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
-import { defineJob, MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
+import { InvalidOptionError } from '../model/errors.js';
+import { MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
 import {
   rejectUnknownKeys,
@@ -17,11 +16,6 @@ import {
   auditPage,
   cancelJob,
   insertAudit,
-  copyEnqueueChunk,
-  createPool,
-  listenFromBirth,
-  enqueueRows,
-  ensureLanes,
   findJob,
   jobProgress,
   listDlq,
@@ -38,19 +32,15 @@ import {
   storageStatus,
   resolveCallback,
   queueCounts,
-  redact,
   resolveSchema,
   retryDlq,
   ringStatus,
   setEnqueueShards,
   setQueuePaused,
   removeQueue,
-  validateConnectionString,
   withClient,
-  withSavepoint,
-  withTransaction,
   withOwnConnection,
-  wrapDatabaseError,
+  ClientPool,
   type Audited,
   type CancelledFrom,
   type CallbackAction,
@@ -84,13 +74,14 @@ import {
   type CronTriggerResult,
 } from './cron.js';
 import { AuditTrail, auditEntry, auditFilter } from './audit-trail.js';
-import { dlqCountFilter, dlqPageFilter, dlqTarget, jobListFilter } from './operator-filters.js';
-import { ProducerTelemetry, telemetryScope } from './telemetry/index.js';
-import { QUERY_TIMEOUT_MS } from './config.js';
-import { assertIterable, runCopyLoad, type CopyEnqueueResult, type JobInput } from './copy-load.js';
+import { dlqCountFilter, dlqPageFilter, dlqTarget, jobListFilter } from './filters.js';
+import { ProducerTelemetry, telemetryScope } from '../telemetry/index.js';
+import type { CopyEnqueueResult, JobInput } from '../producer/copy-load.js';
+import { Producer, type CopyEnqueueOptions, type EnqueueOptions } from '../producer/producer.js';
 
-// The producer-and-operator handle: migrate, enqueue (on the caller's transaction if given one), bulk
-// COPY enqueue, and admin reads. It owns its pool unless the caller passed one.
+// AwaClient, the handle an application holds: migrate, enqueue (the producer, src/producer), deliver external
+// callbacks, and the operator's reads and actions, each action audited. It owns its pool unless the caller
+// passed one.
 
 export interface ClientOptions {
   connectionString?: string;
@@ -122,11 +113,6 @@ const CLIENT_OPTION_KEYS = [
   'onAudit',
 ] as const;
 
-export interface EnqueueOptions extends JobOptions {
-  /** Run on this client, inside whatever transaction it has open. */
-  client?: pg.ClientBase;
-}
-
 /** Options of pauseQueue(), resumeQueue() and setEnqueueShards(). */
 export interface QueueSettingOptions extends ActorOptions {
   /** Act on a queue nothing names yet (no job, worker, setting or history), which makes it exist: how a deploy
@@ -142,28 +128,14 @@ function createOption(options: QueueSettingOptions | undefined): boolean {
   return create === true;
 }
 
-export interface CopyEnqueueOptions {
-  /** Run inside this client's open transaction instead of a transaction of our own. */
-  client?: pg.ClientBase;
-  /** Rows per COPY chunk (memory bound). Default 20,000. */
-  chunkSize?: number;
-  onProgress?: (enqueued: number) => void;
-}
-
 export class AwaClient {
   readonly schema: Schema;
   readonly pool: pg.Pool;
-  private readonly ownsPool: boolean;
-  /** The connection string the pool was made from; null for a pool passed in. */
-  private readonly url: string | null;
-  private readonly target: string;
-  private readonly maxPayloadBytes: number;
-  private readonly adHocKinds = new Map<string, JobKind<unknown>>();
-  /** Queues whose live lanes, and whose bulk lanes, are known to exist (see prepareLanes). */
-  private readonly laneQueues = { live: new Set<string>(), bulk: new Set<string>() };
+  private readonly conn: ClientPool;
+  private readonly producer: Producer;
   private readonly telemetry = new ProducerTelemetry(telemetryScope());
-  private closing: Promise<void> | null = null;
   private readonly audit: AuditTrail;
+  private readonly maxPayloadBytes: number;
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
@@ -174,24 +146,9 @@ export class AwaClient {
       options.maxPayloadBytes === undefined
         ? DEFAULT_MAX_PAYLOAD_BYTES
         : validateInt('maxPayloadBytes', options.maxPayloadBytes, 16, 256 * 1024 * 1024);
-    if (options.pool) {
-      this.pool = options.pool;
-      listenFromBirth(this.pool);
-      this.ownsPool = false;
-      this.url = null;
-      this.target = 'the given pool';
-    } else {
-      const url = validateConnectionString(options.connectionString);
-      const size = options.poolSize === undefined ? 10 : validateInt('poolSize', options.poolSize, 1, 1000);
-      const queryTimeoutMs =
-        options.queryTimeoutMs === undefined
-          ? QUERY_TIMEOUT_MS.dflt
-          : validateInt('queryTimeoutMs', options.queryTimeoutMs, QUERY_TIMEOUT_MS.min, QUERY_TIMEOUT_MS.max);
-      this.pool = createPool(url, size, 'awa-client', queryTimeoutMs);
-      this.ownsPool = true;
-      this.url = url;
-      this.target = redact(url);
-    }
+    this.conn = new ClientPool(options, 'awa-client');
+    this.pool = this.conn.pool;
+    this.producer = new Producer(this.conn, this.schema, this.maxPayloadBytes, this.telemetry);
   }
 
   /** Applies pending migrations under an advisory lock (safe to run from several processes). On a connection of
@@ -199,10 +156,10 @@ export class AwaClient {
    * that is migrating, can take longer. */
   async migrate(): Promise<MigrateResult> {
     const apply = (client: pg.ClientBase) => applyMigrations(client, this.schema);
-    return this.wrap('migrate', () =>
-      this.url === null
-        ? withClient(this.pool, this.target, apply)
-        : withOwnConnection(this.url, 'awa-migrate', this.target, apply),
+    return this.conn.wrap('migrate', () =>
+      this.conn.url === null
+        ? withClient(this.pool, this.conn.target, apply)
+        : withOwnConnection(this.conn.url, 'awa-migrate', this.conn.target, apply),
     );
   }
 
@@ -210,8 +167,8 @@ export class AwaClient {
    * (SchemaTooNewError when a newer build migrated it): what a tool checks before it reads, so an unmigrated
    * database says "run `awa migrate`" rather than failing on a missing table or function. */
   async assertMigrated(): Promise<void> {
-    return this.wrap('assertMigrated', () =>
-      withClient(this.pool, this.target, (c) => assertMigrated(c, this.schema)),
+    return this.conn.wrap('assertMigrated', () =>
+      withClient(this.pool, this.conn.target, (c) => assertMigrated(c, this.schema)),
     );
   }
 
@@ -229,18 +186,7 @@ export class AwaClient {
     args: Args,
     options?: EnqueueOptions,
   ): Promise<EnqueueResult> {
-    const { client, ...jobOptions } = options ?? {};
-    const row = await toJobRow(this.kindOf(kind), args, options && jobOptions, this.maxPayloadBytes);
-    const send = this.telemetry.begin('enqueue', row.queue);
-    return send.run(async () => {
-      send.inject([row]);
-      const [result] = await this.run('enqueue', client, async (db) => {
-        await this.prepareLanes([row]);
-        return enqueueRows(db, this.schema, [row]);
-      });
-      send.sent([row], result!.inserted ? 0 : 1, result!.id);
-      return result!;
-    });
+    return this.producer.enqueue(kind, args, options);
   }
 
   /** Enqueues many jobs in one statement; returns one result per job, in input order (duplicates of unique
@@ -249,24 +195,7 @@ export class AwaClient {
     jobs: readonly JobInput[],
     options?: { client?: pg.ClientBase },
   ): Promise<EnqueueResult[]> {
-    if (!Array.isArray(jobs))
-      throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
-    const built = jobs.map((j) => this.toRow(j));
-    // Only an async schema makes a row a promise; otherwise there is nothing to wait for.
-    const rows = built.some((r) => r instanceof Promise) ? await Promise.all(built) : (built as JobRow[]);
-    const queue = rows.length > 0 && rows.every((r) => r.queue === rows[0]!.queue) ? rows[0]!.queue : null;
-    const send = this.telemetry.begin('enqueueMany', queue);
-    return send.run(async () => {
-      send.inject(rows);
-      const results = await this.run('enqueueMany', options?.client, async (db) => {
-        await this.prepareLanes(rows);
-        return enqueueRows(db, this.schema, rows);
-      });
-      let duplicates = 0;
-      for (const r of results) if (!r.inserted) duplicates++;
-      send.sent(rows, duplicates);
-      return results;
-    });
+    return this.producer.enqueueMany(jobs, options);
   }
 
   /**
@@ -280,29 +209,7 @@ export class AwaClient {
     jobs: Iterable<JobInput> | AsyncIterable<JobInput>,
     options: CopyEnqueueOptions = {},
   ): Promise<CopyEnqueueResult> {
-    const chunkSize =
-      options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
-    assertIterable(jobs);
-    const send = this.telemetry.begin('copyEnqueue', null);
-    const load = (client: pg.ClientBase) =>
-      runCopyLoad(jobs, chunkSize, {
-        toRow: (job) => this.toRow(job),
-        copy: async (rows) => {
-          await this.prepareLanes(rows, 'bulk');
-          send.inject(rows);
-          const duplicates = await copyEnqueueChunk(client, this.schema, rows);
-          send.sent(rows, duplicates);
-          return duplicates;
-        },
-        onProgress: options.onProgress,
-      });
-    return send.run(() =>
-      this.wrap('copyEnqueue', () =>
-        options.client
-          ? withSavepoint(options.client, 'copyEnqueue', load)
-          : withTransaction(this.pool, this.target, load),
-      ),
-    );
+    return this.producer.copyEnqueue(jobs, options);
   }
 
   /** Pauses a queue fleet-wide: hosts stop claiming its jobs (running ones finish); enqueues are still
@@ -343,8 +250,7 @@ export class AwaClient {
       removeQueue(db, this.schema, queue, liveMs / 1000, by),
     );
     // Its lanes are gone: the next enqueue prepares them again, outside the caller's transaction.
-    this.laneQueues.live.delete(queue);
-    this.laneQueues.bulk.delete(queue);
+    this.producer.forgetLanes(queue);
     return removed;
   }
 
@@ -627,43 +533,7 @@ export class AwaClient {
   /** Ends the client's own pool (a pool passed in stays the caller's). Safe to call more than once; every
    * call after the first waits for the same end. Calls made after it fail with ClientClosedError. */
   close(): Promise<void> {
-    this.closing ??= this.ownsPool ? this.pool.end() : Promise.resolve();
-    return this.closing;
-  }
-
-  private kindOf(kind: JobKind<unknown> | string): JobKind<unknown> {
-    if (typeof kind !== 'string') {
-      if (!kind || typeof kind.validate !== 'function') {
-        throw new InvalidOptionError('kind', 'must be a kind name or a definition from defineJob()');
-      }
-      return kind;
-    }
-    let def = this.adHocKinds.get(kind);
-    if (!def) this.adHocKinds.set(kind, (def = defineJob({ kind })));
-    return def;
-  }
-
-  /**
-   * Creates the lanes of queues this client has not enqueued to yet, in a short transaction of its own on
-   * the client's pool, so a caller's open transaction never holds the lane-creation lock (another producer
-   * of the same new queue would wait for it). Skipped when the pool has no free connection: the enqueue
-   * then creates the lane itself, which is just as correct.
-   */
-  private async prepareLanes(rows: readonly JobRow[], kind: 'live' | 'bulk' = 'live'): Promise<void> {
-    const known = this.laneQueues[kind];
-    const fresh = [...new Set(rows.map((r) => r.queue))].filter((q) => !known.has(q));
-    if (fresh.length === 0) return;
-    const p = this.pool;
-    if (p.idleCount === 0 && p.totalCount >= (p.options.max ?? 10)) return;
-    await ensureLanes(p, this.schema, fresh, kind === 'bulk');
-    for (const q of fresh) known.add(q);
-  }
-
-  private toRow(job: JobInput): JobRow | Promise<JobRow> {
-    if (typeof job !== 'object' || job === null) {
-      throw new InvalidOptionError('jobs[]', 'each job must be an object { kind, args, options? }');
-    }
-    return toJobRow(this.kindOf(job.kind), job.args, job.options, this.maxPayloadBytes);
+    return this.conn.close();
   }
 
   private actorOf(options: ActorOptions | undefined, extraKeys: readonly string[] = []): Actor {
@@ -681,24 +551,11 @@ export class AwaClient {
     return value;
   }
 
-  private async run<T>(
+  private run<T>(
     op: string,
     client: pg.ClientBase | undefined,
     fn: (db: pg.Pool | pg.ClientBase) => Promise<T>,
   ): Promise<T> {
-    return this.wrap(op, () => fn(client ?? this.pool));
-  }
-
-  private assertOpen(op: string): void {
-    if (this.closing) throw new ClientClosedError(op);
-  }
-
-  private async wrap<T>(op: string, fn: () => Promise<T>): Promise<T> {
-    this.assertOpen(op);
-    try {
-      return await fn();
-    } catch (err) {
-      throw wrapDatabaseError(op, err, this.target);
-    }
+    return this.conn.run(op, client, fn);
   }
 }

@@ -1,5 +1,5 @@
 import type { BatchObservableCallback, Observable } from '@opentelemetry/api';
-import type { QueueHealth } from '../../storage/index.js';
+import type { QueueHealth } from '../storage/index.js';
 import { CachedRead } from './cached-read.js';
 import { ATTR, METRIC } from './names.js';
 import type { TelemetryScope } from './scope.js';

@@ -1,75 +1,62 @@
-import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
-import { AwaError, EventLoopBlockedError, UnknownKindError } from '../model/errors.js';
+import { AwaError, EventLoopBlockedError } from '../model/errors.js';
+import type { HandlerEntry } from '../model/handler.js';
 import type { JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
+import { settlesWithin } from '../model/settles-within.js';
+import type { ConnectionSource } from '../storage/dedicated.js';
 import {
   assertMigrated,
   callbackResult,
-  claimJobs,
-  withClient,
-  wrapDatabaseError,
   createPool,
-  listenFromBirth,
   ensureLanes,
-  isConnectionLoss,
+  listenFromBirth,
   markStopped,
   queueHealth,
   redact,
   registerCallback,
+  withClient,
+  wrapDatabaseError,
   writeProgress,
-  type ClaimBatch,
-  type ClaimResult,
-  type ClaimedJob,
 } from '../storage/index.js';
-import type { Attempt } from './attempts.js';
-import { AttemptTracker } from './attempts.js';
-import { CallbackWaits } from './callback-waits.js';
-import type { CompletionBatcher } from './completion-batcher.js';
-import { syncCronDefinitions } from './cron.js';
-import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
-import { Dispatcher } from './dispatcher.js';
-import { jobContext, type ContextDeps } from './job-context.js';
-import { jobView } from './job-view.js';
-import { MaintenanceLeader } from './leader.js';
-import { Liveness } from './liveness.js';
-import { decide, errorRecord } from './outcome.js';
-import { HandlerRegistry, type HandlerEntry } from './registry.js';
-import { LoopWatch } from './loop-watch.js';
-import type { PoolExecutor } from './pool-executor.js';
-import { ProgressWriter } from './progress-writer.js';
-import { ReceiptBook } from './receipt-book.js';
-import { HostStats } from './stats.js';
 import {
   ConsumerTelemetry,
   HostGauges,
   MaintenanceTelemetry,
-  runInSpan,
   telemetryScope,
   type HostSettlement,
   type TelemetryScope,
-} from './telemetry/index.js';
-import { settlesWithin } from './settles-within.js';
+} from '../telemetry/index.js';
+import { Elector } from '../maintenance/elector.js';
+import { maintenanceServices } from '../maintenance/services.js';
+import type { PoolExecutor } from '../threads/pool-executor.js';
+import { AttemptRunner } from './attempt-runner.js';
+import { AttemptTracker } from './attempts.js';
+import { CallbackWaits } from './callback-waits.js';
+import { Claimer } from './claimer.js';
+import type { CompletionBatcher } from './completion-batcher.js';
+import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
+import { syncCronDefinitions } from './cron-sync.js';
+import { hostDescriptors } from './descriptors.js';
+import { Dispatcher } from './dispatcher.js';
+import { HostEmitter } from './events.js';
+import type { ContextDeps } from './job-context.js';
+import { Liveness } from './liveness.js';
+import { LoopWatch } from './loop-watch.js';
+import { ProgressWriter } from './progress-writer.js';
+import { ReceiptBook } from './receipt-book.js';
+import { HandlerRegistry } from './registry.js';
+import { resultBatcher } from './results.js';
+import { HostStats } from './stats.js';
 import { startThreadPoolKinds } from './thread-pool-kinds.js';
 import { Wakeup } from './wakeup.js';
-import { hostDescriptors } from './host-descriptors.js';
-import { HostEmitter } from './host-events.js';
-import { resultBatcher, settlementOf } from './host-results.js';
 
-// The worker host: the main-thread coordinator of one process. It owns every database conversation
-// (claims through the dispatchers, results through the completion batcher, the LISTEN connection, the
-// maintenance leader, the liveness heartbeat) and runs handlers inline, or hands kinds declared
-// `execution: 'pool'` to the worker-thread pool.
+// The worker host wires one process's parts and runs their lifecycle (start, graceful stop): a dispatcher per
+// queue (when to claim), the claimer, the attempt runner (one job from permit to settlement, handlers inline or
+// in the worker-thread pool), the completion batcher, the LISTEN wake-up, the liveness heartbeat and, when it
+// may lead, the maintenance elector. It owns every database conversation of the process.
 
 type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
-
-/** What a handler's signal is aborted with when its attempt passes the kind's deadline. */
-export class DeadlineExceeded extends Error {
-  constructor(kind: string, ms: number) {
-    super(`job kind "${kind}" exceeded its ${ms} ms deadline`);
-    this.name = 'DeadlineExceeded';
-  }
-}
 
 export class WorkerHost extends HostEmitter {
   readonly config: HostConfig;
@@ -85,9 +72,8 @@ export class WorkerHost extends HostEmitter {
   private readonly callbackWaits: CallbackWaits;
   private readonly contextDeps: ContextDeps;
   private readonly liveness: Liveness;
-  private readonly leader: MaintenanceLeader | null;
+  private readonly leader: Elector | null;
   private readonly wakeup: Wakeup;
-  private readonly warnedKinds = new Set<string>();
   private state: State = 'new';
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
@@ -97,8 +83,8 @@ export class WorkerHost extends HostEmitter {
   private gauges: HostGauges | null = null;
   /** Reports a stall of the event loop as long as two heartbeat intervals (at least 1 s). */
   private readonly loopWatch: LoopWatch;
-  /** The receive span of each claim batch that recorded one, for its attempts' spans to link to. */
-  private readonly claimSpans = new WeakMap<ClaimBatch, SpanContext>();
+  private readonly claimer: Claimer;
+  private readonly runner: AttemptRunner;
 
   constructor(options: WorkerOptions) {
     super();
@@ -136,9 +122,9 @@ export class WorkerHost extends HostEmitter {
       this.dispatchers.set(
         queue,
         new Dispatcher(queue, q.concurrency, c.claimBatchSize, c.pollIntervalMs, q.prefetch, {
-          claim: (name, max) => this.claim(name, max),
-          execute: (name, batch, job) => this.execute(name, batch, job),
-          handBack: (name, batch, job) => this.handBack(name, batch, job),
+          claim: (name, max) => this.claimer.claim(name, max),
+          execute: (name, batch, job) => this.runner.start(name, batch, job),
+          handBack: (name, batch, job) => this.runner.handBack(name, batch, job),
           backpressure: () => this.batcher.backlog > c.completionBatchSize * 8,
           onError: (err) => this.reportError(err),
         }),
@@ -186,7 +172,7 @@ export class WorkerHost extends HostEmitter {
       c.schema,
       {
         onQueue: (queue) => this.dispatchers.get(queue)?.notified(),
-        onCancel: (jobId, runLease) => this.closedElsewhere(jobId, runLease),
+        onCancel: (jobId, runLease) => this.runner.closedElsewhere(jobId, runLease),
         onCallback: (jobId, runLease) => this.callbackWaits.notified(jobId, runLease),
       },
       () => {
@@ -195,40 +181,87 @@ export class WorkerHost extends HostEmitter {
       },
       (err) => this.reportError(err),
     );
-    this.leader = c.maintenance
-      ? new MaintenanceLeader(
-          source,
-          {
-            schema: c.schema,
-            instanceId: c.instanceId,
-            electionIntervalMs: c.leaderElectionIntervalMs,
-            promoteIntervalMs: c.promoteIntervalMs,
-            ringIntervalMs: c.ringIntervalMs,
-            ringSlotMinRows: c.ringSlotMinRows,
-            ringSlotMaxAgeMs: c.ringSlotMaxAgeMs,
-            completedRetentionMs: c.completedRetentionMs,
-            rescueIntervalMs: c.rescueIntervalMs,
-            callbackTimeoutIntervalMs: c.callbackTimeoutIntervalMs,
-            heartbeatStalenessMs: c.heartbeatStalenessMs,
-            failedRetentionMs: c.failedRetentionMs,
-            dlqRetentionMs: c.dlqRetentionMs,
-            auditRetentionMs: c.auditRetentionMs,
-            ringCarryLimit: c.ringCarryLimit,
-            ringCarryAfterSlots: c.ringCarryAfterSlots,
-            cronIntervalMs: c.cronIntervalMs,
-            cronMissedAfterMs: c.cronMissedAfterMs,
-            stopTimeoutMs: STOP_STEP_MS,
-          },
-          {
-            onLeadership: (isLeader) => this.notify('leadership', isLeader),
-            onPrune: (result) => this.notify('prune', result),
-            onRescue: (rescued) => this.notify('rescue', rescued),
-            onCron: (fires) => this.notify('cron', fires),
-            onError: (err) => this.reportError(err),
-          },
-          new MaintenanceTelemetry(this.scope),
-        )
-      : null;
+    this.claimer = new Claimer(
+      this.pool,
+      {
+        schema: c.schema,
+        instanceId: c.instanceId,
+        priorityAgingSeconds: c.priorityAgingSeconds,
+        deadlineSeconds: (queue) => Math.ceil(c.queues.get(queue)!.deadlineMs / 1000),
+      },
+      {
+        liveness: this.liveness,
+        wakeup: this.wakeup,
+        receipts: this.receipts,
+        stats: this.stats,
+        telemetry: this.telemetry,
+      },
+    );
+    this.runner = new AttemptRunner({
+      instanceId: c.instanceId,
+      unknownKindDelayMs: c.unknownKindDelayMs,
+      registry: this.registry,
+      attempts: this.attempts,
+      receipts: this.receipts,
+      stats: this.stats,
+      telemetry: this.telemetry,
+      context: this.contextDeps,
+      claimSpan: (batch) => this.claimer.spanOf(batch),
+      queueSettlement: (result) => this.batcher.add(result),
+      release: (queue) => this.dispatchers.get(queue)!.release(),
+      forgetHeld: (jobId, runLease) => this.forgetHeld(jobId, runLease),
+      reportError: (err) => this.reportError(err),
+    });
+    this.leader = c.maintenance ? this.elector(source) : null;
+  }
+
+  /** Stands for maintenance leadership; while elected, runs every maintenance service. */
+  private elector(source: ConnectionSource): Elector {
+    const c = this.config;
+    const services = maintenanceServices(
+      {
+        schema: c.schema,
+        promoteIntervalMs: c.promoteIntervalMs,
+        ring: {
+          intervalMs: c.ringIntervalMs,
+          slotMinRows: c.ringSlotMinRows,
+          slotMaxAgeMs: c.ringSlotMaxAgeMs,
+          carryLimit: c.ringCarryLimit,
+          carryAfterSlots: c.ringCarryAfterSlots,
+        },
+        rescueIntervalMs: c.rescueIntervalMs,
+        heartbeatStalenessMs: c.heartbeatStalenessMs,
+        callbackTimeoutIntervalMs: c.callbackTimeoutIntervalMs,
+        completedRetentionMs: c.completedRetentionMs,
+        failedRetentionMs: c.failedRetentionMs,
+        dlqRetentionMs: c.dlqRetentionMs,
+        auditRetentionMs: c.auditRetentionMs,
+        cronIntervalMs: c.cronIntervalMs,
+        cronMissedAfterMs: c.cronMissedAfterMs,
+      },
+      {
+        onPrune: (result) => this.notify('prune', result),
+        onRescue: (rescued) => this.notify('rescue', rescued),
+        onCron: (fires) => this.notify('cron', fires),
+        onError: (err) => this.reportError(err),
+      },
+      new MaintenanceTelemetry(this.scope),
+    );
+    return new Elector(
+      source,
+      {
+        schema: c.schema,
+        instanceId: c.instanceId,
+        electionIntervalMs: c.leaderElectionIntervalMs,
+        heartbeatStalenessMs: c.heartbeatStalenessMs,
+        stopTimeoutMs: STOP_STEP_MS,
+      },
+      {
+        onLeadership: (isLeader) => this.notify('leadership', isLeader),
+        onError: (err) => this.reportError(err),
+      },
+      services,
+    );
   }
 
   /** Registers the handler for a kind. Call before start(). */
@@ -384,146 +417,13 @@ export class WorkerHost extends HostEmitter {
     );
   }
 
-  private async claim(queue: string, max: number): Promise<ClaimResult> {
-    await this.liveness.beforeClaim(queue);
-    const startedAtMs = Date.now();
-    const startedAt = performance.now();
-    let result: ClaimResult;
-    // On the wake-up connection when it is free: that is where the notification behind a pickup came from.
-    const lent = this.wakeup.lend();
-    let failure: unknown;
-    try {
-      result = await claimJobs(lent?.client ?? this.pool, this.config.schema, {
-        queue,
-        max,
-        instanceId: this.config.instanceId,
-        agingSeconds: this.config.priorityAgingSeconds,
-        deadlineSeconds: Math.ceil(this.config.queues.get(queue)!.deadlineMs / 1000),
-      });
-    } catch (err) {
-      // The connection went away mid-claim: the claim may have committed with its answer lost.
-      if (isConnectionLoss(err)) this.liveness.claimLost(queue);
-      this.telemetry.claimFailed(queue, startedAt, err);
-      failure = err;
-      throw err;
-    } finally {
-      lent?.release(failure);
-    }
-    this.stats.claimCalls++;
-    this.stats.claimMs += performance.now() - startedAt;
-    for (const b of result.batches) {
-      this.receipts.add(b);
-      this.stats.claimed += b.jobs.length;
-    }
-    const span = this.telemetry.claimed(queue, result, startedAtMs, startedAt);
-    if (span) for (const b of result.batches) this.claimSpans.set(b, span);
-    return result;
-  }
-
-  private execute(queue: string, batch: ClaimBatch, c: ClaimedJob): void {
-    const now = Date.now();
-    this.stats.recordPickup(now - c.readyAtMs);
-    const entry = this.registry.get(c.kind);
-    if (!entry) return this.snoozeUnknownKind(queue, batch, c, now);
-    const exec = this.telemetry.startProcess(queue, c, this.claimSpans.get(batch) ?? null);
-    const attempt = this.attempts.begin(queue, batch, c, exec);
-    const ctx = jobContext(attempt, this.contextDeps);
-    const deadlineMs = entry.kind.deadlineMs;
-    if (deadlineMs > 0) {
-      attempt.deadlineTimer = setTimeout(() => {
-        const err = new DeadlineExceeded(c.kind, deadlineMs);
-        attempt.abort(err);
-        // The handler may never return: settle now; whatever it does later is ignored.
-        this.complete(attempt, err, true);
-      }, deadlineMs);
-    }
-    try {
-      // The handler runs in its span's context, so the spans it starts are the execution's children.
-      const result = runInSpan(exec.parent, exec.span, () => entry.handle(jobView(queue, c), ctx));
-      // What the handler returned is its own: reading its `then` or calling it may throw too (a revoked
-      // proxy, a hostile thenable). That fails this attempt; it must not escape into the claim loop, which
-      // would leave the rest of the batch unstarted and holding its permits.
-      if (!isThenable(result)) return this.complete(attempt, undefined, false);
-      result.then(
-        () => this.complete(attempt, undefined, false),
-        (err: unknown) => this.complete(attempt, err, true),
-      );
-    } catch (err) {
-      this.complete(attempt, err, true);
-    }
-  }
-
-  /**
-   * The attempt was settled by someone else (operator cancel, rescue): abort its handler and give its
-   * permit back now. A handler that ignores its signal keeps running, but no longer holds the queue's
-   * capacity, and whatever it returns is ignored (the fence would reject it anyway).
-   */
-  private closedElsewhere(jobId: string, runLease: number): void {
-    const attempt = this.attempts.abort(jobId, runLease, new Error('attempt cancelled or rescued elsewhere'));
-    if (!attempt) return this.forgetHeld(jobId, runLease);
-    if (attempt.settled) return;
-    attempt.settled = true;
-    this.attempts.end(attempt);
-    this.receipts.answered(attempt.batch.batchId);
-    this.stats.stale++;
-    this.telemetry.endProcess(attempt.telemetry, attempt.queue, attempt.job.kind, 'stale', undefined);
-    this.telemetry.closedElsewhere(attempt.queue, attempt.job.kind);
-    this.dispatchers.get(attempt.queue)!.release();
-  }
-
-  /** An attempt closed elsewhere before it started (held for a permit): drop it unstarted. */
-  private forgetHeld(jobId: string, runLease: number): void {
+  /** Drops a job some dispatcher holds for a permit (its attempt was closed elsewhere before it started). */
+  private forgetHeld(jobId: string, runLease: number) {
     for (const d of this.dispatchers.values()) {
       const held = d.forget(jobId, runLease);
-      if (!held) continue;
-      this.receipts.answered(held.batch.batchId);
-      this.stats.stale++;
-      this.telemetry.closedElsewhere(d.queue, held.job.kind);
-      return;
+      if (held) return { ...held, queue: d.queue };
     }
-  }
-
-  private complete(attempt: Attempt, thrown: unknown, failed: boolean): void {
-    if (attempt.settled) return;
-    attempt.settled = true;
-    this.attempts.end(attempt);
-    const c = attempt.job;
-    let d = decide(thrown, failed, c.attempt, c.maxAttempts);
-    if (d.outcome === 'wait' && !attempt.callbackToken) {
-      const err = new Error('WaitForCallback without a callback: call ctx.registerCallback() first');
-      err.name = 'InvalidOutcome';
-      d = decide(err, true, c.attempt, c.maxAttempts);
-      thrown = err;
-    }
-    this.telemetry.endProcess(attempt.telemetry, attempt.queue, c.kind, d.outcome, thrown);
-    this.settle(settlementOf(attempt.queue, attempt.batch, c, d.outcome, d.runAt, d.error));
-  }
-
-  /** A kind no handler here knows: snooze it (no attempt spent) so a host that knows it can run it. */
-  private snoozeUnknownKind(queue: string, batch: ClaimBatch, c: ClaimedJob, now: number): void {
-    if (!this.warnedKinds.has(c.kind)) {
-      this.warnedKinds.add(c.kind);
-      this.reportError(new UnknownKindError(c.kind, this.registry.kinds(), this.config.unknownKindDelayMs));
-    }
-    const error = errorRecord(
-      new Error(`unknown job kind "${c.kind}" on instance ${this.config.instanceId}`),
-      c.attempt,
-      now,
-    );
-    this.settle(
-      settlementOf(queue, batch, c, 'snooze', new Date(now + this.config.unknownKindDelayMs), error),
-    );
-  }
-
-  /** Queues a started job's result for flushing and gives its permit back. */
-  private settle(result: HostSettlement): void {
-    this.batcher.add(result);
-    this.dispatchers.get(result.queue)!.release();
-  }
-
-  /** A claimed job that never started goes back to its queue (a snooze: no attempt spent; it held no permit). */
-  private handBack(queue: string, batch: ClaimBatch, c: ClaimedJob): void {
-    this.batcher.add(settlementOf(queue, batch, c, 'snooze', new Date()));
+    return null;
   }
 
   private onFlushed(items: readonly HostSettlement[], accepted: Set<string>): void {
@@ -554,7 +454,3 @@ export class WorkerHost extends HostEmitter {
 
 /** Upper bound of each database step of stop() after the drain. */
 const STOP_STEP_MS = 5_000;
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
-}

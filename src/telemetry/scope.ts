@@ -1,5 +1,5 @@
 import { metrics, trace, type Meter, type Tracer } from '@opentelemetry/api';
-import { AWA_VERSION } from '../../model/descriptor.js';
+import { AWA_VERSION } from '../model/descriptor.js';
 import { SCOPE } from './names.js';
 
 // The meter and tracer of one host or client, taken from the global API once, when it is built. Without a

@@ -8,7 +8,7 @@ import {
   type Span,
   type SpanContext,
 } from '@opentelemetry/api';
-import type { ClaimResult, ClaimedJob, Settlement } from '../../storage/index.js';
+import type { ClaimResult, ClaimedJob, Settlement } from '../storage/index.js';
 import { AttributeCache } from './attribute-cache.js';
 import { ATTR, DURATION_BUCKETS, METRIC, SYSTEM } from './names.js';
 import { errorType } from './producer.js';

@@ -1,5 +1,5 @@
 import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
-import type { ProcessScope } from './telemetry/index.js';
+import type { ProcessScope } from '../telemetry/index.js';
 
 // The attempts running in this process, so a cancel notification, a rescue, a deadline or a shutdown
 // can reach the right handler's signal. The AbortController is created only when someone asks for the

@@ -1,19 +1,10 @@
 import { InvalidOptionError } from '../model/errors.js';
+import type { HandlerEntry } from '../model/handler.js';
 import type { JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import { isHttpTarget } from './http-target.js';
 
 // Which handler runs which kind, in this process.
-
-export interface HandlerEntry<Args = unknown> {
-  kind: JobKind<Args>;
-  handle: JobHandler<Args>;
-}
-
-/** Pairs a kind with its handler, e.g. for the handlers module `awa work` loads. */
-export function defineHandler<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): HandlerEntry<Args> {
-  return { kind, handle };
-}
 
 export class HandlerRegistry {
   private readonly byKind = new Map<string, HandlerEntry>();

@@ -6,18 +6,12 @@ import { Piscina } from 'piscina';
 import { InvalidOptionError } from '../model/errors.js';
 import type { Job } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
-import {
-  checkThreadMessage,
-  ownBytes,
-  readOutcomes,
-  type AbortMessage,
-  type PoolTask,
-} from '../threads/protocol.js';
-import { poolWorkerEntry } from '../threads/entry.js';
+import { checkThreadMessage, ownBytes, readOutcomes, type AbortMessage, type PoolTask } from './protocol.js';
+import { poolWorkerEntry } from './entry.js';
+import type { HandlerEntry } from '../model/handler.js';
 import { resolveThreadPool, type ThreadPoolOptions } from './config.js';
-import type { HandlerEntry } from './registry.js';
 
-export type { PoolJobContext } from '../threads/protocol.js';
+export type { PoolJobContext } from './protocol.js';
 
 // Runs handlers in a Piscina worker-thread pool so CPU-heavy kinds never stall the coordinator.
 //

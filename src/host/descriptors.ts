@@ -1,7 +1,7 @@
 import { descriptorHash } from '../model/descriptor.js';
 import type { DescriptorReport } from '../storage/index.js';
 import type { ResolvedQueue } from './config.js';
-import type { HandlerEntry } from './registry.js';
+import type { HandlerEntry } from '../model/handler.js';
 
 // What a worker host declares about the queues it serves and the kinds it runs: each as its descriptor and
 // the descriptor's hash, which the admin reads compare across live hosts (drift).

@@ -8,8 +8,8 @@ import {
   type Histogram,
   type Span,
 } from '@opentelemetry/api';
-import type { JobRow } from '../../model/enqueue-options.js';
-import type { CallbackAction, CallbackDelivery } from '../../storage/index.js';
+import type { JobRow } from '../model/enqueue-options.js';
+import type { CallbackAction, CallbackDelivery } from '../storage/index.js';
 import { AttributeCache } from './attribute-cache.js';
 import { ATTR, DURATION_BUCKETS, METRIC, SYSTEM } from './names.js';
 import type { TelemetryScope } from './scope.js';

@@ -1,5 +1,5 @@
 import { SpanStatusCode, type Attributes, type Counter, type Histogram } from '@opentelemetry/api';
-import type { CleanupResult, PruneResult, RescuedAttempt } from '../../storage/index.js';
+import type { CleanupResult, PruneResult, RescuedAttempt } from '../storage/index.js';
 import { ATTR, DURATION_BUCKETS, METRIC } from './names.js';
 import { errorType } from './producer.js';
 import type { TelemetryScope } from './scope.js';

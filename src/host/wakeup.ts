@@ -6,7 +6,7 @@ import {
   type Notifications,
   type Schema,
 } from '../storage/index.js';
-import { openDedicated, type ConnectionSource, type Dedicated } from './dedicated.js';
+import { openDedicated, type ConnectionSource, type Dedicated } from '../storage/dedicated.js';
 
 // Keeps one LISTEN connection alive (new-jobs and cancel notifications): on loss it reconnects with exponential backoff (100 ms → 5 s), and
 // after every (re)connect asks for a poll of every queue, because notifications sent while it was down

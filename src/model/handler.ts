@@ -1,0 +1,14 @@
+import type { JobHandler } from './job.js';
+import type { JobKind } from './job-kind.js';
+
+// A kind paired with its handler: what a handlers module exports for `awa work` and the thread pool.
+
+export interface HandlerEntry<Args = unknown> {
+  kind: JobKind<Args>;
+  handle: JobHandler<Args>;
+}
+
+/** Pairs a kind with its handler, e.g. for the handlers module `awa work` loads. */
+export function defineHandler<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): HandlerEntry<Args> {
+  return { kind, handle };
+}

@@ -1,0 +1,160 @@
+import type pg from 'pg';
+import { InvalidOptionError } from '../model/errors.js';
+import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
+import { defineJob, type JobKind } from '../model/job-kind.js';
+import { validateInt } from '../model/validation.js';
+import {
+  copyEnqueueChunk,
+  ensureLanes,
+  enqueueRows,
+  withSavepoint,
+  withTransaction,
+  type ClientPool,
+  type EnqueueResult,
+  type Schema,
+} from '../storage/index.js';
+import type { ProducerTelemetry } from '../telemetry/index.js';
+import { assertIterable, runCopyLoad, type CopyEnqueueResult, type JobInput } from './copy-load.js';
+
+// The producer: validates and encodes jobs, then enqueues them one, many or a stream at a time, on the
+// caller's transaction when given one. It creates the lanes of queues it has not enqueued to yet outside that
+// transaction (see prepareLanes).
+
+export interface EnqueueOptions extends JobOptions {
+  /** Run on this client, inside whatever transaction it has open. */
+  client?: pg.ClientBase;
+}
+
+export interface CopyEnqueueOptions {
+  /** Run inside this client's open transaction instead of a transaction of our own. */
+  client?: pg.ClientBase;
+  /** Rows per COPY chunk (memory bound). Default 20,000. */
+  chunkSize?: number;
+  onProgress?: (enqueued: number) => void;
+}
+
+export class Producer {
+  private readonly adHocKinds = new Map<string, JobKind<unknown>>();
+  /** Queues whose live lanes, and whose bulk lanes, are known to exist (see prepareLanes). */
+  private readonly laneQueues = { live: new Set<string>(), bulk: new Set<string>() };
+
+  constructor(
+    private readonly conn: ClientPool,
+    private readonly schema: Schema,
+    private readonly maxPayloadBytes: number,
+    private readonly telemetry: ProducerTelemetry,
+  ) {}
+
+  async enqueue<Args>(
+    kind: JobKind<Args> | string,
+    args: Args,
+    options?: EnqueueOptions,
+  ): Promise<EnqueueResult> {
+    const { client, ...jobOptions } = options ?? {};
+    const row = await toJobRow(this.kindOf(kind), args, options && jobOptions, this.maxPayloadBytes);
+    const send = this.telemetry.begin('enqueue', row.queue);
+    return send.run(async () => {
+      send.inject([row]);
+      const [result] = await this.conn.run('enqueue', client, async (db) => {
+        await this.prepareLanes([row]);
+        return enqueueRows(db, this.schema, [row]);
+      });
+      send.sent([row], result!.inserted ? 0 : 1, result!.id);
+      return result!;
+    });
+  }
+
+  async enqueueMany(
+    jobs: readonly JobInput[],
+    options?: { client?: pg.ClientBase },
+  ): Promise<EnqueueResult[]> {
+    if (!Array.isArray(jobs))
+      throw new InvalidOptionError('jobs', 'must be an array of { kind, args, options? }');
+    const built = jobs.map((j) => this.toRow(j));
+    // Only an async schema makes a row a promise; otherwise there is nothing to wait for.
+    const rows = built.some((r) => r instanceof Promise) ? await Promise.all(built) : (built as JobRow[]);
+    const queue = rows.length > 0 && rows.every((r) => r.queue === rows[0]!.queue) ? rows[0]!.queue : null;
+    const send = this.telemetry.begin('enqueueMany', queue);
+    return send.run(async () => {
+      send.inject(rows);
+      const results = await this.conn.run('enqueueMany', options?.client, async (db) => {
+        await this.prepareLanes(rows);
+        return enqueueRows(db, this.schema, rows);
+      });
+      let duplicates = 0;
+      for (const r of results) if (!r.inserted) duplicates++;
+      send.sent(rows, duplicates);
+      return results;
+    });
+  }
+
+  async copyEnqueue(
+    jobs: Iterable<JobInput> | AsyncIterable<JobInput>,
+    options: CopyEnqueueOptions = {},
+  ): Promise<CopyEnqueueResult> {
+    const chunkSize =
+      options.chunkSize === undefined ? 20_000 : validateInt('chunkSize', options.chunkSize, 1, 1_000_000);
+    assertIterable(jobs);
+    const send = this.telemetry.begin('copyEnqueue', null);
+    const load = (client: pg.ClientBase) =>
+      runCopyLoad(jobs, chunkSize, {
+        toRow: (job) => this.toRow(job),
+        copy: async (rows) => {
+          await this.prepareLanes(rows, 'bulk');
+          send.inject(rows);
+          const duplicates = await copyEnqueueChunk(client, this.schema, rows);
+          send.sent(rows, duplicates);
+          return duplicates;
+        },
+        onProgress: options.onProgress,
+      });
+    return send.run(() =>
+      this.conn.wrap('copyEnqueue', () =>
+        options.client
+          ? withSavepoint(options.client, 'copyEnqueue', load)
+          : withTransaction(this.conn.pool, this.conn.target, load),
+      ),
+    );
+  }
+
+  /** A queue was removed with its lanes: the next enqueue prepares them again. */
+  forgetLanes(queue: string): void {
+    this.laneQueues.live.delete(queue);
+    this.laneQueues.bulk.delete(queue);
+  }
+
+  private kindOf(kind: JobKind<unknown> | string): JobKind<unknown> {
+    if (typeof kind !== 'string') {
+      if (!kind || typeof kind.validate !== 'function') {
+        throw new InvalidOptionError('kind', 'must be a kind name or a definition from defineJob()');
+      }
+      return kind;
+    }
+    let def = this.adHocKinds.get(kind);
+    if (!def) this.adHocKinds.set(kind, (def = defineJob({ kind })));
+    return def;
+  }
+
+  /**
+   * Creates the lanes of queues this producer has not enqueued to yet, in a short transaction of its own on
+   * the pool, so a caller's open transaction never holds the lane-creation lock (another producer of the same
+   * new queue would wait for it). Skipped when the pool has no free connection: the enqueue then creates the
+   * lane itself, which is just as correct.
+   */
+  private async prepareLanes(rows: readonly JobRow[], kind: 'live' | 'bulk' = 'live'): Promise<void> {
+    const known = this.laneQueues[kind];
+    const fresh = [...new Set(rows.map((r) => r.queue))].filter((q) => !known.has(q));
+    if (fresh.length === 0) return;
+    const p = this.conn.pool;
+    if (p.idleCount === 0 && p.totalCount >= (p.options.max ?? 10)) return;
+    await ensureLanes(p, this.schema, fresh, kind === 'bulk');
+    for (const q of fresh) known.add(q);
+  }
+
+  private toRow(job: JobInput): JobRow | Promise<JobRow> {
+    if (typeof job !== 'object' || job === null) {
+      throw new InvalidOptionError('jobs[]', 'each job must be an object { kind, args, options? }');
+    }
+    return toJobRow(this.kindOf(job.kind), job.args, job.options, this.maxPayloadBytes);
+  }
+}
