@@ -1,7 +1,8 @@
 // Lint rules: typescript-eslint's recommended set, plus what each folder may import. src/ is layered by role
 // (DESIGN.md: cli/http → runtime roles → storage → model); each folder may import only the folders below it:
 //   src/model        nothing of src/ (domain types and rules)
-//   src/storage      model (all queue SQL; pools and connections)
+//   src/storage      model (all queue SQL; pools and connections). Every other folder imports it through
+//                    src/storage/index.ts only (the contract); storage/operations.ts is for tests and bench/
 //   src/embedded     model (the embedded PostgreSQL launcher)
 //   src/terminal     nothing (terminal helpers shared by the CLI and bench/)
 //   src/threads      model (the worker-thread pool: both its coordinator side and the thread's entry)
@@ -52,6 +53,14 @@ const layer = (dir, allowed) => ({
       `src/${dir} must not import src/${d}: it may import ${allowed.join(', ') || 'nothing of src/'} (see eslint.config.js)`,
     ]),
     [TOP, `src/${dir} must not import src/index.ts or src/roles.ts (they sit above every role)`],
+    ...(dir !== 'storage' && allowed.includes('storage')
+      ? [
+          [
+            ['**/storage/*', '!**/storage/index.js'],
+            `src/${dir} uses storage through src/storage/index.ts only: the contract's operations, pools, types`,
+          ],
+        ]
+      : []),
     noBench,
     noTest,
   ]),

@@ -1,12 +1,6 @@
 import type { SpanContext } from '@opentelemetry/api';
 import type pg from 'pg';
-import {
-  claimJobs,
-  isConnectionLoss,
-  type ClaimBatch,
-  type ClaimResult,
-  type Schema,
-} from '../storage/index.js';
+import { isConnectionLoss, type ClaimBatch, type ClaimerStore, type ClaimResult } from '../storage/index.js';
 import type { ConsumerTelemetry } from '../telemetry/index.js';
 import type { Liveness } from './liveness.js';
 import type { ReceiptBook } from './receipt-book.js';
@@ -18,7 +12,7 @@ import type { Wakeup } from './wakeup.js';
 // batch's receipts before any of its jobs starts.
 
 export interface ClaimerConfig {
-  schema: Schema;
+  store: ClaimerStore;
   instanceId: string;
   priorityAgingSeconds: number;
   /** Each queue's attempt deadline, whole seconds (the claim records it on the receipt). */
@@ -51,7 +45,7 @@ export class Claimer {
     const lent = wakeup.lend();
     let failure: unknown;
     try {
-      result = await claimJobs(lent?.client ?? this.pool, this.cfg.schema, {
+      result = await this.cfg.store.claim(lent?.client ?? this.pool, {
         queue,
         max,
         instanceId: this.cfg.instanceId,

@@ -1,16 +1,7 @@
 import type pg from 'pg';
 import { AWA_VERSION } from '../model/descriptor.js';
 import { AwaError } from '../model/errors.js';
-import {
-  heartbeat,
-  registerInstance,
-  releaseUnknownReceipts,
-  reportDescriptors,
-  type DescriptorReport,
-  type QueueSetting,
-  type RuntimeSnapshot,
-  type Schema,
-} from '../storage/index.js';
+import type { DescriptorReport, InstanceStore, QueueSetting, RuntimeSnapshot } from '../storage/index.js';
 import type { ReceiptBook } from './receipt-book.js';
 
 // This process's liveness in the database: one heartbeat row write per interval vouches for every receipt it
@@ -22,7 +13,7 @@ import type { ReceiptBook } from './receipt-book.js';
 // committed after that.
 
 export interface LivenessConfig {
-  schema: Schema;
+  store: InstanceStore;
   instanceId: string;
   queues: readonly QueueSetting[];
   heartbeatIntervalMs: number;
@@ -53,8 +44,8 @@ export class Liveness {
   ) {}
 
   async register(db: pg.ClientBase | pg.Pool = this.pool): Promise<void> {
-    await registerInstance(db, this.cfg.schema, this.cfg.instanceId, this.cfg.queues, AWA_VERSION);
-    await reportDescriptors(db, this.cfg.schema, this.cfg.instanceId, this.sources.descriptors());
+    await this.cfg.store.registerInstance(db, this.cfg.instanceId, this.cfg.queues, AWA_VERSION);
+    await this.cfg.store.reportDescriptors(db, this.cfg.instanceId, this.sources.descriptors());
   }
 
   start(): void {
@@ -65,9 +56,9 @@ export class Liveness {
     this.sweepTimer = setInterval(() => this.once('sweep', () => this.sweep()), this.cfg.sweepMs);
     this.snapshotTimer = setInterval(() => {
       this.once('snapshot', () =>
-        reportDescriptors(this.pool, this.cfg.schema, this.cfg.instanceId, this.sources.descriptors()).catch(
-          (err: unknown) => this.onError(err),
-        ),
+        this.cfg.store
+          .reportDescriptors(this.pool, this.cfg.instanceId, this.sources.descriptors())
+          .catch((err: unknown) => this.onError(err)),
       );
     }, this.cfg.snapshotIntervalMs);
   }
@@ -104,7 +95,7 @@ export class Liveness {
 
   private async beat(): Promise<void> {
     try {
-      if (await heartbeat(this.pool, this.cfg.schema, this.cfg.instanceId, this.sources.snapshot())) return;
+      if (await this.cfg.store.heartbeat(this.pool, this.cfg.instanceId, this.sources.snapshot())) return;
       await this.register();
       this.onError(
         new AwaError(
@@ -124,7 +115,7 @@ export class Liveness {
   }
 
   private async handBack(queue: string, olderThanSeconds: number): Promise<void> {
-    const released = await releaseUnknownReceipts(this.pool, this.cfg.schema, {
+    const released = await this.cfg.store.releaseUnknownReceipts(this.pool, {
       instanceId: this.cfg.instanceId,
       queue,
       known: this.receipts.known(),

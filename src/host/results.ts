@@ -1,11 +1,10 @@
 import type pg from 'pg';
 import {
-  finishAttempts,
   isDataError,
   type ClaimBatch,
   type ClaimedJob,
-  type Schema,
   type Settlement,
+  type SettlerStore,
 } from '../storage/index.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import type { ConsumerTelemetry, HostSettlement } from '../telemetry/index.js';
@@ -39,7 +38,7 @@ export function settlementOf(
 
 export interface ResultSink {
   pool: pg.Pool;
-  schema: Schema;
+  store: SettlerStore;
   telemetry: ConsumerTelemetry;
   onFlushed(items: readonly HostSettlement[], accepted: Set<string>): void;
   onError(err: unknown): void;
@@ -56,7 +55,7 @@ export function resultBatcher(
       flush: async (items) => {
         const startedAt = performance.now();
         try {
-          return await finishAttempts(sink.pool, sink.schema, items);
+          return await sink.store.finish(sink.pool, items);
         } finally {
           sink.telemetry.flushTook((performance.now() - startedAt) / 1000);
         }

@@ -1,12 +1,6 @@
 import type pg from 'pg';
-import {
-  needsNewConnection,
-  listenForJobs,
-  pingSession,
-  type Notifications,
-  type Schema,
-} from '../storage/index.js';
-import { openDedicated, type ConnectionSource, type Dedicated } from '../storage/dedicated.js';
+import { needsNewConnection, pingSession, type ClaimerStore, type Notifications } from '../storage/index.js';
+import { openDedicated, type ConnectionSource, type Dedicated } from '../storage/index.js';
 
 // Keeps one LISTEN connection alive (new-jobs and cancel notifications): on loss it reconnects with exponential backoff (100 ms → 5 s), and
 // after every (re)connect asks for a poll of every queue, because notifications sent while it was down
@@ -39,7 +33,7 @@ export class Wakeup {
 
   constructor(
     private readonly source: ConnectionSource,
-    private readonly schema: Schema,
+    private readonly store: ClaimerStore,
     private readonly on: Notifications,
     private readonly onConnected: () => void,
     private readonly onError: (err: unknown) => void,
@@ -95,7 +89,7 @@ export class Wakeup {
   private async open(): Promise<void> {
     const conn = await openDedicated(this.source, 'awa-listen', (err) => this.lost(err));
     try {
-      await listenForJobs(conn.client, this.schema, this.on);
+      await this.store.listen(conn.client, this.on);
       // Lost before it was ours (lost() ignored it): keeping it would leave the host deaf for good.
       if (conn.lost) throw conn.lost;
     } catch (err) {

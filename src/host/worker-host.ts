@@ -4,20 +4,16 @@ import type { HandlerEntry } from '../model/handler.js';
 import type { JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import { settlesWithin } from '../model/settles-within.js';
-import type { ConnectionSource } from '../storage/dedicated.js';
+import type { ConnectionSource } from '../storage/index.js';
 import {
   assertMigrated,
-  callbackResult,
   createPool,
-  ensureLanes,
   listenFromBirth,
-  markStopped,
-  queueHealth,
   redact,
-  registerCallback,
+  ringStorage,
   withClient,
   wrapDatabaseError,
-  writeProgress,
+  type Storage,
 } from '../storage/index.js';
 import {
   ConsumerTelemetry,
@@ -63,6 +59,8 @@ export class WorkerHost extends HostEmitter {
   readonly stats = new HostStats();
   private readonly registry = new HandlerRegistry();
   private readonly pool: pg.Pool;
+  /** Every storage operation this process performs, bound to its schema once. */
+  private readonly store: Storage;
   private readonly ownsPool: boolean;
   private readonly dispatchers = new Map<string, Dispatcher>();
   private readonly batcher: CompletionBatcher<HostSettlement>;
@@ -95,6 +93,7 @@ export class WorkerHost extends HostEmitter {
         new EventLoopBlockedError(stalledMs, c.heartbeatStalenessMs, this.registry.inlineKinds()),
       ),
     );
+    this.store = ringStorage(c.schema);
     this.ownsPool = !c.pool;
     this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker', c.queryTimeoutMs);
     if (c.pool) listenFromBirth(c.pool);
@@ -110,7 +109,7 @@ export class WorkerHost extends HostEmitter {
     this.batcher = resultBatcher(
       {
         pool: this.pool,
-        schema: c.schema,
+        store: this.store.settler,
         telemetry: this.telemetry,
         onFlushed: (items, accepted) => this.onFlushed(items, accepted),
         onError: (err) => this.reportError(err),
@@ -131,17 +130,17 @@ export class WorkerHost extends HostEmitter {
       );
     }
     this.progress = new ProgressWriter(
-      (w) => writeProgress(this.pool, c.schema, w),
+      (w) => this.store.settler.setProgress(this.pool, w),
       (err) => this.reportError(err),
     );
     this.callbackWaits = new CallbackWaits(
-      (jobId, runLease) => callbackResult(this.pool, c.schema, jobId, runLease),
+      (jobId, runLease) => this.store.settler.callbackResult(this.pool, jobId, runLease),
       (err) => this.reportError(err),
       () => this.telemetry.waitTimedOut(),
     );
     this.contextDeps = {
       reportProgress: (w) => this.progress.report(w),
-      registerCallback: (a, timeoutMs) => registerCallback(this.pool, c.schema, a, timeoutMs),
+      registerCallback: (a, timeoutMs) => this.store.settler.registerCallback(this.pool, a, timeoutMs),
       callbackRegistered: (attempt) => this.telemetry.registeredCallback(attempt.queue, attempt.job.kind),
       waitForCallback: (jobId, runLease, timeoutMs, signal) =>
         this.callbackWaits.wait(jobId, runLease, timeoutMs, signal),
@@ -149,7 +148,7 @@ export class WorkerHost extends HostEmitter {
     this.liveness = new Liveness(
       this.pool,
       {
-        schema: c.schema,
+        store: this.store.instances,
         instanceId: c.instanceId,
         queues: [...c.queues].map(([queue, q]) => ({ queue, dlq: q.dlq, concurrency: q.concurrency })),
         heartbeatIntervalMs: c.heartbeatIntervalMs,
@@ -169,7 +168,7 @@ export class WorkerHost extends HostEmitter {
     );
     this.wakeup = new Wakeup(
       source,
-      c.schema,
+      this.store.claimer,
       {
         onQueue: (queue) => this.dispatchers.get(queue)?.notified(),
         onCancel: (jobId, runLease) => this.runner.closedElsewhere(jobId, runLease),
@@ -184,7 +183,7 @@ export class WorkerHost extends HostEmitter {
     this.claimer = new Claimer(
       this.pool,
       {
-        schema: c.schema,
+        store: this.store.claimer,
         instanceId: c.instanceId,
         priorityAgingSeconds: c.priorityAgingSeconds,
         deadlineSeconds: (queue) => Math.ceil(c.queues.get(queue)!.deadlineMs / 1000),
@@ -219,8 +218,8 @@ export class WorkerHost extends HostEmitter {
   private elector(source: ConnectionSource): Elector {
     const c = this.config;
     const services = maintenanceServices(
+      this.store.maintenance,
       {
-        schema: c.schema,
         promoteIntervalMs: c.promoteIntervalMs,
         ring: {
           intervalMs: c.ringIntervalMs,
@@ -249,8 +248,8 @@ export class WorkerHost extends HostEmitter {
     );
     return new Elector(
       source,
+      this.store.maintenance,
       {
-        schema: c.schema,
         instanceId: c.instanceId,
         electionIntervalMs: c.leaderElectionIntervalMs,
         heartbeatStalenessMs: c.heartbeatStalenessMs,
@@ -300,10 +299,10 @@ export class WorkerHost extends HostEmitter {
       try {
         await withClient(this.pool, target, async (client) => {
           await assertMigrated(client, this.config.schema);
-          await ensureLanes(client, this.config.schema, [...this.config.queues.keys()]);
+          await this.store.producer.ensureLanes(client, [...this.config.queues.keys()]);
           await this.liveness.register(client);
           const c = this.config;
-          await syncCronDefinitions(client, c.schema, c.instanceId, c.cron, c.heartbeatStalenessMs);
+          await syncCronDefinitions(client, this.store, c.instanceId, c.cron, c.heartbeatStalenessMs);
         });
         await this.wakeup.start();
       } catch (err) {
@@ -366,9 +365,9 @@ export class WorkerHost extends HostEmitter {
     // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
     // the leader rescues them at once instead of waiting out the staleness window.
     await settlesWithin(
-      markStopped(this.pool, this.config.schema, this.config.instanceId).catch((err: unknown) =>
-        this.reportError(err),
-      ),
+      this.store.instances
+        .markStopped(this.pool, this.config.instanceId)
+        .catch((err: unknown) => this.reportError(err)),
       STOP_STEP_MS,
     );
     await this.leader?.stop();
@@ -411,7 +410,7 @@ export class WorkerHost extends HostEmitter {
         },
         backlog: () => this.batcher.backlog,
         isLeader: () => this.isLeader,
-        queueHealth: () => queueHealth(this.pool, c.schema, 60),
+        queueHealth: () => this.store.reads.queueHealth(this.pool, 60),
       },
       (err) => this.reportError(err),
     );

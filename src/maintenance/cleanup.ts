@@ -1,4 +1,4 @@
-import { cleanupHistory, pruneAudit, type Schema } from '../storage/index.js';
+import type { MaintenanceStore } from '../storage/index.js';
 import type { MaintenanceTelemetry } from '../telemetry/index.js';
 import { measured, type MaintenanceService } from './service.js';
 
@@ -16,7 +16,7 @@ export interface RetentionSettings {
 }
 
 export function cleanupService(
-  schema: Schema,
+  store: MaintenanceStore,
   retention: RetentionSettings,
   telemetry: MaintenanceTelemetry,
 ): MaintenanceService {
@@ -26,7 +26,7 @@ export function cleanupService(
     async run(db, leading) {
       const clock = telemetry.start();
       const result = await measured(telemetry, 'cleanup', clock, () =>
-        cleanupHistory(db, schema, {
+        store.cleanup(db, {
           failedRetentionSeconds: retention.failedRetentionMs / 1000,
           dlqRetentionSeconds: retention.dlqRetentionMs / 1000,
           completedRetentionSeconds: retention.completedRetentionMs / 1000,
@@ -36,7 +36,7 @@ export function cleanupService(
       telemetry.cleanedUp(clock, result);
       if (!leading()) return;
       await measured(telemetry, 'cleanup', telemetry.start(), () =>
-        pruneAudit(db, schema, retention.auditRetentionMs / 1000, CLEANUP_LIMIT),
+        store.auditPrune(db, retention.auditRetentionMs / 1000, CLEANUP_LIMIT),
       );
     },
   };

@@ -2,12 +2,10 @@ import { cronUnique } from '../model/cron.js';
 import { dueFires, nextOccurrence } from '../model/cron-schedule.js';
 import { AwaError } from '../model/errors.js';
 import {
-  fireCron,
   isConnectionLoss,
-  pendingCron,
   type CronFireOutcome,
+  type MaintenanceStore,
   type Queryable,
-  type Schema,
 } from '../storage/index.js';
 import type { MaintenanceTelemetry } from '../telemetry/index.js';
 import { measured, type MaintenanceService } from './service.js';
@@ -40,7 +38,7 @@ export class CronEvaluator {
   private readonly upcoming = new Map<string, { hash: string; handledTo: number; next: number }>();
 
   constructor(
-    private readonly schema: Schema,
+    private readonly store: MaintenanceStore,
     /** An occurrence not fired within this long of its time is missed (see dueFires()). */
     private readonly missedAfterMs: number,
     private readonly onError: (err: unknown) => void,
@@ -48,7 +46,7 @@ export class CronEvaluator {
 
   /** One evaluation pass. `now` overrides the database's clock (tests). */
   async tick(db: Queryable, now?: Date): Promise<CronFire[]> {
-    const pending = await pendingCron(db, this.schema);
+    const pending = await this.store.cronPending(db);
     const at = now ?? pending.now;
     const fires: CronFire[] = [];
     const names = new Set(pending.schedules.map((s) => s.name));
@@ -84,7 +82,7 @@ export class CronEvaluator {
           : null;
         let r;
         try {
-          r = await fireCron(db, this.schema, {
+          r = await this.store.cronFire(db, {
             name: s.name,
             fireAt: a.fireAt,
             hash: s.hash,
@@ -110,13 +108,13 @@ export class CronEvaluator {
 
 /** Fires the due occurrences of cron schedules (one transaction each, on the leader's connection). */
 export function cronService(
-  schema: Schema,
+  store: MaintenanceStore,
   intervalMs: number,
   missedAfterMs: number,
   telemetry: MaintenanceTelemetry,
   events: { onCron?(fires: CronFire[]): void; onError(err: unknown): void },
 ): MaintenanceService {
-  const evaluator = new CronEvaluator(schema, missedAfterMs, (err) => events.onError(err));
+  const evaluator = new CronEvaluator(store, missedAfterMs, (err) => events.onError(err));
   return {
     name: 'cron',
     intervalMs,

@@ -1,13 +1,7 @@
 import { AwaError } from '../model/errors.js';
 import { settlesWithin } from '../model/settles-within.js';
-import { openDedicated, type ConnectionSource, type Dedicated } from '../storage/dedicated.js';
-import {
-  boundLockWaits,
-  needsNewConnection,
-  releaseLeadership,
-  standForLeader,
-  type Schema,
-} from '../storage/index.js';
+import { openDedicated, type ConnectionSource, type Dedicated } from '../storage/index.js';
+import { boundLockWaits, needsNewConnection, type MaintenanceStore } from '../storage/index.js';
 import type { MaintenanceService } from './service.js';
 
 // The elector: every host may stand; the one holding the session advisory lock runs the maintenance services
@@ -16,7 +10,6 @@ import type { MaintenanceService } from './service.js';
 // then stands again after the election interval.
 
 export interface ElectorConfig {
-  schema: Schema;
   instanceId: string;
   electionIntervalMs: number;
   heartbeatStalenessMs: number;
@@ -60,6 +53,7 @@ export class Elector {
 
   constructor(
     private readonly source: ConnectionSource,
+    private readonly store: MaintenanceStore,
     private readonly cfg: ElectorConfig,
     private readonly events: ElectorEvents,
     private readonly services: readonly MaintenanceService[],
@@ -90,10 +84,7 @@ export class Elector {
     this.conn = null;
     if (!conn) return;
     const idle = await settlesWithin(this.busy, this.cfg.stopTimeoutMs);
-    if (
-      idle &&
-      (await settlesWithin(releaseLeadership(conn.client, this.cfg.schema), this.cfg.stopTimeoutMs))
-    ) {
+    if (idle && (await settlesWithin(this.store.releaseLeadership(conn.client), this.cfg.stopTimeoutMs))) {
       await conn.close();
     } else {
       conn.destroy();
@@ -111,9 +102,8 @@ export class Elector {
     try {
       conn = await openDedicated(this.source, 'awa-leader', (err) => this.lost(err));
       await boundLockWaits(conn.client, LEADER_LOCK_TIMEOUT_MS);
-      const standing = await standForLeader(
+      const standing = await this.store.standForLeader(
         conn.client,
-        this.cfg.schema,
         this.cfg.instanceId,
         Math.ceil(unseatAfterMs(this.cfg.heartbeatStalenessMs) / 1000),
       );

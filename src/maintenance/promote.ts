@@ -1,4 +1,4 @@
-import { promoteDue, type Schema } from '../storage/index.js';
+import type { MaintenanceStore } from '../storage/index.js';
 import type { MaintenanceTelemetry } from '../telemetry/index.js';
 import { measured, type MaintenanceService } from './service.js';
 
@@ -9,7 +9,7 @@ const PROMOTE_BATCH = 4096;
 const PROMOTE_BATCHES = 8;
 
 export function promoteService(
-  schema: Schema,
+  store: MaintenanceStore,
   intervalMs: number,
   telemetry: MaintenanceTelemetry,
 ): MaintenanceService {
@@ -21,7 +21,7 @@ export function promoteService(
       let total = 0;
       await measured(telemetry, 'promote', clock, async () => {
         for (let i = 0; i < PROMOTE_BATCHES && leading(); i++) {
-          const n = await promoteDue(db, schema, PROMOTE_BATCH);
+          const n = await store.promoteDue(db, PROMOTE_BATCH);
           total += n;
           if (n < PROMOTE_BATCH) break;
         }

@@ -1,10 +1,4 @@
-import {
-  expireCallbacks,
-  nextCallbackTimeoutMs,
-  rescueAbandoned,
-  type RescuedAttempt,
-  type Schema,
-} from '../storage/index.js';
+import type { MaintenanceStore, RescuedAttempt } from '../storage/index.js';
 import type { MaintenanceTelemetry } from '../telemetry/index.js';
 import { measured, type MaintenanceService } from './service.js';
 
@@ -15,7 +9,7 @@ const RESCUE_MAX_BATCHES = 256;
 const CALLBACK_EXPIRY_BATCH = 1_000;
 
 export function rescueService(
-  schema: Schema,
+  store: MaintenanceStore,
   intervalMs: number,
   heartbeatStalenessMs: number,
   telemetry: MaintenanceTelemetry,
@@ -27,7 +21,7 @@ export function rescueService(
     async run(db) {
       const clock = telemetry.start();
       const rescued = await measured(telemetry, 'rescue', clock, () =>
-        rescueAbandoned(db, schema, {
+        store.rescue(db, {
           stalenessSeconds: heartbeatStalenessMs / 1000,
           maxBatches: RESCUE_MAX_BATCHES,
         }),
@@ -41,7 +35,7 @@ export function rescueService(
 /** Parked jobs whose callback timed out. Answers how long until the next timeout is due, so the leader wakes
  * at that deadline rather than at its next look (null: none is parked with a timeout). */
 export function callbackTimeoutService(
-  schema: Schema,
+  store: MaintenanceStore,
   intervalMs: number,
   telemetry: MaintenanceTelemetry,
 ): MaintenanceService {
@@ -51,12 +45,12 @@ export function callbackTimeoutService(
     async run(db, leading) {
       const clock = telemetry.start();
       const expired = await measured(telemetry, 'rescue', clock, () =>
-        expireCallbacks(db, schema, CALLBACK_EXPIRY_BATCH),
+        store.expireCallbacks(db, CALLBACK_EXPIRY_BATCH),
       );
       telemetry.rescued(clock, [], expired);
       if (expired.length === CALLBACK_EXPIRY_BATCH) return 0;
       if (!leading()) return null;
-      const ms = await nextCallbackTimeoutMs(db, schema);
+      const ms = await store.nextCallbackTimeoutMs(db);
       // One millisecond past the deadline: expiry takes jobs whose timeout is strictly before now().
       return ms === null ? null : ms + 1;
     },

@@ -1,4 +1,4 @@
-import { pruneRing, rotateRing, tallySlots, type PruneResult, type Schema } from '../storage/index.js';
+import type { MaintenanceStore, PruneResult } from '../storage/index.js';
 import type { MaintenanceTelemetry } from '../telemetry/index.js';
 import { measured, type MaintenanceService } from './service.js';
 
@@ -17,7 +17,7 @@ export interface RingSettings {
 }
 
 export function ringService(
-  schema: Schema,
+  store: MaintenanceStore,
   ring: RingSettings,
   telemetry: MaintenanceTelemetry,
   onPrune: (result: PruneResult) => void,
@@ -28,13 +28,13 @@ export function ringService(
     async run(db, leading) {
       const rotateClock = telemetry.start();
       const slot = await measured(telemetry, 'rotate', rotateClock, () =>
-        rotateRing(db, schema, { minRows: ring.slotMinRows, maxAgeMs: ring.slotMaxAgeMs }),
+        store.rotate(db, { minRows: ring.slotMinRows, maxAgeMs: ring.slotMaxAgeMs }),
       );
       telemetry.rotated(rotateClock, slot);
       if (!leading()) return;
       const pruneClock = telemetry.start();
       const result = await measured(telemetry, 'prune', pruneClock, () =>
-        pruneRing(db, schema, {
+        store.prune(db, {
           lockTimeoutMs: RING_LOCK_TIMEOUT_MS,
           carryLimit: ring.carryLimit,
           carryAfterSlots: ring.carryAfterSlots,
@@ -45,7 +45,7 @@ export function ringService(
       if (!leading()) return;
       const tallyClock = telemetry.start();
       const tallied = await measured(telemetry, 'tally', tallyClock, () =>
-        tallySlots(db, schema, RING_LOCK_TIMEOUT_MS),
+        store.tallySlots(db, RING_LOCK_TIMEOUT_MS),
       );
       telemetry.tallied(tallyClock, tallied);
     },

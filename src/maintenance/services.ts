@@ -1,4 +1,4 @@
-import type { PruneResult, RescuedAttempt, Schema } from '../storage/index.js';
+import type { MaintenanceStore, PruneResult, RescuedAttempt } from '../storage/index.js';
 import type { MaintenanceTelemetry } from '../telemetry/index.js';
 import { cleanupService, type RetentionSettings } from './cleanup.js';
 import { cronService, type CronFire } from './cron.js';
@@ -11,7 +11,6 @@ import type { MaintenanceService } from './service.js';
 // here.
 
 export interface MaintenanceSettings extends RetentionSettings {
-  schema: Schema;
   promoteIntervalMs: number;
   ring: RingSettings;
   rescueIntervalMs: number;
@@ -31,16 +30,17 @@ export interface MaintenanceEvents {
 }
 
 export function maintenanceServices(
+  store: MaintenanceStore,
   s: MaintenanceSettings,
   events: MaintenanceEvents,
   telemetry: MaintenanceTelemetry,
 ): MaintenanceService[] {
   return [
-    promoteService(s.schema, s.promoteIntervalMs, telemetry),
-    ringService(s.schema, s.ring, telemetry, (r) => events.onPrune(r)),
-    rescueService(s.schema, s.rescueIntervalMs, s.heartbeatStalenessMs, telemetry, (r) => events.onRescue(r)),
-    callbackTimeoutService(s.schema, s.callbackTimeoutIntervalMs, telemetry),
-    cleanupService(s.schema, s, telemetry),
-    cronService(s.schema, s.cronIntervalMs, s.cronMissedAfterMs, telemetry, events),
+    promoteService(store, s.promoteIntervalMs, telemetry),
+    ringService(store, s.ring, telemetry, (r) => events.onPrune(r)),
+    rescueService(store, s.rescueIntervalMs, s.heartbeatStalenessMs, telemetry, (r) => events.onRescue(r)),
+    callbackTimeoutService(store, s.callbackTimeoutIntervalMs, telemetry),
+    cleanupService(store, s, telemetry),
+    cronService(store, s.cronIntervalMs, s.cronMissedAfterMs, telemetry, events),
   ];
 }

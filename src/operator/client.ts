@@ -13,34 +13,13 @@ import {
 import {
   applyMigrations,
   assertMigrated,
-  auditPage,
-  cancelJob,
-  insertAudit,
-  findJob,
-  jobProgress,
-  listDlq,
   pendingSql,
-  listDescriptors,
-  listJobs,
-  compactHistorySpan,
-  purgeDlq,
-  countDlq,
-  dlqPage,
-  queueHealth,
-  retryJob,
-  runtimeList,
-  storageStatus,
-  resolveCallback,
-  queueCounts,
   resolveSchema,
-  retryDlq,
-  ringStatus,
-  setEnqueueShards,
-  setQueuePaused,
-  removeQueue,
   withClient,
   withOwnConnection,
   ClientPool,
+  ringStorage,
+  type Storage,
   type Audited,
   type CancelledFrom,
   type CallbackAction,
@@ -132,6 +111,8 @@ export class AwaClient {
   readonly schema: Schema;
   readonly pool: pg.Pool;
   private readonly conn: ClientPool;
+  /** Every storage operation of this client, bound to its schema once. */
+  private readonly store: Storage;
   private readonly producer: Producer;
   private readonly telemetry = new ProducerTelemetry(telemetryScope());
   private readonly audit: AuditTrail;
@@ -146,9 +127,10 @@ export class AwaClient {
       options.maxPayloadBytes === undefined
         ? DEFAULT_MAX_PAYLOAD_BYTES
         : validateInt('maxPayloadBytes', options.maxPayloadBytes, 16, 256 * 1024 * 1024);
+    this.store = ringStorage(this.schema);
     this.conn = new ClientPool(options, 'awa-client');
     this.pool = this.conn.pool;
-    this.producer = new Producer(this.conn, this.schema, this.maxPayloadBytes, this.telemetry);
+    this.producer = new Producer(this.conn, this.store.producer, this.maxPayloadBytes, this.telemetry);
   }
 
   /** Applies pending migrations under an advisory lock (safe to run from several processes). On a connection of
@@ -221,7 +203,7 @@ export class AwaClient {
     const by = this.actorOf(options, ['create']);
     const create = createOption(options);
     return this.audited('pauseQueue', by, (db, by) =>
-      setQueuePaused(db, this.schema, queue, true, by, create),
+      this.store.actions.setQueuePaused(db, queue, true, by, create),
     );
   }
 
@@ -232,7 +214,7 @@ export class AwaClient {
     const by = this.actorOf(options, ['create']);
     const create = createOption(options);
     return this.audited('resumeQueue', by, (db, by) =>
-      setQueuePaused(db, this.schema, queue, false, by, create),
+      this.store.actions.setQueuePaused(db, queue, false, by, create),
     );
   }
 
@@ -247,7 +229,7 @@ export class AwaClient {
     const liveMs =
       options?.liveMs === undefined ? 30_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
     const removed = await this.audited('removeQueue', by, (db, by) =>
-      removeQueue(db, this.schema, queue, liveMs / 1000, by),
+      this.store.actions.removeQueue(db, queue, liveMs / 1000, by),
     );
     // Its lanes are gone: the next enqueue prepares them again, outside the caller's transaction.
     this.producer.forgetLanes(queue);
@@ -267,7 +249,7 @@ export class AwaClient {
     const by = this.actorOf(options, ['create']);
     const create = createOption(options);
     return this.audited('setEnqueueShards', by, (db, by) =>
-      setEnqueueShards(db, this.schema, queue, n, by, create),
+      this.store.actions.setEnqueueShards(db, queue, n, by, create),
     );
   }
 
@@ -328,7 +310,7 @@ export class AwaClient {
     // someone (the CLI's `awa callback`).
     const by = this.audit.auditsCallbacks ? this.actorOf(undefined) : null;
     return this.audited(`callback ${action}`, by ?? this.actorOf(undefined), async (db) => {
-      const delivery = await resolveCallback(db, this.schema, token, action, json, runAt, record, by);
+      const delivery = await this.store.actions.resolveCallback(db, token, action, json, runAt, record, by);
       this.telemetry.callbackDelivered(action, delivery.value);
       return delivery;
     });
@@ -339,13 +321,13 @@ export class AwaClient {
   async queueHealth(options: { windowMs?: number } = {}): Promise<QueueHealth[]> {
     const windowMs =
       options.windowMs === undefined ? 300_000 : validateInt('windowMs', options.windowMs, 1_000, 86_400_000);
-    return this.run('queueHealth', undefined, (db) => queueHealth(db, this.schema, windowMs / 1000));
+    return this.run('queueHealth', undefined, (db) => this.store.reads.queueHealth(db, windowMs / 1000));
   }
 
   /** A page of jobs in one state (see JobListFilter for the paging keys). */
   async listJobs(filter: Omit<JobListFilter, 'limit'> & { limit?: number }): Promise<JobSummary[]> {
     const valid = jobListFilter(filter);
-    return this.run('listJobs', undefined, (db) => listJobs(db, this.schema, valid));
+    return this.run('listJobs', undefined, (db) => this.store.reads.listJobs(db, valid));
   }
 
   /** When the completions of a queue (or of all) that are kept only in compact history closed: those keep no
@@ -353,7 +335,7 @@ export class AwaClient {
   async compactHistorySpan(queue?: string): Promise<{ oldest: Date; newest: Date } | null> {
     if (queue !== undefined) validateName('queue', queue);
     return this.run('compactHistorySpan', undefined, (db) =>
-      compactHistorySpan(db, this.schema, queue ?? null),
+      this.store.reads.compactHistorySpan(db, queue ?? null),
     );
   }
 
@@ -362,7 +344,9 @@ export class AwaClient {
    * retention), a state there is nothing to retry from, or a unique key another job holds now. */
   async retryJob(job: string | { id: string }, options?: ActorOptions): Promise<RetryOutcome> {
     const id = validateJobId('id', job);
-    return this.audited('retryJob', this.actorOf(options), (db, by) => retryJob(db, this.schema, id, by));
+    return this.audited('retryJob', this.actorOf(options), (db, by) =>
+      this.store.actions.retryJob(db, id, by),
+    );
   }
 
   /** Worker processes that registered, newest first, with their snapshot; `live` when heard from within
@@ -370,40 +354,40 @@ export class AwaClient {
   async runtimeList(options: { liveMs?: number } = {}): Promise<RuntimeInstance[]> {
     const liveMs =
       options.liveMs === undefined ? 30_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
-    return this.run('runtimeList', undefined, (db) => runtimeList(db, this.schema, liveMs / 1000));
+    return this.run('runtimeList', undefined, (db) => this.store.reads.runtimeList(db, liveMs / 1000));
   }
 
   /** Queue and kind descriptors as live hosts report them, with stale and drift flags. */
   async descriptors(options: { liveMs?: number } = {}): Promise<Descriptor[]> {
     const liveMs =
       options.liveMs === undefined ? 120_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
-    return this.run('descriptors', undefined, (db) => listDescriptors(db, this.schema, liveMs / 1000));
+    return this.run('descriptors', undefined, (db) => this.store.reads.descriptors(db, liveMs / 1000));
   }
 
   /** Sizes, live and dead tuples of the schema's tables (ring families summed over their slots). */
   async storageStatus(): Promise<StorageFamily[]> {
-    return this.run('storageStatus', undefined, (db) => storageStatus(db, this.schema));
+    return this.run('storageStatus', undefined, (db) => this.store.reads.storageStatus(db));
   }
 
   async counts(): Promise<QueueCounts[]> {
-    return this.run('counts', undefined, (db) => queueCounts(db, this.schema));
+    return this.run('counts', undefined, (db) => this.store.reads.queueCounts(db));
   }
 
   /** The ring's slots that hold rows, oldest first, and what keeps the oldest from being pruned. */
   async ringStatus(): Promise<RingSlot[]> {
-    return this.run('ringStatus', undefined, (db) => ringStatus(db, this.schema));
+    return this.run('ringStatus', undefined, (db) => this.store.reads.ringStatus(db));
   }
 
   async getJob(job: string | { id: string }): Promise<JobRecord | null> {
     const id = validateJobId('id', job);
-    return this.run('getJob', undefined, (db) => findJob(db, this.schema, id));
+    return this.run('getJob', undefined, (db) => this.store.reads.jobState(db, id));
   }
 
   /** The newest progress an attempt of job `id` recorded, while it is held (usually until the attempt
    * closes), or null. */
   async jobProgress(job: string | { id: string }): Promise<JobProgress | null> {
     const id = validateJobId('id', job);
-    return this.run('jobProgress', undefined, (db) => jobProgress(db, this.schema, id));
+    return this.run('jobProgress', undefined, (db) => this.store.reads.jobProgress(db, id));
   }
 
   /**
@@ -418,13 +402,15 @@ export class AwaClient {
   ): Promise<CancelledFrom | null> {
     const id = validateJobId('id', job);
     return this.audited('cancel', this.actorOf(options), (db, by) =>
-      cancelJob(db, this.schema, id, reason, by),
+      this.store.actions.cancelJob(db, id, reason, by),
     );
   }
 
   async listDlq(options: { queue?: string; limit?: number } = {}): Promise<DlqEntry[]> {
     const limit = options.limit === undefined ? 100 : validateInt('limit', options.limit, 1, 100_000);
-    return this.run('listDlq', undefined, (db) => listDlq(db, this.schema, { queue: options.queue, limit }));
+    return this.run('listDlq', undefined, (db) =>
+      this.store.reads.dlqList(db, { queue: options.queue, limit }),
+    );
   }
 
   /** A page of DLQ entries of a queue or kind (or all), newest first: pass the last id shown as `beforeId` for
@@ -433,7 +419,7 @@ export class AwaClient {
     filter: { queue?: string; kind?: string; beforeId?: string; limit?: number } = {},
   ): Promise<DlqSummary[]> {
     const valid = dlqPageFilter(filter);
-    return this.run('dlqPage', undefined, (db) => dlqPage(db, this.schema, valid));
+    return this.run('dlqPage', undefined, (db) => this.store.reads.dlqPage(db, valid));
   }
 
   /** How many DLQ entries there are, of a queue or kind (or all), counted up to `atMost` (default 10,000) so the
@@ -445,14 +431,16 @@ export class AwaClient {
     dlqCountFilter(filter);
     const atMost =
       options.atMost === undefined ? 10_000 : validateInt('atMost', options.atMost, 1, 1_000_000_000);
-    const count = await this.run('countDlq', undefined, (db) => countDlq(db, this.schema, filter, atMost));
+    const count = await this.run('countDlq', undefined, (db) =>
+      this.store.reads.dlqCount(db, filter, atMost),
+    );
     return { count, capped: count >= atMost };
   }
 
   /** Moves DLQ entries back to their queue with a fresh attempt counter; returns the ids moved. */
   async retryDlq(ids: readonly string[], options?: ActorOptions): Promise<string[]> {
     const moved = await this.audited('retryDlq', this.actorOf(options), (db, by) =>
-      retryDlq(db, this.schema, ids, by),
+      this.store.actions.dlqRetry(db, ids, by),
     );
     this.telemetry.dlqRetriedCount(moved.length);
     return moved;
@@ -463,8 +451,10 @@ export class AwaClient {
   async purgeDlq(target: DlqTarget, options: { dryRun?: boolean } & ActorOptions = {}): Promise<number> {
     dlqTarget(target);
     const by = this.actorOf(options, ['dryRun']);
-    if (options.dryRun) return this.run('purgeDlq', undefined, (db) => countDlq(db, this.schema, target));
-    const purged = await this.audited('purgeDlq', by, (db, by) => purgeDlq(db, this.schema, target, by));
+    if (options.dryRun) return this.run('purgeDlq', undefined, (db) => this.store.reads.dlqCount(db, target));
+    const purged = await this.audited('purgeDlq', by, (db, by) =>
+      this.store.actions.dlqPurge(db, target, by),
+    );
     this.telemetry.dlqPurgedCount(purged);
     return purged;
   }
@@ -476,14 +466,14 @@ export class AwaClient {
       options.stalenessMs === undefined
         ? 30_000
         : validateInt('stalenessMs', options.stalenessMs, 1_000, 86_400_000);
-    return this.run('listCron', undefined, (db) => listCronSchedules(db, this.schema, staleness));
+    return this.run('listCron', undefined, (db) => listCronSchedules(db, this.store, staleness));
   }
 
   /** Pauses a cron schedule: no occurrence fires until it is resumed (a fire in flight commits first).
    * Returns false when it was paused already. */
   async pauseCron(name: string, options?: ActorOptions): Promise<boolean> {
     return this.audited('pauseCron', this.actorOf(options), (db, by) =>
-      setSchedulePaused(db, this.schema, name, true, by),
+      setSchedulePaused(db, this.store, name, true, by),
     );
   }
 
@@ -491,7 +481,7 @@ export class AwaClient {
    * Returns false when it was not paused. */
   async resumeCron(name: string, options?: ActorOptions): Promise<boolean> {
     return this.audited('resumeCron', this.actorOf(options), (db, by) =>
-      setSchedulePaused(db, this.schema, name, false, by),
+      setSchedulePaused(db, this.store, name, false, by),
     );
   }
 
@@ -499,7 +489,7 @@ export class AwaClient {
    * unaffected. */
   async triggerCron(name: string, options?: ActorOptions): Promise<CronTriggerResult> {
     return this.audited('triggerCron', this.actorOf(options), (db, by) =>
-      triggerSchedule(db, this.schema, name, by),
+      triggerSchedule(db, this.store, name, by),
     );
   }
 
@@ -507,7 +497,7 @@ export class AwaClient {
    * when there was none. */
   async removeCron(name: string, options?: ActorOptions): Promise<boolean> {
     return this.audited('removeCron', this.actorOf(options), (db, by) =>
-      removeSchedule(db, this.schema, name, by),
+      removeSchedule(db, this.store, name, by),
     );
   }
 
@@ -519,7 +509,7 @@ export class AwaClient {
   ): Promise<AuditRecord> {
     const { action, target, detail } = auditEntry(entry);
     return this.audited('recordAudit', this.actorOf(options), async (db, by) => {
-      const record = await insertAudit(db, this.schema, { by, action, target }, detail);
+      const record = await this.store.actions.auditInsert(db, { by, action, target }, detail);
       return { value: record, record };
     });
   }
@@ -527,7 +517,7 @@ export class AwaClient {
   /** A page of the audit trail, newest first: pass the last record's id as `beforeId` for the next page. */
   async auditLog(filter: AuditFilter = {}): Promise<AuditRecord[]> {
     const page = auditFilter(filter);
-    return this.run('auditLog', undefined, (db) => auditPage(db, this.schema, page));
+    return this.run('auditLog', undefined, (db) => this.store.reads.auditPage(db, page));
   }
 
   /** Ends the client's own pool (a pool passed in stays the caller's). Safe to call more than once; every

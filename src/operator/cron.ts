@@ -3,16 +3,7 @@ import { cronUnique } from '../model/cron.js';
 import { nextOccurrence, type MissedFire } from '../model/cron-schedule.js';
 import { AwaError, InvalidOptionError } from '../model/errors.js';
 import { validateName } from '../model/validation.js';
-import {
-  listCron,
-  removeCron,
-  setCronPaused,
-  triggerCron,
-  type Audited,
-  type CronRecord,
-  type Queryable,
-  type Schema,
-} from '../storage/index.js';
+import type { Audited, CronRecord, Queryable, Storage } from '../storage/index.js';
 
 // The operator's reads and commands on cron schedules (AwaClient.listCron and the rest, `awa cron`).
 
@@ -46,10 +37,10 @@ export interface CronSchedule {
 
 export async function listCronSchedules(
   db: Queryable,
-  schema: Schema,
+  store: Storage,
   stalenessMs: number,
 ): Promise<CronSchedule[]> {
-  const { now, schedules } = await listCron(db, schema, stalenessMs / 1000);
+  const { now, schedules } = await store.reads.cronList(db, stalenessMs / 1000);
   return schedules.map((r) => toSchedule(r, now));
 }
 
@@ -91,13 +82,13 @@ function toSchedule(r: CronRecord, now: Date): CronSchedule {
 /** Pauses or resumes a schedule; false when it already was. Unknown names are an error. */
 export async function setSchedulePaused(
   db: Queryable,
-  schema: Schema,
+  store: Storage,
   name: string,
   paused: boolean,
   by: Actor,
 ): Promise<Audited<boolean>> {
   validateName('name', name);
-  const { value: r, record } = await setCronPaused(db, schema, name, paused, by);
+  const { value: r, record } = await store.actions.cronSetPaused(db, name, paused, by);
   if (r === 'missing') throw unknownSchedule(name);
   return { value: r !== 'unchanged', record };
 }
@@ -111,19 +102,19 @@ export interface CronTriggerResult {
 /** Enqueues one job of the schedule now (meta.cron.manual), outside its fire times. */
 export async function triggerSchedule(
   db: Queryable,
-  schema: Schema,
+  store: Storage,
   name: string,
   by: Actor,
 ): Promise<Audited<CronTriggerResult>> {
   validateName('name', name);
   // The definition may change between the read and the trigger (a host syncing a new version): read again.
   for (let i = 0; i < 3; i++) {
-    const { schedules } = await listCron(db, schema, 30);
+    const { schedules } = await store.reads.cronList(db, 30);
     const r = schedules.find((s) => s.name === name);
     if (!r) throw unknownSchedule(name);
     const u = r.meta?.unique as { key?: string; states: string[]; periodMs?: number } | undefined;
     const unique = cronUnique(u, r.kind, r.queue, JSON.stringify(r.args), Date.now());
-    const { value: t, record } = await triggerCron(db, schema, name, r.hash, unique, by);
+    const { value: t, record } = await store.actions.cronTrigger(db, name, r.hash, unique, by);
     if (t.outcome === 'missing') throw unknownSchedule(name);
     if (t.outcome !== 'changed')
       return { value: { id: t.jobId!, inserted: t.outcome === 'triggered' }, record };
@@ -136,12 +127,12 @@ export async function triggerSchedule(
 
 export async function removeSchedule(
   db: Queryable,
-  schema: Schema,
+  store: Storage,
   name: string,
   by: Actor,
 ): Promise<Audited<boolean>> {
   validateName('name', name);
-  return removeCron(db, schema, name, by);
+  return store.actions.cronRemove(db, name, by);
 }
 
 function unknownSchedule(name: string): InvalidOptionError {

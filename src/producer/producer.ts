@@ -4,14 +4,11 @@ import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options
 import { defineJob, type JobKind } from '../model/job-kind.js';
 import { validateInt } from '../model/validation.js';
 import {
-  copyEnqueueChunk,
-  ensureLanes,
-  enqueueRows,
   withSavepoint,
   withTransaction,
   type ClientPool,
   type EnqueueResult,
-  type Schema,
+  type ProducerStore,
 } from '../storage/index.js';
 import type { ProducerTelemetry } from '../telemetry/index.js';
 import { assertIterable, runCopyLoad, type CopyEnqueueResult, type JobInput } from './copy-load.js';
@@ -40,7 +37,7 @@ export class Producer {
 
   constructor(
     private readonly conn: ClientPool,
-    private readonly schema: Schema,
+    private readonly store: ProducerStore,
     private readonly maxPayloadBytes: number,
     private readonly telemetry: ProducerTelemetry,
   ) {}
@@ -57,7 +54,7 @@ export class Producer {
       send.inject([row]);
       const [result] = await this.conn.run('enqueue', client, async (db) => {
         await this.prepareLanes([row]);
-        return enqueueRows(db, this.schema, [row]);
+        return this.store.enqueue(db, [row]);
       });
       send.sent([row], result!.inserted ? 0 : 1, result!.id);
       return result!;
@@ -79,7 +76,7 @@ export class Producer {
       send.inject(rows);
       const results = await this.conn.run('enqueueMany', options?.client, async (db) => {
         await this.prepareLanes(rows);
-        return enqueueRows(db, this.schema, rows);
+        return this.store.enqueue(db, rows);
       });
       let duplicates = 0;
       for (const r of results) if (!r.inserted) duplicates++;
@@ -102,7 +99,7 @@ export class Producer {
         copy: async (rows) => {
           await this.prepareLanes(rows, 'bulk');
           send.inject(rows);
-          const duplicates = await copyEnqueueChunk(client, this.schema, rows);
+          const duplicates = await this.store.copyEnqueue(client, rows);
           send.sent(rows, duplicates);
           return duplicates;
         },
@@ -147,7 +144,7 @@ export class Producer {
     if (fresh.length === 0) return;
     const p = this.conn.pool;
     if (p.idleCount === 0 && p.totalCount >= (p.options.max ?? 10)) return;
-    await ensureLanes(p, this.schema, fresh, kind === 'bulk');
+    await this.store.ensureLanes(p, fresh, kind === 'bulk');
     for (const q of fresh) known.add(q);
   }
 

@@ -6,7 +6,7 @@
 // restarts mid-run. Both histories must pass every check, and the first also the chaos suite's verifyRun.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedPostgres } from '../../src/embedded/launcher.js';
-import { resolveSchema } from '../../src/storage/index.js';
+import { resolveSchema } from '../../src/storage/operations.js';
 import { chaosSleep } from '../fixtures/chaos-jobs.js';
 import { createModelDatabase, type ModelDatabase } from '../model/engine.js';
 import { checkHistory, workerEvents } from '../model/history-check.js';

@@ -4,7 +4,7 @@ import {
   type ClaimedJob,
   type Outcome,
   type Settlement,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 
 /** The batches of one storage-level claim, for tests that do not care whether a lane was contended. */
 export const claimBatches = (...args: Parameters<typeof claimJobs>): Promise<ClaimBatch[]> =>

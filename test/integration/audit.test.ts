@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineCron, InvalidOptionError, WorkerHost, type AuditRecord } from '../../src/index.js';
 import { runCli } from '../../src/cli/main.js';
 import { syncCronDefinitions } from '../../src/host/cron-sync.js';
-import { claimJobs, finishAttempts } from '../../src/storage/index.js';
+import { claimJobs, finishAttempts, ringStorage } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import { QUICK_HOST } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
@@ -65,7 +65,7 @@ async function declareCron(name: string): Promise<void> {
       args: {},
       options: { queue: 'audit_cron' },
     });
-    await syncCronDefinitions(c, f.schema, `audit-${name}`, [def], 30_000);
+    await syncCronDefinitions(c, ringStorage(f.schema), `audit-${name}`, [def], 30_000);
   } finally {
     c.release();
   }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decide } from '../../src/host/outcome.js';
-import { finishAttempts } from '../../src/storage/index.js';
+import { finishAttempts } from '../../src/storage/operations.js';
 import { claimBatches } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 

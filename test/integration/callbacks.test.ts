@@ -10,7 +10,7 @@ import {
   type Job,
   type WorkerOptions,
 } from '../../src/index.js';
-import { resolveSchema } from '../../src/storage/index.js';
+import { resolveSchema } from '../../src/storage/operations.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';

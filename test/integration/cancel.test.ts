@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
+import { finishAttempts, type ClaimBatch } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, finishAttempts } from '../../src/storage/index.js';
+import { claimJobs, finishAttempts } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import { readsSoFar } from '../helpers/table-stats.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, type ClaimBatch, type Queryable } from '../../src/storage/index.js';
+import { claimJobs, type ClaimBatch, type Queryable } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { until } from '../helpers/wait.js';
 import { claimBatches } from '../helpers/claim.js';

@@ -14,7 +14,7 @@ import {
   type QueueCounts,
 } from '../../src/index.js';
 import { runCli } from '../../src/cli/main.js';
-import { finishAttempts, resolveSchema, rotateRing } from '../../src/storage/index.js';
+import { finishAttempts, resolveSchema, rotateRing } from '../../src/storage/operations.js';
 import { cliJob } from '../fixtures/cli-handlers.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 import { LATEST_VERSION, MIGRATION_VERSIONS } from '../helpers/migrations.js';

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, ConnectionError } from '../../src/index.js';
-import { createPool, isConnectionLoss, withClient } from '../../src/storage/index.js';
+import { createPool, isConnectionLoss, withClient } from '../../src/storage/operations.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { migratedDatabase } from '../helpers/host-database.js';
 

@@ -13,6 +13,7 @@ import {
 } from '../../src/index.js';
 import { syncCronDefinitions } from '../../src/host/cron-sync.js';
 import { CronEvaluator } from '../../src/maintenance/cron.js';
+import { ringStorage } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Cron against a real database: a host's sync and the undeclared report; the leader's evaluation with fixed
@@ -46,7 +47,7 @@ const at = (iso: string) => new Date(iso);
 async function declare(...defs: CronDefinition[]): Promise<void> {
   const c = await f.pool.connect();
   try {
-    await syncCronDefinitions(c, f.schema, `test-${++seq}`, defs, 30_000);
+    await syncCronDefinitions(c, ringStorage(f.schema), `test-${++seq}`, defs, 30_000);
   } finally {
     c.release();
   }
@@ -82,7 +83,7 @@ async function jobsOf(kind: string): Promise<{ id: string; meta: JobMeta }[]> {
 
 const evaluator = (missedAfterMs = 10_000) => {
   const errors: unknown[] = [];
-  const ev = new CronEvaluator(f.schema, missedAfterMs, (e) => errors.push(e));
+  const ev = new CronEvaluator(ringStorage(f.schema).maintenance, missedAfterMs, (e) => errors.push(e));
   return {
     errors,
     tick: async (now: string) =>

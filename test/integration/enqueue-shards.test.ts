@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/index.js';
-import { claimJobs, finishAttempts, type ClaimBatch } from '../../src/storage/index.js';
+import { claimJobs, finishAttempts, type ClaimBatch } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, type ClaimBatch, type ClaimedJob } from '../../src/storage/index.js';
+import { finishAttempts, type ClaimBatch, type ClaimedJob } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settle } from '../helpers/claim.js';
 

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient } from '../../src/index.js';
-import { heartbeat, registerInstance, standForLeader, type Schema } from '../../src/storage/index.js';
+import { heartbeat, registerInstance, standForLeader, type Schema } from '../../src/storage/operations.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { leaderLockHolders } from '../helpers/leader-lock.js';
 import { until } from '../helpers/wait.js';

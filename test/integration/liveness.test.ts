@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WorkerHost, defineJob, type WorkerOptions } from '../../src/index.js';
-import { rescueAbandoned } from '../../src/storage/index.js';
+import { rescueAbandoned } from '../../src/storage/operations.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WorkerHost, defineJob, type JobRecord } from '../../src/index.js';
-import { cleanupHistory, type PruneResult } from '../../src/storage/index.js';
+import { cleanupHistory, type PruneResult } from '../../src/storage/operations.js';
 import { claimBatches } from '../helpers/claim.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';

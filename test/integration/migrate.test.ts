@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, migrate, SchemaNotMigratedError, WorkerHost } from '../../src/index.js';
-import { claimJobs, migrations, renderMigration, resolveSchema } from '../../src/storage/index.js';
+import { claimJobs, migrations, renderMigration, resolveSchema } from '../../src/storage/operations.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { LATEST_VERSION, MIGRATION_NAMES, MIGRATION_VERSIONS } from '../helpers/migrations.js';
 

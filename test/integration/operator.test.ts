@@ -10,7 +10,7 @@ import {
   type Job,
   type WorkerOptions,
 } from '../../src/index.js';
-import { claimJobs, finishAttempts, pruneRing, resolveSchema, rotateRing } from '../../src/storage/index.js';
+import { claimJobs, finishAttempts, pruneRing, resolveSchema, rotateRing } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, pruneRing, rotateRing, type ClaimBatch } from '../../src/storage/index.js';
+import { finishAttempts, pruneRing, rotateRing, type ClaimBatch } from '../../src/storage/operations.js';
 import { until } from '../helpers/wait.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';

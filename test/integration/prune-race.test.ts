@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, pruneRing, rotateRing, type Settlement } from '../../src/storage/index.js';
+import { finishAttempts, pruneRing, rotateRing, type Settlement } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settle } from '../helpers/claim.js';
 

@@ -9,7 +9,7 @@ import {
   removeQueue,
   setEnqueueShards,
   setQueuePaused,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';

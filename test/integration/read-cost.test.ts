@@ -7,7 +7,7 @@ import {
   queueCounts,
   rotateRing,
   tallySlots,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import { readsSoFar } from '../helpers/table-stats.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';

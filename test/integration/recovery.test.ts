@@ -7,7 +7,7 @@ import {
   rescueAbandoned,
   writeProgress,
   type ClaimBatch,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import { attemptProgress } from '../helpers/attempt-state.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settle } from '../helpers/claim.js';

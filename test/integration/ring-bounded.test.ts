@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, pruneRing, rotateRing, type PruneOptions } from '../../src/storage/index.js';
+import { finishAttempts, pruneRing, rotateRing, type PruneOptions } from '../../src/storage/operations.js';
 import { claimBatches, settle } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 

@@ -7,7 +7,7 @@ import {
   rotateRing,
   type ClaimBatch,
   type PruneOptions,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches } from '../helpers/claim.js';
 

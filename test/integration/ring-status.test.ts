@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ringStatus, rotateRing } from '../../src/storage/index.js';
+import { ringStatus, rotateRing } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // What the storage page and `awa storage` say about the slot prune cannot truncate: how many unclaimed rows

@@ -8,7 +8,7 @@ import {
   writeProgress,
   type AttemptRef,
   type ClaimBatch,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import { claimBatches } from '../helpers/claim.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { AwaClient } from '../../src/index.js';
-import { resolveSchema, type Schema } from '../../src/storage/index.js';
+import { resolveSchema, type Schema } from '../../src/storage/operations.js';
 import { sidePool } from '../helpers/database.js';
 import { migratedDatabase } from '../helpers/host-database.js';
 

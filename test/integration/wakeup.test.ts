@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AwaClient } from '../../src/index.js';
 import { defineJob, WorkerHost, type JobKind } from '../../src/index.js';
-import { claimJobs, resolveSchema } from '../../src/storage/index.js';
+import { claimJobs, resolveSchema } from '../../src/storage/operations.js';
 import { sidePool, type TestDatabase } from '../helpers/database.js';
 import { migratedDatabase } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';

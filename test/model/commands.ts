@@ -14,7 +14,7 @@ import {
   rotateRing,
   tallySlots,
   type Settlement,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import type { PendingJob, Real } from './engine.js';
 import {
   CALLBACK_ACTIONS,

@@ -4,7 +4,7 @@
 // a step's outcome depend on the clock.
 import pg from 'pg';
 import { AwaClient } from '../../src/index.js';
-import { registerInstance, resolveSchema, type Schema } from '../../src/storage/index.js';
+import { registerInstance, resolveSchema, type Schema } from '../../src/storage/operations.js';
 import { QueueModel, TERMINAL } from './model.js';
 
 /** A database on `serverUrl`, created and migrated for this test; dropped by `drop()`. */

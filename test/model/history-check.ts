@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
 import type { AwaClient, JobRecord } from '../../src/index.js';
-import { pruneRing, rotateRing, type Schema } from '../../src/storage/index.js';
+import { pruneRing, rotateRing, type Schema } from '../../src/storage/operations.js';
 import type { ChaosLine } from '../fixtures/chaos-jobs.js';
 
 export interface SettledItem {

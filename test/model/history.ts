@@ -17,7 +17,7 @@ import {
   type Outcome,
   type Schema,
   type Settlement,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import { mulberry32 } from '../chaos/harness.js';
 import type { HistoryEntry, HistoryEvent } from './history-check.js';
 

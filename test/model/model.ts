@@ -2,7 +2,7 @@
 // test (model-based.test.ts) runs the same commands against it and against the real engine and compares what
 // can be observed after every step. docs/correctness.md maps each invariant to the function here that states it
 // and to the SQL or TypeScript that enforces it.
-import type { AttemptRef } from '../../src/storage/index.js';
+import type { AttemptRef } from '../../src/storage/operations.js';
 
 export type JobState =
   | 'available'

@@ -12,7 +12,7 @@ import {
   registerCallback,
   registerInstance,
   rescueAbandoned,
-} from '../../src/storage/index.js';
+} from '../../src/storage/operations.js';
 import { serverUrl } from '../helpers/database.js';
 import { createModelDatabase, type ModelDatabase } from './engine.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HeldJobs, Pace } from '../../src/host/claim-ahead.js';
-import type { ClaimBatch, ClaimedJob } from '../../src/storage/index.js';
+import type { ClaimBatch, ClaimedJob } from '../../src/storage/operations.js';
 
 // The two parts of claiming ahead that keep state: the pace a dispatcher may hold ahead for, and the held jobs.
 

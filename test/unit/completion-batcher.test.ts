@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CompletionBatcher } from '../../src/host/completion-batcher.js';
-import type { Settlement } from '../../src/storage/index.js';
+import type { Settlement } from '../../src/storage/operations.js';
 
 const item = (n: number): Settlement => ({
   claimSlot: 0,

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../src/host/dispatcher.js';
-import type { ClaimBatch } from '../../src/storage/index.js';
+import type { ClaimBatch } from '../../src/storage/operations.js';
 import { until } from '../helpers/wait.js';
 
 const batchOf = (n: number, start: number): ClaimBatch => ({
