@@ -14,6 +14,7 @@ export default defineConfig({
       'test/integration/**/*.test.ts',
       'test/e2e/**/*.test.ts',
       'test/model/**/*.test.ts',
+      'test/conformance/**/*.test.ts',
       ...chaos,
     ],
     globalSetup: ['test/helpers/global-setup.ts'],

@@ -3,18 +3,7 @@
 // picked by index modulo what exists when the command runs, so a shrunk sequence stays meaningful. toString()
 // is the command's constructor call: a failure prints a sequence that replays as it is (see run-model.ts).
 import fc from 'fast-check';
-import {
-  claimJobs,
-  expireCallbacks,
-  finishAttempts,
-  promoteDue,
-  pruneRing,
-  registerCallback,
-  rescueAbandoned,
-  rotateRing,
-  tallySlots,
-  type Settlement,
-} from '../../src/storage/operations.js';
+import type { Settlement } from '../../src/storage/operations.js';
 import type { PendingJob, Real } from './engine.js';
 import {
   CALLBACK_ACTIONS,
@@ -108,10 +97,11 @@ async function holdBackoff(m: QueueModel, r: Real): Promise<void> {
     (j) => (j.state === 'retryable' || j.state === 'scheduled') && !j.due,
   );
   if (waiting.length === 0) return;
-  const { rows } = await r.db.pool.query<{ id: string; secs: number }>(
-    `select job_id::text as id, extract(epoch from run_at - now())::float8 as secs
-       from ${r.db.schema.ident}.deferred_jobs where job_id = any($1::bigint[])`,
-    [waiting.map((j) => j.id)],
+  const { hooks } = r.db.variant;
+  const rows = await hooks.deferredDueIn(
+    r.db.pool,
+    r.db.schema,
+    waiting.map((j) => j.id),
   );
   const v: string[] = [];
   const held: string[] = [];
@@ -127,11 +117,7 @@ async function holdBackoff(m: QueueModel, r: Real): Promise<void> {
     }
   }
   fail(v);
-  if (held.length > 0)
-    await r.db.pool.query(
-      `update ${r.db.schema.ident}.deferred_jobs set run_at = now() + interval '1 hour' where job_id = any($1::bigint[])`,
-      [held],
-    );
+  if (held.length > 0) await hooks.setDeferredDue(r.db.pool, r.db.schema, { ids: held }, 3_600);
 }
 
 type TxMode = 'auto' | 'commit' | 'rollback' | 'open';
@@ -284,7 +270,7 @@ export class Claim implements ModelCommand {
 async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: number): Promise<number> {
   const queue = m.queues[q % m.queues.length]!;
   const instance = r.instances[inst % r.instances.length]!;
-  const res = await claimJobs(r.db.pool, r.db.schema, {
+  const res = await r.db.storage.claimer.claim(r.db.pool, {
     queue,
     max,
     instanceId: instance,
@@ -325,7 +311,7 @@ export class Finish implements ModelCommand {
     const items: Settlement[] = [...chosen.values()].map(({ job, outcome }) =>
       settlementOf(job.current!, outcome),
     );
-    const accepted = await finishAttempts(r.db.pool, r.db.schema, items);
+    const accepted = await r.db.storage.settler.finish(r.db.pool, items);
     expectEqual('finish accepted', [...accepted].sort(), [...chosen.keys()].sort());
     for (const { job, outcome } of chosen.values()) {
       const [base, when] = outcome.split('-') as [string, string | undefined];
@@ -369,7 +355,7 @@ export class StaleFinish implements ModelCommand {
   async run(m: QueueModel, r: Real): Promise<void> {
     const stale = [...m.attempts.values()].filter((a) => !m.accepts(a));
     const ref = pick(stale, this.i)!;
-    const accepted = await finishAttempts(r.db.pool, r.db.schema, [settlementOf(ref, this.outcome)]);
+    const accepted = await r.db.storage.settler.finish(r.db.pool, [settlementOf(ref, this.outcome)]);
     expectEqual(`stale settlement of ${ref.jobId} at lease ${ref.runLease} accepted`, [...accepted], []);
     return step(m, r);
   }
@@ -387,10 +373,10 @@ export class Park implements ModelCommand {
   async run(m: QueueModel, r: Real): Promise<void> {
     const job = pick(m.running().sort(byId), this.i)!;
     const ref = job.current!;
-    const token = await registerCallback(r.db.pool, r.db.schema, ref, 3_600_000);
+    const token = await r.db.storage.settler.registerCallback(r.db.pool, ref, 3_600_000);
     if (!token)
       throw new CheckFailed(`registerCallback refused the open attempt ${ref.jobId}:${ref.runLease}`);
-    const accepted = await finishAttempts(r.db.pool, r.db.schema, [{ ...ref, outcome: 'wait' }]);
+    const accepted = await r.db.storage.settler.finish(r.db.pool, [{ ...ref, outcome: 'wait' }]);
     expectEqual(`park of ${ref.jobId} accepted`, [...accepted], [ref.jobId]);
     m.park(ref, token);
     return step(m, r);
@@ -417,12 +403,8 @@ export class Callback implements ModelCommand {
     const c = r.db.client;
     if (this.action === 'timeout') {
       const job = [...m.jobs.values()].find((j) => j.token === token);
-      if (job)
-        await r.db.pool.query(
-          `update ${r.db.schema.ident}.waiting_jobs set timeout_at = now() - interval '1 second' where job_id = $1`,
-          [job.id],
-        );
-      const expired = await expireCallbacks(r.db.pool, r.db.schema, 1000);
+      if (job) await r.db.variant.hooks.expireCallbackTimeout(r.db.pool, r.db.schema, job.id);
+      const expired = await r.db.storage.maintenance.expireCallbacks(r.db.pool, 1000);
       const want = m.callback(token, 'timeout');
       expectEqual(
         'callbacks expired',
@@ -492,19 +474,13 @@ export class LoseHeartbeat implements ModelCommand {
   }
   async run(m: QueueModel, r: Real): Promise<void> {
     const instance = r.instances[this.instance % r.instances.length]!;
-    const ident = r.db.schema.ident;
-    await r.db.pool.query(
-      `update ${ident}.runtime_instances set heartbeat_at = now() - interval '1 hour' where instance_id = $1`,
-      [instance],
-    );
-    const rescued = await rescueAbandoned(r.db.pool, r.db.schema, {
+    const { hooks } = r.db.variant;
+    await hooks.setHeartbeatAge(r.db.pool, r.db.schema, [instance], 3_600);
+    const rescued = await r.db.storage.maintenance.rescue(r.db.pool, {
       stalenessSeconds: 600,
       maxBatches: 10_000,
     });
-    await r.db.pool.query(
-      `update ${ident}.runtime_instances set heartbeat_at = now() where instance_id = $1`,
-      [instance],
-    );
+    await hooks.setHeartbeatAge(r.db.pool, r.db.schema, [instance], 0);
     expectEqual(`rescued of ${instance}`, rescued.map((x) => x.jobId).sort(), m.rescue(instance).sort());
     return step(m, r);
   }
@@ -523,30 +499,28 @@ export class Maintain implements ModelCommand {
     return true;
   }
   async run(m: QueueModel, r: Real): Promise<void> {
-    const { pool, schema, client } = r.db;
+    const { pool, schema, client, variant } = r.db;
+    const store = r.db.storage.maintenance;
     const queue = m.queues[this.queue % m.queues.length]!;
     switch (this.what) {
       case 'promote':
-        expectEqual('promoted', await promoteDue(pool, schema, 10_000), m.promote());
+        expectEqual('promoted', await store.promoteDue(pool, 10_000), m.promote());
         break;
       case 'clock':
-        await pool.query(
-          `update ${schema.ident}.deferred_jobs set run_at = now() - interval '1 second' where queue = any($1::text[])`,
-          [m.queues],
-        );
+        await variant.hooks.setDeferredDue(pool, schema, { queues: m.queues }, -1);
         m.advanceClock();
         break;
       case 'rotate':
-        await rotateRing(pool, schema);
+        await store.rotate(pool);
         break;
       case 'prune':
-        await pruneRing(pool, schema, { lockTimeoutMs: 20, carryLimit: 0, carryAfterSlots: 16 });
+        await store.prune(pool, { lockTimeoutMs: 20, carryLimit: 0, carryAfterSlots: 16 });
         break;
       case 'prune-carry':
-        await pruneRing(pool, schema, { lockTimeoutMs: 20, carryLimit: 1_000, carryAfterSlots: 2 });
+        await store.prune(pool, { lockTimeoutMs: 20, carryLimit: 1_000, carryAfterSlots: 2 });
         break;
       case 'tally':
-        await tallySlots(pool, schema, 20);
+        await store.tallySlots(pool, 20);
         break;
       case 'pause':
         expectEqual(`pauseQueue(${queue})`, await client.pauseQueue(queue), !m.paused.has(queue));

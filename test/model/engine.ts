@@ -1,10 +1,12 @@
 // The real side of a model-based run: a migrated database shared by a few runs (each run works in queues and
-// instances of its own), driven through the client API and the storage functions directly, with maintenance
+// instances of its own), driven through the client API and the storage contract of a variant
+// (test/conformance/variants.ts) directly, with maintenance
 // (promote, rescue, rotate, prune, callback timeouts) as explicit steps. No worker host: its timers would make
 // a step's outcome depend on the clock.
 import pg from 'pg';
 import { AwaClient } from '../../src/index.js';
-import { registerInstance, resolveSchema, type Schema } from '../../src/storage/operations.js';
+import { resolveSchema, type Schema, type Storage } from '../../src/storage/operations.js';
+import { ringVariant, type StorageVariant } from '../conformance/variants.js';
 import { QueueModel, TERMINAL } from './model.js';
 
 /** A database on `serverUrl`, created and migrated for this test; dropped by `drop()`. */
@@ -13,6 +15,9 @@ export interface ModelDatabase {
   client: AwaClient;
   pool: pg.Pool;
   schema: Schema;
+  /** The storage under test, and its hooks. */
+  variant: StorageVariant;
+  storage: Storage;
   drop(): Promise<void>;
 }
 
@@ -33,6 +38,7 @@ export async function createModelDatabase(
   serverUrl: string,
   label: string,
   template?: string,
+  variant: StorageVariant = ringVariant,
 ): Promise<ModelDatabase & { name: string }> {
   const name = `awa_model_${label}_${process.pid}_${Date.now().toString(36)}_${created++}`;
   // A template's last session can still be on its way out after its pool ended (more so on a busy machine):
@@ -61,6 +67,8 @@ export async function createModelDatabase(
     client,
     pool,
     schema: resolveSchema(),
+    variant,
+    storage: variant.create(resolveSchema()),
     async drop() {
       if (dropped) return;
       dropped = true;
@@ -84,6 +92,7 @@ export class ModelDatabases {
 
   constructor(
     readonly serverUrl: string,
+    readonly variant: StorageVariant = ringVariant,
     readonly runsPerDatabase = 8,
   ) {}
 
@@ -101,7 +110,7 @@ export class ModelDatabases {
       await this.template.client.close();
       await this.template.pool.end();
     }
-    this.db = await createModelDatabase(this.serverUrl, 'run', this.template.name);
+    this.db = await createModelDatabase(this.serverUrl, 'run', this.template.name, this.variant);
     this.runs = 1;
     return this.db;
   }
@@ -148,9 +157,8 @@ export class Real {
     const dlq = new Set([queues[1]!]);
     const instances = [`${run}-i1`, `${run}-i2`];
     for (const id of instances)
-      await registerInstance(
+      await db.storage.instances.registerInstance(
         db.pool,
-        db.schema,
         id,
         queues.map((q) => ({ queue: q, dlq: dlq.has(q), concurrency: 10 })),
         'model',
@@ -189,11 +197,7 @@ export class Real {
 
   /** The ids of jobs a COPY load inserted, found by the uid each carries in its args (COPY returns counts). */
   async idsByUid(uids: readonly string[]): Promise<Map<string, string>> {
-    const { rows } = await this.db.pool.query<{ id: string; uid: string }>(
-      `select job_id::text as id, args->>'uid' as uid from ${this.db.schema.ident}.ready_entries where args->>'uid' = any($1::text[])`,
-      [uids],
-    );
-    return new Map(rows.map((r) => [r.uid, r.id]));
+    return this.db.variant.hooks.idsByUid(this.db.pool, this.db.schema, uids);
   }
 
   /** Leaves nothing of this run that could hold the ring: rolls back its open transaction, cancels every job
@@ -203,10 +207,6 @@ export class Real {
     for (const j of model.jobs.values())
       if (!TERMINAL.has(j.state)) await this.db.client.cancel(j.id, 'model run over').catch(() => {});
     for (const q of this.queues) await this.db.client.resumeQueue(q).catch(() => {});
-    await this.db.pool
-      .query(`delete from ${this.db.schema.ident}.runtime_instances where instance_id = any($1::text[])`, [
-        this.instances,
-      ])
-      .catch(() => {});
+    await this.db.variant.hooks.forgetInstances(this.db.pool, this.db.schema, this.instances).catch(() => {});
   }
 }

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
 import type { AwaClient, JobRecord } from '../../src/index.js';
-import { pruneRing, rotateRing, type Schema } from '../../src/storage/operations.js';
+import { ringStorage, type Schema } from '../../src/storage/operations.js';
 import type { ChaosLine } from '../fixtures/chaos-jobs.js';
 
 export interface SettledItem {
@@ -279,8 +279,9 @@ async function storageBounded(db: pg.Pool, schema: Schema): Promise<string[]> {
   for (let i = 0; i < 40; i++) {
     const l = await left();
     if (l.ready === 0 && l.closures === 0 && l.receipts === 0) return [];
-    await rotateRing(db, schema);
-    await pruneRing(db, schema, { lockTimeoutMs: 100, carryLimit: 1000, carryAfterSlots: 2 });
+    const ring = ringStorage(schema).maintenance;
+    await ring.rotate(db);
+    await ring.prune(db, { lockTimeoutMs: 100, carryLimit: 1000, carryAfterSlots: 2 });
   }
   const l = await left();
   return [

@@ -5,19 +5,8 @@
 // invariants from it and from the database at the end.
 import pg from 'pg';
 import type { AwaClient } from '../../src/index.js';
-import {
-  claimJobs,
-  finishAttempts,
-  promoteDue,
-  pruneRing,
-  registerInstance,
-  rescueAbandoned,
-  rotateRing,
-  tallySlots,
-  type Outcome,
-  type Schema,
-  type Settlement,
-} from '../../src/storage/operations.js';
+import type { Outcome, Schema, Settlement, Storage } from '../../src/storage/operations.js';
+import { ringVariant, type StorageVariant } from '../conformance/variants.js';
 import { mulberry32 } from '../chaos/harness.js';
 import type { HistoryEntry, HistoryEvent } from './history-check.js';
 
@@ -111,6 +100,8 @@ export class HistoryRun {
   private seq = 0;
   readonly t0 = Date.now();
   private readonly liveInstances = new Set<string>();
+  /** The storage under test: producers go through the client, everything else through this contract. */
+  private readonly storage: Storage;
 
   constructor(
     readonly url: string,
@@ -118,8 +109,10 @@ export class HistoryRun {
     readonly schema: Schema,
     readonly opts: HistoryOptions,
     readonly tag: string,
+    readonly variant: StorageVariant = ringVariant,
   ) {
     this.rand = mulberry32(opts.seed);
+    this.storage = variant.create(schema);
   }
 
   private record(e: HistoryEntry): void {
@@ -255,9 +248,8 @@ export class HistoryRun {
   private async register(conn: Conn, instance: string): Promise<void> {
     for (;;) {
       try {
-        await registerInstance(
+        await this.storage.instances.registerInstance(
           await conn.get(),
-          this.schema,
           instance,
           this.opts.queues.map((q) => ({ queue: q, dlq: q.endsWith('dlq'), concurrency: 20 })),
           'history',
@@ -282,7 +274,7 @@ export class HistoryRun {
       let batches;
       try {
         batches = (
-          await claimJobs(await conn.get(), this.schema, {
+          await this.storage.claimer.claim(await conn.get(), {
             queue,
             max,
             instanceId: instance,
@@ -364,7 +356,7 @@ export class HistoryRun {
       // the write stale.
       const sent = this.events.length;
       try {
-        const accepted = await finishAttempts(await conn.get(), this.schema, items);
+        const accepted = await this.storage.settler.finish(await conn.get(), items);
         this.record({
           actor: `c${k}`,
           op: 'settled',
@@ -403,10 +395,7 @@ export class HistoryRun {
     while (this.running) {
       try {
         const c = await conn.get();
-        await c.query(
-          `update ${this.schema.ident}.runtime_instances set heartbeat_at = now() where instance_id = any($1::text[])`,
-          [[...this.liveInstances]],
-        );
+        await this.variant.hooks.setHeartbeatAge(c, this.schema, [...this.liveInstances], 0);
       } catch (err) {
         conn.drop();
         if (!connectionLost(err)) throw err;
@@ -422,13 +411,15 @@ export class HistoryRun {
         const c = await conn.get();
         // Draining: time passes for the backlog (retries of rescued attempts wait out the backoff rule).
         if (!this.producing)
-          await c.query(
-            `update ${this.schema.ident}.deferred_jobs set run_at = now() where run_at > now() and queue = any($1::text[])`,
-            [this.opts.queues],
+          await this.variant.hooks.setDeferredDue(
+            c,
+            this.schema,
+            { queues: this.opts.queues, pendingOnly: true },
+            0,
           );
-        const promoted = await promoteDue(c, this.schema, 1000);
+        const promoted = await this.storage.maintenance.promoteDue(c, 1000);
         if (promoted > 0) this.record({ actor: 'leader', op: 'promoted', count: promoted });
-        const rescued = await rescueAbandoned(c, this.schema, {
+        const rescued = await this.storage.maintenance.rescue(c, {
           stalenessSeconds: this.opts.stalenessSeconds,
           maxBatches: 1000,
         });
@@ -445,10 +436,10 @@ export class HistoryRun {
             })),
           });
         if (this.rand() < 0.5) {
-          const slot = await rotateRing(c, this.schema);
+          const slot = await this.storage.maintenance.rotate(c);
           if (slot !== null) this.record({ actor: 'leader', op: 'rotated', slot });
         }
-        const pruned = await pruneRing(c, this.schema, {
+        const pruned = await this.storage.maintenance.prune(c, {
           lockTimeoutMs: 10,
           carryLimit: 200,
           carryAfterSlots: 4,
@@ -457,7 +448,7 @@ export class HistoryRun {
           this.record({ actor: 'leader', op: 'pruned', slot: pruned.slot, outcome: pruned.outcome });
         // Tallies race the claimers' receipts (a claim that read the current slot just before a rotation);
         // the final counts and pages must not be able to tell.
-        await tallySlots(c, this.schema, 10);
+        await this.storage.maintenance.tallySlots(c, 10);
       } catch (err) {
         conn.drop();
         if (!connectionLost(err) && !/lock timeout|canceling statement/i.test(String(err))) throw err;

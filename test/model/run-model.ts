@@ -6,10 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { commandArbs, type ModelCommand } from './commands.js';
+import type { StorageVariant } from '../conformance/variants.js';
 import { ModelDatabases, Real, type ModelDatabase } from './engine.js';
 
 export interface ModelRunOptions {
   seed: number;
+  /** The storage under test (default: the ring engine). */
+  variant?: StorageVariant;
   numRuns: number;
   maxCommands: number;
   /** Stop generating new runs after this long (shrinking a failure is not cut short). */
@@ -51,7 +54,7 @@ export async function replayCommands(db: ModelDatabase, cmds: ModelCommand[]): P
 function replayTest(seed: number, path: string | undefined, counterexample: string): string {
   const cmds = counterexample.replace(/^\[|\]$/g, '').trim();
   return [
-    `// seed ${seed}, path ${path ?? '?'}: paste into test/model/model-based.test.ts`,
+    `// seed ${seed}, path ${path ?? '?'}: paste into test/conformance/model-based.test.ts`,
     `it('replays model failure seed ${seed}', async () => {`,
     `  await replayCommands(db, [${cmds}]);`,
     `});`,
@@ -61,7 +64,7 @@ function replayTest(seed: number, path: string | undefined, counterexample: stri
 /** Runs random sequences against databases on `serverUrl` (a fresh one every few runs), reporting a failure
  * with its seed, path and shrunk sequence. */
 export async function runModel(serverUrl: string, opts: ModelRunOptions): Promise<ModelRunStats> {
-  const dbs = new ModelDatabases(serverUrl);
+  const dbs = new ModelDatabases(serverUrl, opts.variant);
   try {
     return await check(dbs, opts);
   } finally {

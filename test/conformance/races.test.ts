@@ -5,27 +5,20 @@
 // the callback timeout and an operator cancel.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  claimJobs,
-  expireCallbacks,
-  finishAttempts,
-  registerCallback,
-  registerInstance,
-  rescueAbandoned,
-} from '../../src/storage/operations.js';
 import { serverUrl } from '../helpers/database.js';
-import { createModelDatabase, type ModelDatabase } from './engine.js';
+import { STORAGE_VARIANTS } from './variants.js';
+import { createModelDatabase, type ModelDatabase } from '../model/engine.js';
 
 const SEED = Number(process.env.AWA_MODEL_SEED ?? 20261206);
 
 /** The order the scheduler released the writers in, for a failure message. */
 const order = (s: fc.Scheduler) => JSON.stringify(s.report().map((t) => t.label));
 
-describe('races over one attempt (fc.scheduler)', () => {
+describe.each(STORAGE_VARIANTS)('races over one attempt ($name storage, fc.scheduler)', (variant) => {
   let db: ModelDatabase;
   let n = 0;
   beforeAll(async () => {
-    db = await createModelDatabase(serverUrl(), 'race');
+    db = await createModelDatabase(serverUrl(), 'race', undefined, variant);
   });
   afterAll(async () => {
     await db?.drop();
@@ -34,11 +27,16 @@ describe('races over one attempt (fc.scheduler)', () => {
   /** One job claimed by an instance that has already gone silent; parked on a callback when `park`. */
   async function attempt(park: boolean) {
     const instance = `race-${++n}`;
-    const { pool, schema, client } = db;
-    await registerInstance(pool, schema, instance, [{ queue: 'race', dlq: false, concurrency: 1 }], 'race');
+    const { pool, schema, client, storage, variant } = db;
+    await storage.instances.registerInstance(
+      pool,
+      instance,
+      [{ queue: 'race', dlq: false, concurrency: 1 }],
+      'race',
+    );
     const { id } = await client.enqueue('r', { n }, { queue: 'race', maxAttempts: 3 });
     const [b] = (
-      await claimJobs(pool, schema, {
+      await storage.claimer.claim(pool, {
         queue: 'race',
         max: 1,
         instanceId: instance,
@@ -51,31 +49,25 @@ describe('races over one attempt (fc.scheduler)', () => {
     const ref = { claimSlot: b!.claimSlot, batchId: b!.batchId, idx: j.idx, jobId: id, runLease: j.runLease };
     let token: string | null = null;
     if (park) {
-      token = await registerCallback(pool, schema, ref, 3_600_000);
-      expect([...(await finishAttempts(pool, schema, [{ ...ref, outcome: 'wait' }]))]).toEqual([id]);
-      await pool.query(
-        `update ${schema.ident}.waiting_jobs set timeout_at = now() - interval '1 second' where job_id = $1`,
-        [id],
-      );
+      token = await storage.settler.registerCallback(pool, ref, 3_600_000);
+      expect([...(await storage.settler.finish(pool, [{ ...ref, outcome: 'wait' }]))]).toEqual([id]);
+      await variant.hooks.expireCallbackTimeout(pool, schema, id);
     }
-    await pool.query(
-      `update ${schema.ident}.runtime_instances set heartbeat_at = now() - interval '1 hour' where instance_id = $1`,
-      [instance],
-    );
+    await variant.hooks.setHeartbeatAge(pool, schema, [instance], 3_600);
     return { id, ref, token: token! };
   }
 
   it(`a settlement, an operator cancel and a rescue race for a running attempt (seed ${SEED})`, async () => {
     await fc.assert(
       fc.asyncProperty(fc.scheduler(), async (s) => {
-        const { pool, schema, client } = db;
+        const { pool, client, storage } = db;
         const { id, ref } = await attempt(false);
         const settle = s.scheduleFunction(async () =>
-          (await finishAttempts(pool, schema, [{ ...ref, outcome: 'completed' }])).has(id),
+          (await storage.settler.finish(pool, [{ ...ref, outcome: 'completed' }])).has(id),
         );
         const cancel = s.scheduleFunction(async () => await client.cancel(id));
         const rescue = s.scheduleFunction(async () =>
-          (await rescueAbandoned(pool, schema, { stalenessSeconds: 600, maxBatches: 100 })).some(
+          (await storage.maintenance.rescue(pool, { stalenessSeconds: 600, maxBatches: 100 })).some(
             (r) => r.jobId === id,
           ),
         );
@@ -95,7 +87,7 @@ describe('races over one attempt (fc.scheduler)', () => {
   it(`a callback, its timeout and an operator cancel race for a parked attempt (seed ${SEED})`, async () => {
     await fc.assert(
       fc.asyncProperty(fc.scheduler(), fc.constantFrom('complete', 'retry'), async (s, action) => {
-        const { pool, schema, client } = db;
+        const { pool, client, storage } = db;
         const { id, token } = await attempt(true);
         const callback = s.scheduleFunction(async () =>
           action === 'complete'
@@ -103,7 +95,7 @@ describe('races over one attempt (fc.scheduler)', () => {
             : (await client.retryExternal(token, {})).outcome === 'settled',
         );
         const timeout = s.scheduleFunction(async () =>
-          (await expireCallbacks(pool, schema, 100)).some((e) => e.jobId === id),
+          (await storage.maintenance.expireCallbacks(pool, 100)).some((e) => e.jobId === id),
         );
         const cancel = s.scheduleFunction(async () => await client.cancel(id));
         const results = Promise.all([callback(), timeout(), cancel()]);

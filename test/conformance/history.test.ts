@@ -6,16 +6,17 @@
 // the history to a file (its path is in the failure). AWA_MODEL_SEED overrides the seed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverUrl } from '../helpers/database.js';
-import { createModelDatabase, type ModelDatabase } from './engine.js';
-import { checkHistory } from './history-check.js';
-import { HistoryRun } from './history.js';
+import { STORAGE_VARIANTS } from './variants.js';
+import { createModelDatabase, type ModelDatabase } from '../model/engine.js';
+import { checkHistory } from '../model/history-check.js';
+import { HistoryRun } from '../model/history.js';
 
 const SEED = Number(process.env.AWA_MODEL_SEED ?? 20261206);
 
-describe('concurrent histories in one process', () => {
+describe.each(STORAGE_VARIANTS)('concurrent histories in one process ($name storage)', (variant) => {
   let db: ModelDatabase;
   beforeAll(async () => {
-    db = await createModelDatabase(serverUrl(), 'hist');
+    db = await createModelDatabase(serverUrl(), 'hist', undefined, variant);
   });
   afterAll(async () => {
     await db?.drop();
@@ -39,6 +40,7 @@ describe('concurrent histories in one process', () => {
         stalenessSeconds: 2,
       },
       'fast',
+      variant,
     );
     await run.run();
     const report = await checkHistory(run.events, db.client, db.pool, db.schema, queues, `seed-${SEED}`);
