@@ -128,22 +128,38 @@ export class ChaosWorker {
    * Stops the process (SIGSTOP) at a moment it has attempts running, and returns them. Read while it is
    * stopped, the log is final. Its jobs run in lockstep (a claim's jobs start together and sleep alike), so
    * a whole batch can end in the instant between reading the log and signalling; stopping first and reading
-   * after closes that gap. A stop that finds nothing running is undone at once (a pause of a few ms) and
-   * tried again. Recorded as a freeze from the stop on; kill() or thaw() may follow.
+   * after closes that gap.
    */
-  async stopMidJob(timeoutMs = 20_000): Promise<AttemptLine[]> {
+  stopMidJob(timeoutMs = 20_000): Promise<AttemptLine[]> {
+    return this.stopWhen(
+      'had an attempt running',
+      async () => {
+        const running = this.running();
+        return running.length > 0 ? running : undefined;
+      },
+      timeoutMs,
+    );
+  }
+
+  /**
+   * Stops the process (SIGSTOP) at a moment `check` finds what it looks for, read while the process is
+   * stopped (its log and its rows can no longer change), and returns what it found. A stop that finds
+   * nothing is undone at once (a pause of a few ms) and tried again. Recorded as a freeze from the stop on;
+   * kill() or thaw() may follow.
+   */
+  async stopWhen<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const at = Date.now();
       this.proc.kill('SIGSTOP');
       await waitFor(`worker ${this.instanceId} to stop`, () => processState(this.pid) === 'T', 5_000, 1);
-      const running = this.running();
-      if (running.length > 0) {
+      const found = await check();
+      if (found !== undefined) {
         this.frozen.push([at, Number.POSITIVE_INFINITY]);
-        return running;
+        return found;
       }
       this.proc.kill('SIGCONT');
-      if (Date.now() > deadline) throw new Error(`worker ${this.instanceId} never had an attempt running`);
+      if (Date.now() > deadline) throw new Error(`worker ${this.instanceId} never ${what}`);
       await sleep(5);
     }
   }

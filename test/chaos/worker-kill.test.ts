@@ -8,6 +8,7 @@ import { chaosSleep } from '../fixtures/chaos-jobs.js';
 import {
   ChaosWorker,
   printReport,
+  sleep,
   waitFor,
   waitForTerminal,
   workerConfig,
@@ -17,7 +18,6 @@ import {
   type Scene,
 } from './harness.js';
 import { verifyRun, type ExpectedJob } from './invariants.js';
-import { until } from '../helpers/wait.js';
 
 describe('chaos: a worker dies or stalls mid-job', () => {
   let db: Scene['db'];
@@ -130,19 +130,17 @@ describe('chaos: a worker dies or stalls mid-job', () => {
       20_000,
       5,
     );
-    // Held: claimed by the victim (running in the database) yet never started. Killed well inside the 250 ms
-    // a held job may wait before it is handed back.
-    const held = await until(
-      'jobs held ahead',
-      async () => {
-        const started = startedOnVictim();
-        const claimed = await Promise.all(after.slice(0, 8).map((j) => client.getJob(j.id)));
-        const ids = claimed.filter((r) => r?.state === 'running' && !started.has(r.id)).map((r) => r!.id);
-        return ids.length > 0 ? ids : undefined;
-      },
-      5_000,
-      5,
-    );
+    // Held: claimed by the victim (running in the database) yet never started. Read while the victim is
+    // stopped (SIGSTOP), so a held job can be neither started nor handed back (after 250 ms held, which a busy
+    // machine can take between a read and a kill) before the SIGKILL that follows.
+    const held = await victim.stopWhen('held a job ahead of its permits', async () => {
+      // What it wrote just before the stop may still be in the pipe: let the log catch up first.
+      await sleep(20);
+      const started = startedOnVictim();
+      const claimed = await Promise.all(after.slice(0, 8).map((j) => client.getJob(j.id)));
+      const ids = claimed.filter((r) => r?.state === 'running' && !started.has(r.id)).map((r) => r!.id);
+      return ids.length > 0 ? ids : undefined;
+    });
     await victim.kill();
     const survivors = await spawnWorkers(['held-b', 'held-c'], 1, 4);
     const run = [victim, ...survivors];
