@@ -1,5 +1,5 @@
 -- External callbacks (see docs/callbacks.md). A running attempt registers a callback through its fence and
--- gets a token bound to that attempt. Then it either parks (finish() outcome 'wait': the body moves to
+-- gets a token bound to that attempt. Then it either parks (settle_attempts() outcome 'wait': the body moves to
 -- waiting_jobs, the receipt member closes, the permit is freed) or waits inside its handler (the receipt stays
 -- open; the callback is recorded on the attempt and announced to its host). A token settles its attempt once:
 -- a callback for an older attempt, a second callback, or one after cancel, rescue or timeout finds nothing and
@@ -107,7 +107,7 @@ begin
     return query select 'rejected'::text, null::bigint, null::bigint;
     return;
   end if;
-  -- Wait for a flush closing this receipt (finish() holds this lock to its commit): the attempt may have just
+  -- Wait for a flush closing this receipt (settle_attempts() holds this lock to its commit): the attempt may have just
   -- parked, and then the parked job is settled here; a flush after this one sees the recorded callback.
   perform pg_advisory_xact_lock({{schema}}.lock_ns('receipt'), (s.batch_id % 2147483647)::int);
   delete from {{schema}}.waiting_jobs wj where wj.token = p_token returning * into w;

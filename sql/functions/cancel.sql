@@ -63,7 +63,7 @@ begin
   if not found then
     return null;
   end if;
-  perform 1 from {{schema}}.finish(array[b.slot], array[b.batch_id], array[b.idx], array[p_job_id], array[b.run_lease],
+  perform 1 from {{schema}}.settle_attempts(array[b.slot], array[b.batch_id], array[b.idx], array[p_job_id], array[b.run_lease],
                                    array['cancelled'], array[null::timestamptz], array[v_err]);
   if not found then
     return null;

@@ -12,14 +12,14 @@ create function {{schema}}.current_slot() returns smallint
   as $$ select slot from {{schema}}.ring_rotations order by generation desc limit 1 $$;
 
 -- The retry delay, the one definition: 2^attempt seconds plus up to 25 % jitter, capped at 24 h after the
--- jitter. Used by finish() for every retry that did not ask for its own delay (handler errors, rescue,
+-- jitter. Used by settle_attempts() for every retry that did not ask for its own delay (handler errors, rescue,
 -- callback timeouts).
 create function {{schema}}.backoff(p_attempt int) returns interval
   language sql volatile
   as $$ select make_interval(secs => least(power(2, least(greatest(p_attempt, 0), 30)) * (1 + 0.25 * random()), 86400)) $$;
 
 -- Appends one error record to a job's meta.errors (the attempt history), keeping the newest 20. PL/pgSQL: a SQL
--- function with a subquery is never inlined and was planned again by every finish() call that settled a
+-- function with a subquery is never inlined and was planned again by every settle_attempts() call that settled a
 -- failure (0.19 ms of a one-retry flush).
 create function {{schema}}.with_error(p_meta jsonb, p_error jsonb) returns jsonb
   language plpgsql immutable
@@ -35,7 +35,7 @@ begin
 end
 $$;
 
--- Where an attempt that did not succeed goes: the one rule for every settling path (finish() for handlers,
+-- Where an attempt that did not succeed goes: the one rule for every settling path (settle_attempts() for handlers,
 -- rescue and cancel; settle_waiting() for callbacks and their timeouts). A retry while attempts remain is a
 -- retry; a retry on the last attempt, or a failure, is failed, or a DLQ entry on a queue with the DLQ on.
 -- p_attempt: the attempt that ended, counted from 1. Other outcomes (completed, snooze, cancelled, wait,

@@ -3,9 +3,9 @@
 
 -- These two are PL/pgSQL, not SQL: a SQL function whose body holds a subquery is never inlined, and a SQL
 -- function that is not inlined is planned again by every statement that calls it. For receipt_closed() that
--- meant planning a read of every closure_batches partition on each finish() call, more than half of a
+-- meant planning a read of every closure_batches partition on each settle_attempts() call, more than half of a
 -- one-result flush (0.5 of 0.9 ms). PL/pgSQL keeps the plan for the session; a generic one, pruned to the
--- receipt's partition when it runs, under finish(), which asks for generic plans.
+-- receipt's partition when it runs, under settle_attempts(), which asks for generic plans.
 
 -- The slot that holds receipt p_batch now, given the slot it was claimed in.
 create function {{schema}}.receipt_slot(p_slot smallint, p_batch bigint) returns smallint

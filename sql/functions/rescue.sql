@@ -1,7 +1,7 @@
 -- Rescue, run by the maintenance leader: closes the open members of receipts whose worker went silent (no
 -- heartbeat within p_staleness_secs, stopped, or unknown) or whose deadline passed, and routes each attempt
 -- through the normal path with the attempt counted: retry with the backoff rule, or failed (or DLQ) once
--- exhausted. Closing goes through finish(), so it is fenced exactly like a completion: a worker that settles
+-- exhausted. Closing goes through settle_attempts(), so it is fenced exactly like a completion: a worker that settles
 -- the same attempt first wins, and a later completion from the rescued worker is a no-op. Each rescued
 -- attempt is announced on the cancel channel so its handler's signal fires if it still runs somewhere.
 create function {{schema}}.rescue(p_staleness_secs int, p_max_batches int)
@@ -35,7 +35,7 @@ begin
 end
 $$;
 
--- Closes every open member of one receipt through finish(): with p_count_attempt, as a failed attempt (retry
+-- Closes every open member of one receipt through settle_attempts(): with p_count_attempt, as a failed attempt (retry
 -- with backoff, or failed/DLQ once exhausted); without, as a snooze that runs again at once and spends no
 -- attempt (the handler never ran). Announces each on the cancel channel. Returns what was settled.
 create function {{schema}}.settle_open_members(p_slot smallint, p_batch bigint, p_error text, p_name text,
@@ -60,7 +60,7 @@ begin
   end if;
   for m in
     select f.job_id, u.lease, u.outcome
-      from {{schema}}.finish(v.slots, v.batches, v.idxs, v.ids, v.leases, v.outcomes, v.run_ats, v.errors) f
+      from {{schema}}.settle_attempts(v.slots, v.batches, v.idxs, v.ids, v.leases, v.outcomes, v.run_ats, v.errors) f
       join unnest(v.ids, v.leases, v.outcomes) u(id, lease, outcome) on u.id = f.job_id
   loop
     perform pg_notify('awa:{{schema}}:cancel', m.job_id || ':' || m.lease);

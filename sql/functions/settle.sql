@@ -19,7 +19,7 @@
 -- whole (its members minus those already closed, where the receipt's lease matches), so its cost does not
 -- grow with its size. Rows come back per accepted result (job_id) or per accepted group (group_batch and the
 -- accepted group_idxs).
-create function {{schema}}.finish(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
+create function {{schema}}.settle_attempts(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
     p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[],
     p_gslots smallint[] default null, p_gbatches bigint[] default null, p_gleases bigint[] default null,
     p_gidxs int4multirange[] default null)

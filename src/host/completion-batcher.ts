@@ -1,6 +1,6 @@
 import type { Settlement } from '../storage/index.js';
 
-// Group commit for attempt results: settlements queue here and are flushed as one finish() call when
+// Group commit for attempt results: settlements queue here and are flushed as one settle_attempts() call when
 // `batchSize` are waiting or `flushMs` has passed, with one flush in flight at a time (results that
 // arrive meanwhile form the next batch). A flush that fails for a passing reason (lost connection) is
 // retried with backoff: the fencing token makes a replay harmless, and a settlement is only dropped once

@@ -38,7 +38,7 @@ export class Dispatcher {
   private inFlight = 0;
   /** Jobs asked for by the claim in flight. */
   private pending = 0;
-  private readonly held = new HeldJobs();
+  private readonly heldJobs = new HeldJobs();
   private readonly pace = new Pace();
   private claiming = false;
   private startingHeld = false;
@@ -76,8 +76,8 @@ export class Dispatcher {
   }
 
   /** Jobs claimed and held for a permit. */
-  get waiting(): number {
-    return this.held.size;
+  get held(): number {
+    return this.heldJobs.size;
   }
 
   start(): void {
@@ -95,7 +95,7 @@ export class Dispatcher {
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.clearCoalesce();
     this.pollTimer = this.retryTimer = this.echoTimer = this.holdTimer = null;
-    for (const h of this.held.takeAll()) this.deps.handBack(this.queue, h.batch, h.job);
+    for (const h of this.heldJobs.takeAll()) this.deps.handBack(this.queue, h.batch, h.job);
   }
 
   /** Resolves when no job of this queue is running or held. */
@@ -106,7 +106,7 @@ export class Dispatcher {
 
   /** The attempt was closed elsewhere (cancel, rescue): if it is held here, it is dropped, unstarted. */
   forget(jobId: string, runLease: number): HeldJob | null {
-    const item = this.held.remove(jobId, runLease);
+    const item = this.heldJobs.remove(jobId, runLease);
     if (item && this.isIdle()) this.notifyIdle();
     return item;
   }
@@ -157,8 +157,8 @@ export class Dispatcher {
       // batch or less, for a full claim or COALESCE_MS): claims stay large without leaving permits idle long.
       const capacity = this.capacity(now);
       const full = Math.min(this.batchSize, capacity);
-      const room = capacity - this.inFlight - this.pending - this.held.size;
-      if (room >= full || this.inFlight + this.pending + this.held.size === 0) this.wake();
+      const room = capacity - this.inFlight - this.pending - this.heldJobs.size;
+      if (room >= full || this.inFlight + this.pending + this.heldJobs.size === 0) this.wake();
       else if (room >= Math.ceil(full / 4)) {
         if (capacity <= this.batchSize) this.coalesce();
         else this.wake();
@@ -179,12 +179,12 @@ export class Dispatcher {
    * (a blocked event loop, a stopped process) long enough for the job to have been rescued elsewhere.
    */
   private startHeld(nowMs: number): void {
-    if (this.startingHeld || this.held.size === 0) return;
+    if (this.startingHeld || this.heldJobs.size === 0) return;
     this.startingHeld = true;
     const staleBefore = nowMs - HOLD_MAX_MS;
     try {
-      while (this.inFlight < this.concurrency && this.held.size > 0 && !this.stopped) {
-        const h = this.held.shift()!;
+      while (this.inFlight < this.concurrency && this.heldJobs.size > 0 && !this.stopped) {
+        const h = this.heldJobs.shift()!;
         if (h.heldAtMs <= staleBefore) {
           this.deps.handBack(this.queue, h.batch, h.job);
           continue;
@@ -199,12 +199,12 @@ export class Dispatcher {
 
   /** Jobs held since HOLD_MAX_MS ago go back to the queue: this host's handlers have slowed down. */
   private watchHeld(): void {
-    const oldest = this.held.oldestMs();
+    const oldest = this.heldJobs.oldestMs();
     if (this.holdTimer || this.stopped || oldest === null) return;
     this.holdTimer = setTimeout(
       () => {
         this.holdTimer = null;
-        for (const h of this.held.takeHeldBefore(Date.now() - HOLD_MAX_MS + 1))
+        for (const h of this.heldJobs.takeHeldBefore(Date.now() - HOLD_MAX_MS + 1))
           this.deps.handBack(this.queue, h.batch, h.job);
         if (this.isIdle()) this.notifyIdle();
         this.watchHeld();
@@ -214,7 +214,7 @@ export class Dispatcher {
   }
 
   private isIdle(): boolean {
-    return this.inFlight === 0 && this.held.size === 0 && !this.claiming;
+    return this.inFlight === 0 && this.heldJobs.size === 0 && !this.claiming;
   }
 
   /** Claim once COALESCE_MS have passed, unless a full batch of permits comes back first. */
@@ -235,7 +235,7 @@ export class Dispatcher {
     this.claiming = true;
     try {
       while (!this.stopped) {
-        const room = this.capacity(Date.now()) - this.inFlight - this.held.size;
+        const room = this.capacity(Date.now()) - this.inFlight - this.heldJobs.size;
         if (room <= 0 || this.deps.backpressure()) {
           this.mayHaveMore = true;
           break;
@@ -290,11 +290,11 @@ export class Dispatcher {
     for (const b of batches)
       for (const job of b.jobs) {
         if (this.stopped) this.deps.handBack(this.queue, b, job);
-        else if (this.held.size === 0 && this.inFlight < this.concurrency) {
+        else if (this.heldJobs.size === 0 && this.inFlight < this.concurrency) {
           this.inFlight++;
           this.deps.execute(this.queue, b, job);
-        } else if (b.bulk === false) this.held.pushAhead(b, job, now);
-        else this.held.push(b, job, now);
+        } else if (b.bulk === false) this.heldJobs.pushAhead(b, job, now);
+        else this.heldJobs.push(b, job, now);
       }
     this.startHeld(Date.now());
     this.watchHeld();

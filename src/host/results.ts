@@ -10,7 +10,7 @@ import { CompletionBatcher } from './completion-batcher.js';
 import type { ConsumerTelemetry, HostSettlement } from '../telemetry/index.js';
 
 // How a worker host's attempt results reach the database: each one names its attempt (receipt member and run
-// lease) and what became of it, and they are flushed together through finish(). A result PostgreSQL refuses
+// lease) and what became of it, and they are flushed together through settle_attempts(). A result PostgreSQL refuses
 // for its data is quarantined, not lost.
 
 /** A result for the batcher: the attempt (receipt member, run lease) and what became of it. */
@@ -55,7 +55,7 @@ export function resultBatcher(
       flush: async (items) => {
         const startedAt = performance.now();
         try {
-          return await sink.store.finish(sink.pool, items);
+          return await sink.store.settleAttempts(sink.pool, items);
         } finally {
           sink.telemetry.flushTook((performance.now() - startedAt) / 1000);
         }

@@ -405,7 +405,7 @@ export class WorkerHost extends HostEmitter {
             queue,
             running: running.get(queue) ?? 0,
             capacity: q.concurrency,
-            held: this.dispatchers.get(queue)!.waiting,
+            held: this.dispatchers.get(queue)!.held,
           }));
         },
         backlog: () => this.batcher.backlog,

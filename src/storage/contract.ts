@@ -9,7 +9,7 @@ import type * as cron from './cron.js';
 import type { Queryable } from './database.js';
 import type * as dlq from './dlq.js';
 import type * as enqueue from './enqueue.js';
-import type * as finish from './finish.js';
+import type * as settle from './settle.js';
 import type * as instances from './instances.js';
 import type * as jobProgress from './job-progress.js';
 import type * as lanes from './lanes.js';
@@ -48,7 +48,7 @@ export interface ClaimerStore {
 
 /** The end of an attempt and what it writes while it runs. Every write is fenced by (job id, run lease). */
 export interface SettlerStore {
-  finish: Op<typeof finish.finishAttempts>;
+  settleAttempts: Op<typeof settle.settleAttempts>;
   setProgress: Op<typeof progress.writeProgress>;
   registerCallback: Op<typeof callbacks.registerCallback>;
   callbackResult: Op<typeof callbacks.callbackResult>;

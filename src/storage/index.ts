@@ -17,7 +17,7 @@ export { appendsToLane } from './enqueue.js';
 export type * from './enqueue.js';
 export type * from './copy-enqueue.js';
 export type * from './claim.js';
-export type * from './finish.js';
+export type * from './settle.js';
 export type * from './promote.js';
 export type * from './ring.js';
 export type * from './leader-lock.js';

@@ -5,7 +5,7 @@ export * from './index.js';
 export * from './enqueue.js';
 export * from './copy-enqueue.js';
 export * from './claim.js';
-export * from './finish.js';
+export * from './settle.js';
 export * from './promote.js';
 export * from './ring.js';
 export * from './leader-lock.js';

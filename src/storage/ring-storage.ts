@@ -25,7 +25,7 @@ import { copyEnqueueChunk } from './copy-enqueue.js';
 import { fireCron, listCron, pendingCron, removeCron, setCronPaused, syncCron, triggerCron } from './cron.js';
 import { countDlq, dlqPage, listDlq, purgeDlq, retryDlq } from './dlq.js';
 import { enqueueRows } from './enqueue.js';
-import { finishAttempts } from './finish.js';
+import { settleAttempts } from './settle.js';
 import { heartbeat, markStopped, registerInstance, reportDescriptors } from './instances.js';
 import { jobProgress } from './job-progress.js';
 import { ensureLanes } from './lanes.js';
@@ -56,7 +56,7 @@ export function ringStorage(schema: Schema): Storage {
       listen: op(listenForJobs),
     },
     settler: {
-      finish: op(finishAttempts),
+      settleAttempts: op(settleAttempts),
       setProgress: op(writeProgress),
       registerCallback: op(registerCallback),
       callbackResult: op(callbackResult),

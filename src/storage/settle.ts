@@ -2,7 +2,7 @@ import { toStorableJson } from '../model/jsonb.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// Settling attempts: one call of the finish() SQL function per completion flush, whatever the mix of
+// Settling attempts: one call of the settle_attempts() SQL function per completion flush, whatever the mix of
 // outcomes. Every row carries its receipt and fencing token; the database accepts only rows whose
 // receipt is still open, so a stale writer (rescued, cancelled, or already settled) is a no-op. Plain
 // completions travel as one member range per receipt (what a drain flushes), the rest row by row.
@@ -25,7 +25,7 @@ export interface Settlement {
 }
 
 /** Returns the ids whose settlement was accepted. */
-export async function finishAttempts(
+export async function settleAttempts(
   db: Queryable,
   schema: Schema,
   items: readonly Settlement[],
@@ -37,8 +37,8 @@ export async function finishAttempts(
     group_batch: string | null;
     group_idxs: string | null;
   }>({
-    name: `awa-finish-${schema.name}`,
-    text: `select job_id::text, group_batch::text, group_idxs::text from ${schema.ident}.finish($1::smallint[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::smallint[], $10::bigint[], $11::bigint[], $12::int4multirange[])`,
+    name: `awa-settle-${schema.name}`,
+    text: `select job_id::text, group_batch::text, group_idxs::text from ${schema.ident}.settle_attempts($1::smallint[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::smallint[], $10::bigint[], $11::bigint[], $12::int4multirange[])`,
     values: [
       single.map((s) => s.claimSlot),
       single.map((s) => s.batchId),

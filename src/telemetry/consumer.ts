@@ -109,7 +109,7 @@ export class ConsumerTelemetry {
       unit: '{job}',
     });
     this.flushDuration = m.createHistogram(METRIC.flushDuration, {
-      description: 'Duration of one completion flush (one finish() call for a batch of results)',
+      description: 'Duration of one completion flush (one settle_attempts() call for a batch of results)',
       unit: 's',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
     });
@@ -234,7 +234,7 @@ export class ConsumerTelemetry {
     }
   }
 
-  /** One finish() call answered or failed. */
+  /** One settle_attempts() call answered or failed. */
   flushTook(seconds: number): void {
     this.flushDuration.record(seconds);
   }

@@ -50,7 +50,7 @@ describe.each(STORAGE_VARIANTS)('races over one attempt ($name storage, fc.sched
     let token: string | null = null;
     if (park) {
       token = await storage.settler.registerCallback(pool, ref, 3_600_000);
-      expect([...(await storage.settler.finish(pool, [{ ...ref, outcome: 'wait' }]))]).toEqual([id]);
+      expect([...(await storage.settler.settleAttempts(pool, [{ ...ref, outcome: 'wait' }]))]).toEqual([id]);
       await variant.hooks.expireCallbackTimeout(pool, schema, id);
     }
     await variant.hooks.setHeartbeatAge(pool, schema, [instance], 3_600);
@@ -63,7 +63,7 @@ describe.each(STORAGE_VARIANTS)('races over one attempt ($name storage, fc.sched
         const { pool, client, storage } = db;
         const { id, ref } = await attempt(false);
         const settle = s.scheduleFunction(async () =>
-          (await storage.settler.finish(pool, [{ ...ref, outcome: 'completed' }])).has(id),
+          (await storage.settler.settleAttempts(pool, [{ ...ref, outcome: 'completed' }])).has(id),
         );
         const cancel = s.scheduleFunction(async () => await client.cancel(id));
         const rescue = s.scheduleFunction(async () =>

@@ -10,7 +10,7 @@ import {
 export const claimBatches = (...args: Parameters<typeof claimJobs>): Promise<ClaimBatch[]> =>
   claimJobs(...args).then((r) => r.batches);
 
-/** The settlement of one claimed job, as the completion batcher would hand it to finishAttempts(). */
+/** The settlement of one claimed job, as the completion batcher would hand it to settleAttempts(). */
 export const settle = (
   b: ClaimBatch,
   j: ClaimedJob,

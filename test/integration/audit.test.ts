@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineCron, InvalidOptionError, WorkerHost, type AuditRecord } from '../../src/index.js';
 import { runCli } from '../../src/cli/main.js';
 import { syncCronDefinitions } from '../../src/host/cron-sync.js';
-import { claimJobs, finishAttempts, ringStorage } from '../../src/storage/operations.js';
+import { claimJobs, settleAttempts, ringStorage } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import { QUICK_HOST } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
@@ -51,7 +51,7 @@ async function deadLetters(queue: string, n: number): Promise<string[]> {
     agingSeconds: 3600,
     deadlineSeconds: 0,
   });
-  await finishAttempts(f.pool, f.schema, settleAll(batches, 'failed', { error: { error: 'boom' } }));
+  await settleAttempts(f.pool, f.schema, settleAll(batches, 'failed', { error: { error: 'boom' } }));
   return ids;
 }
 

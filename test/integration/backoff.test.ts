@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decide } from '../../src/host/outcome.js';
-import { finishAttempts } from '../../src/storage/operations.js';
+import { settleAttempts } from '../../src/storage/operations.js';
 import { claimBatches } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // One backoff rule (issue 8, item 11): 2^attempt seconds plus up to 25 % jitter, capped at 24 h AFTER the
-// jitter, defined once in SQL (backoff() in sql/functions/common.sql) and applied by finish() to every retry
+// jitter, defined once in SQL (backoff() in sql/functions/common.sql) and applied by settle_attempts() to every retry
 // that did not ask for a delay of its own; the TypeScript side hands such retries over without a run time.
 
 const DAY_S = 86_400;
@@ -43,12 +43,12 @@ describe('the backoff rule', () => {
     expect(huge.rows[0].s).toBe(DAY_S);
   });
 
-  it('is what a retry without a delay of its own gets: the runtime leaves the run time to finish()', async () => {
+  it('is what a retry without a delay of its own gets: the runtime leaves the run time to settle_attempts()', async () => {
     // The runtime's decision for a plain error carries no run time...
     const decided = decide(new Error('boom'), true, 1, 25);
     expect(decided).toMatchObject({ outcome: 'retry' });
     expect((decided as { runAt?: Date }).runAt).toBeUndefined();
-    // ...and finish() gives the retry of attempt 1 a run time 2 to 2.5 s out.
+    // ...and settle_attempts() gives the retry of attempt 1 a run time 2 to 2.5 s out.
     await f.client.enqueue('bk_job', {}, { queue: 'bk' });
     const [batch] = await claimBatches(f.pool, f.schema, {
       queue: 'bk',
@@ -58,7 +58,7 @@ describe('the backoff rule', () => {
       deadlineSeconds: 0,
     });
     const job = batch!.jobs[0]!;
-    const accepted = await finishAttempts(f.pool, f.schema, [
+    const accepted = await settleAttempts(f.pool, f.schema, [
       {
         claimSlot: batch!.claimSlot,
         batchId: batch!.batchId,

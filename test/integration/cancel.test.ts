@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, type ClaimBatch } from '../../src/storage/operations.js';
+import { settleAttempts, type ClaimBatch } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 
@@ -21,7 +21,7 @@ describe('cancel', () => {
       deadlineSeconds: 0,
     });
   const settle = (batches: ClaimBatch[], outcome: 'completed' | 'retry') =>
-    finishAttempts(
+    settleAttempts(
       f.pool,
       f.schema,
       settleAll(batches, outcome, outcome === 'retry' ? { runAt: new Date(Date.now() + 3_600_000) } : {}),

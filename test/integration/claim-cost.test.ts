@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimJobs, finishAttempts } from '../../src/storage/operations.js';
+import { claimJobs, settleAttempts } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import { readsSoFar } from '../helpers/table-stats.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
@@ -36,7 +36,7 @@ describe('claim cost', () => {
       const { batches } = await claimJobs(c, f.schema, req(queue, max));
       const reads = (await readsSoFar(c)) - before;
       await c.query('commit');
-      if (batches.length > 0) await finishAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
+      if (batches.length > 0) await settleAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
       return { ids: batches.flatMap((b) => b.jobs.map((j) => j.id)), reads };
     } finally {
       c.release();

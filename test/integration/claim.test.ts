@@ -185,23 +185,23 @@ describe('claim', () => {
 
   // A speed property no test can time: left to choose, PostgreSQL kept custom plans for the claim and flush
   // statements that read one ring partition by a parameter, and planned them over all sixteen on every call.
-  it('claim() and finish() run with generic plans, so a session plans their ring statements once', async () => {
+  it('claim() and settle_attempts() run with generic plans, so a session plans their ring statements once', async () => {
     const { rows } = await f.pool.query<{ proname: string; proconfig: string[] | null }>(
       `select p.proname, p.proconfig from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-        where n.nspname = $1 and p.proname in ('claim', 'finish') order by p.proname`,
+        where n.nspname = $1 and p.proname in ('claim', 'settle_attempts') order by p.proname`,
       [f.schema.name],
     );
     expect(rows.map((r) => [r.proname, r.proconfig?.includes('plan_cache_mode=force_generic_plan')])).toEqual(
       [
         ['claim', true],
-        ['finish', true],
+        ['settle_attempts', true],
       ],
     );
   });
 
   // Same kind of property: a SQL function with a subquery is never inlined, and one that is not inlined is
   // planned again by each statement that calls it (receipt_closed() as SQL was half the cost of a small flush).
-  it('the helpers finish() and prune call on every flush or tick are PL/pgSQL, so their plans are kept', async () => {
+  it('the helpers settle_attempts() and prune call on every flush or tick are PL/pgSQL, so their plans are kept', async () => {
     const { rows } = await f.pool.query<{ proname: string; lanname: string }>(
       `select p.proname, l.lanname from pg_proc p
          join pg_namespace n on n.oid = p.pronamespace join pg_language l on l.oid = p.prolang

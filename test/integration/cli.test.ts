@@ -14,7 +14,7 @@ import {
   type QueueCounts,
 } from '../../src/index.js';
 import { runCli } from '../../src/cli/main.js';
-import { finishAttempts, resolveSchema, rotateRing } from '../../src/storage/operations.js';
+import { settleAttempts, resolveSchema, rotateRing } from '../../src/storage/operations.js';
 import { cliJob } from '../fixtures/cli-handlers.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 import { LATEST_VERSION, MIGRATION_VERSIONS } from '../helpers/migrations.js';
@@ -515,7 +515,7 @@ describe('operator commands', () => {
         deadlineSeconds: 0,
       });
       expect(batches.flatMap((b) => b.jobs.map((j) => j.id))).toEqual([id]);
-      await finishAttempts(client.pool, schema, settleAll(batches, 'completed'));
+      await settleAttempts(client.pool, schema, settleAll(batches, 'completed'));
 
       expect(await awa(['queue', 'remove', 'cq_new'], env)).toEqual({
         code: 0,

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, type ClaimBatch, type Queryable } from '../../src/storage/operations.js';
+import { settleAttempts, type ClaimBatch, type Queryable } from '../../src/storage/operations.js';
 import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
@@ -82,7 +82,7 @@ describe('concurrent producers', () => {
       expect(await claim('hold')).toEqual([]);
       // Every member settles through the fence like any other.
       const items = settleAll([...first, ...late], 'completed');
-      const accepted = await finishAttempts(f.pool, f.schema, items);
+      const accepted = await settleAttempts(f.pool, f.schema, items);
       expect(accepted.size).toBe(6);
     } finally {
       await held.end();

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/index.js';
-import { claimJobs, finishAttempts, type ClaimBatch } from '../../src/storage/operations.js';
+import { claimJobs, settleAttempts, type ClaimBatch } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
@@ -121,7 +121,7 @@ describe('enqueue shards', () => {
           for (let idle = 0; idle < 5;) {
             const { batches } = await claimJobs(p, f.schema, req('sh_race', 100));
             const n = batches.reduce((a, b) => a + b.jobs.length, 0);
-            if (n > 0) await finishAttempts(p, f.schema, settleAll(batches, 'completed'));
+            if (n > 0) await settleAttempts(p, f.schema, settleAll(batches, 'completed'));
             ids.push(...batches.flatMap((b) => b.jobs.map((j) => j.id)));
             idle = n === 0 ? idle + 1 : 0;
           }

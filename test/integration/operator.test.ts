@@ -10,7 +10,13 @@ import {
   type Job,
   type WorkerOptions,
 } from '../../src/index.js';
-import { claimJobs, finishAttempts, pruneRing, resolveSchema, rotateRing } from '../../src/storage/operations.js';
+import {
+  claimJobs,
+  settleAttempts,
+  pruneRing,
+  resolveSchema,
+  rotateRing,
+} from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, stopHosts } from '../helpers/host-database.js';
@@ -206,7 +212,7 @@ describe('available jobs', () => {
     const batches = await claimBatchesOf(queue, 100);
     const taken = batches.flatMap((b) => b.jobs.map((j) => j.id));
     expect(taken.sort()).toEqual(listed.map((j) => j.id).sort());
-    await finishAttempts(client.pool, resolveSchema(), settleAll(batches, 'completed'));
+    await settleAttempts(client.pool, resolveSchema(), settleAll(batches, 'completed'));
     expect(await client.listJobs({ state: 'available', queue })).toEqual([]);
   });
 });
@@ -218,7 +224,7 @@ describe('completed jobs', () => {
       for (;;) {
         const batches = await claimBatchesOf(queue, perClaim);
         if (batches.length === 0) return;
-        await finishAttempts(client.pool, schema, settleAll(batches, 'completed'));
+        await settleAttempts(client.pool, schema, settleAll(batches, 'completed'));
       }
     };
     const enqueue = (queue: string, kind: string, n: number) =>
@@ -288,7 +294,7 @@ describe('retry', () => {
       reason: 'not_retryable',
       state: 'available',
     });
-    await finishAttempts(
+    await settleAttempts(
       client.pool,
       resolveSchema(),
       settleAll(await claimBatchesOf('rt_q', 10), 'completed'),
@@ -317,7 +323,7 @@ describe('retry', () => {
     );
     const dead = await client.enqueue('rt_unique', { n: 3 }, { unique: { key: 'rt:2' }, queue: 'rt_dlq' });
     const batches = await claimBatchesOf('rt_dlq', 10);
-    await finishAttempts(
+    await settleAttempts(
       client.pool,
       resolveSchema(),
       settleAll(batches, 'failed', { error: { error: 'boom' } }),

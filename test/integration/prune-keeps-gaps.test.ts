@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, pruneRing, rotateRing, type ClaimBatch } from '../../src/storage/operations.js';
+import { settleAttempts, pruneRing, rotateRing, type ClaimBatch } from '../../src/storage/operations.js';
 import { until } from '../helpers/wait.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
@@ -23,7 +23,7 @@ describe('ring prune and open gaps', () => {
       deadlineSeconds: 0,
     });
   const complete = (db: pg.ClientBase | pg.Pool, batches: ClaimBatch[]) =>
-    finishAttempts(db, f.schema, settleAll(batches, 'completed'));
+    settleAttempts(db, f.schema, settleAll(batches, 'completed'));
   const PRUNE = { lockTimeoutMs: 100, carryLimit: 0, carryAfterSlots: 16 };
   const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => j.id));
   const currentSlot = async () => (await f.pool.query(`select awa.current_slot() as s`)).rows[0].s as number;

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, pruneRing, rotateRing, type Settlement } from '../../src/storage/operations.js';
+import { settleAttempts, pruneRing, rotateRing, type Settlement } from '../../src/storage/operations.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 import { claimBatches, settle } from '../helpers/claim.js';
 
@@ -91,7 +91,7 @@ describe('ring prune racing claims and completions', () => {
           await new Promise((r) => setTimeout(r, 5));
           continue;
         }
-        for (const id of await finishAttempts(conn, f.schema, items))
+        for (const id of await settleAttempts(conn, f.schema, items))
           completed.set(id, (completed.get(id) ?? 0) + 1);
       }
     };

@@ -5,7 +5,7 @@ import { toJobRow } from '../../src/model/enqueue-options.js';
 import { defineJob } from '../../src/model/job-kind.js';
 import {
   enqueueRows,
-  finishAttempts,
+  settleAttempts,
   removeQueue,
   setEnqueueShards,
   setQueuePaused,
@@ -43,7 +43,7 @@ describe('queue existence and removal', () => {
       agingSeconds: 3600,
       deadlineSeconds: 0,
     });
-    await finishAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
+    await settleAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
     return batches.flatMap((b) => b.jobs.map((j) => j.id));
   };
   /** What makes a queue exist: its settings row and its lanes. */

@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   claimJobs,
-  finishAttempts,
+  settleAttempts,
   listJobs,
   queueCounts,
   rotateRing,
@@ -64,7 +64,7 @@ describe('read cost beside a ring of settled receipts', () => {
     // Many small receipts, all completed, then (the ring turned) three jobs left running in the new slot.
     for (let i = 0; i < RECEIPTS; i++) {
       const batches = await claim(PER_RECEIPT);
-      await finishAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
+      await settleAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
     }
     expect(await rotateRing(f.pool, f.schema)).not.toBeNull();
     expect((await claim(3)).flatMap((b) => b.jobs)).toHaveLength(3);

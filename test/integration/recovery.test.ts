@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineJob, InvalidOptionError, WorkerHost, type Settlement } from '../../src/index.js';
 import {
-  finishAttempts,
+  settleAttempts,
   markStopped,
   registerInstance,
   rescueAbandoned,
@@ -43,7 +43,7 @@ describe('recovery', () => {
     ).map((r) => r.id);
     const batch = await claim('rq', 'silent');
     // The worker finishes one job, then goes silent.
-    expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set([a]));
+    expect(await settleAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set([a]));
     expect(await rescueAbandoned(f.pool, f.schema, { stalenessSeconds: 60, maxBatches: 10 })).toEqual([]);
     await f.pool.query(
       `update awa.runtime_instances set heartbeat_at = now() - interval '2 minutes' where instance_id = 'silent'`,
@@ -62,7 +62,7 @@ describe('recovery', () => {
     expect(job!.runAt!.getTime()).toBeLessThanOrEqual(rescuedBy.getTime() + 2_500);
     expect(job?.meta?.errors?.[0]?.error).toContain('silent stopped heartbeating');
     // The worker comes back and reports its result: the fence turns it into a no-op.
-    expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 1)])).toEqual(new Set());
+    expect(await settleAttempts(f.pool, f.schema, [settlement(batch, 1)])).toEqual(new Set());
     expect((await f.client.getJob(b!))?.state).toBe('retryable');
     expect((await f.client.getJob(a!))?.state).toBe('completed');
   });
@@ -122,7 +122,7 @@ describe('recovery', () => {
     }
     // Nothing is rescued twice, and the stopped worker's late result is fenced out.
     expect(await rescuedFrom('stopping')).toEqual([]);
-    expect(await finishAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set());
+    expect(await settleAttempts(f.pool, f.schema, [settlement(batch, 0)])).toEqual(new Set());
   });
 
   it('rescues the open receipts of an instance that never registered', async () => {
@@ -298,7 +298,7 @@ describe('recovery', () => {
     );
     expect(await attemptProgress(f.pool, id, 1)).toEqual({ pct: 50 });
     expect(await attemptProgress(f.pool, id, 7)).toBeUndefined();
-    await finishAttempts(f.pool, f.schema, [settlement(batch, 0)]);
+    await settleAttempts(f.pool, f.schema, [settlement(batch, 0)]);
     expect(await writeProgress(f.pool, f.schema, { ...w, progressJson: '{"pct": 100}' })).toBe(false);
     const cleaned = await f.pool.query(`select attempt_states from awa.cleanup(3600, 3600, 3600, 100)`);
     expect(cleaned.rows[0].attempt_states).toBe('1');
@@ -307,7 +307,7 @@ describe('recovery', () => {
   it('keeps failed history through ring prune until its retention passes', async () => {
     const id = (await f.client.enqueue('k', {}, { queue: 'hist', maxAttempts: 1 })).id;
     const batch = await claim('hist', 'prog');
-    await finishAttempts(f.pool, f.schema, [
+    await settleAttempts(f.pool, f.schema, [
       { ...settlement(batch, 0), outcome: 'failed', error: { error: 'x' } },
     ]);
     // Rotate the whole ring round and prune everything prunable.
@@ -320,7 +320,7 @@ describe('recovery', () => {
         agingSeconds: 60,
         deadlineSeconds: 0,
       }).then((bs) =>
-        finishAttempts(
+        settleAttempts(
           f.pool,
           f.schema,
           bs.flatMap((b) => b.jobs.map((_, i2) => settlement(b, i2))),

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { finishAttempts, pruneRing, rotateRing, type PruneOptions } from '../../src/storage/operations.js';
+import { settleAttempts, pruneRing, rotateRing, type PruneOptions } from '../../src/storage/operations.js';
 import { claimBatches, settle } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
@@ -54,7 +54,7 @@ describe('a straggler and a long drain', () => {
       const claimed = batches.flatMap((b) => b.jobs.map((j) => ({ b, j })));
       expect(claimed).toHaveLength(PER_SLOT);
       if (step === 1) busyIds.push(claimed[0]!.j.id);
-      const accepted = await finishAttempts(
+      const accepted = await settleAttempts(
         f.pool,
         f.schema,
         claimed.map(({ b, j }) => settle(b, j, 'completed')),

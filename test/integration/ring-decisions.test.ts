@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   cleanupHistory,
-  finishAttempts,
+  settleAttempts,
   pruneRing,
   rotateRing,
   type ClaimBatch,
@@ -28,7 +28,7 @@ describe('ring and cleanup decisions', () => {
       deadlineSeconds: 0,
     });
   const complete = (batches: ClaimBatch[], slot?: number) =>
-    finishAttempts(
+    settleAttempts(
       f.pool,
       f.schema,
       batches.flatMap((b) =>

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  finishAttempts,
+  settleAttempts,
   pruneRing,
   registerCallback,
   rotateRing,
@@ -16,7 +16,7 @@ import { storageFixture, type StorageFixture } from './storage-fixture.js';
 // Prune carries an open receipt out of the slot it truncates, under ACCESS EXCLUSIVE on that slot's
 // partitions. A flush naming the receipt by the slot it was claimed in must wait for the prune and then find
 // the receipt where it lives now: where it lives has to be decided by the same statement that waited, after
-// the wait. (A finish() that looked the slot up in a statement of its own, before waiting, rejected
+// the wait. (A settle_attempts() that looked the slot up in a statement of its own, before waiting, rejected
 // completions that were valid; the chaos suite's connection-loss run caught it as jobs run twice.) Progress
 // and callback registration name the receipt the same way and must not mistake a carry for a closed attempt.
 
@@ -84,8 +84,8 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
 
   it('a completion that arrives mid-carry waits for the prune, then is accepted through the forward', async () => {
     const { batch, attempt } = await openReceipt('carry_completion');
-    const settle = () => finishAttempts(f.pool, f.schema, [{ ...attempt, outcome: 'completed' }]);
-    expect([...(await duringCarry(batch, settle, 'finish'))]).toEqual([attempt.jobId]);
+    const settle = () => settleAttempts(f.pool, f.schema, [{ ...attempt, outcome: 'completed' }]);
+    expect([...(await duringCarry(batch, settle, 'settle_attempts'))]).toEqual([attempt.jobId]);
     expect(await f.client.getJob(attempt.jobId)).toMatchObject({ state: 'completed' });
   });
 

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   claimJobs,
-  finishAttempts,
+  settleAttempts,
   pruneRing,
   queueCounts,
   rotateRing,
@@ -53,12 +53,12 @@ describe('slot tallies', () => {
   it('waits for every receipt of a sealed slot to settle, then counts the same from the tally', async () => {
     await enqueue('a', 10);
     const done = await claim('a', 6);
-    await finishAttempts(f.pool, f.schema, settleAll(done, 'completed'));
+    await settleAttempts(f.pool, f.schema, settleAll(done, 'completed'));
     const open = await claim('a', 2);
     const [sealed] = await rotate();
     expect(await tallySlots(f.pool, f.schema, 100)).toBe(0);
     expect(await countsOf('a')).toMatchObject({ available: 2, running: 2, completed: 6 });
-    await finishAttempts(f.pool, f.schema, settleAll(open, 'completed'));
+    await settleAttempts(f.pool, f.schema, settleAll(open, 'completed'));
     expect(await tallySlots(f.pool, f.schema, 100)).toBe(1);
     expect(await talliedSlots()).toEqual([sealed]);
     expect(await countsOf('a')).toMatchObject({ available: 2, running: 0, completed: 8 });
@@ -70,7 +70,7 @@ describe('slot tallies', () => {
     // The two jobs left in queue a are in the tallied slot; claimed now, their receipt lives in the current
     // slot and reads the sealed one.
     const later = await claim('a', 2);
-    await finishAttempts(f.pool, f.schema, settleAll(later, 'completed'));
+    await settleAttempts(f.pool, f.schema, settleAll(later, 'completed'));
     const [reader] = await rotate();
     expect(await tallySlots(f.pool, f.schema, 100)).toBe(1);
     expect(await countsOf('a')).toMatchObject({ available: 0, running: 0, completed: 10 });
@@ -91,7 +91,7 @@ describe('slot tallies', () => {
   it('a receipt written into a slot sealed and tallied meanwhile drops the tally', async () => {
     await enqueue('b', 4);
     const first = await claim('b', 2);
-    await finishAttempts(f.pool, f.schema, settleAll(first, 'completed'));
+    await settleAttempts(f.pool, f.schema, settleAll(first, 'completed'));
     const slot = (await f.pool.query<{ s: number }>(`select ${f.schema.ident}.current_slot() as s`)).rows[0]!
       .s;
     // A session holding SHARE on the receipt table makes the next claim wait at its receipt insert, after it read
@@ -115,7 +115,7 @@ describe('slot tallies', () => {
       expect(await countsOf('b')).toMatchObject({ available: 0, running: 2, completed: 2 });
       // Open, so the slot waits; settled, it is tallied with the late receipt in it.
       expect(await tallySlots(f.pool, f.schema, 100)).toBe(0);
-      await finishAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
+      await settleAttempts(f.pool, f.schema, settleAll(batches, 'completed'));
       expect(await tallySlots(f.pool, f.schema, 100)).toBe(1);
       expect(await countsOf('b')).toMatchObject({ available: 0, running: 0, completed: 4 });
     } finally {

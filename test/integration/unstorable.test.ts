@@ -267,7 +267,7 @@ describe('what the runtime writes on its own', () => {
   it('a result PostgreSQL refuses for its data (SQLSTATE class 22) fails only its own attempt, naming the cause; the rest of its flush commits', async () => {
     const queue = 'refused_result';
     // Real refusal by the database: a trigger that rejects, as invalid data, the backlog row of a retry whose
-    // error record says "poison" (what a value PostgreSQL cannot take does to finish()).
+    // error record says "poison" (what a value PostgreSQL cannot take does to settle_attempts()).
     await admin.query(`
       create function awa_test_refuse_poison() returns trigger language plpgsql as $$
       begin

@@ -296,7 +296,7 @@ export type FinishOutcome =
   'completed' | 'retry' | 'retry-due' | 'retry-backoff' | 'failed' | 'cancelled' | 'snooze' | 'snooze-due';
 
 /** One completion flush: several running attempts settled at once, each with its own outcome. */
-export class Finish implements ModelCommand {
+export class Settle implements ModelCommand {
   constructor(readonly items: readonly (readonly [number, FinishOutcome])[]) {}
   check(m: QueueModel): boolean {
     return m.running().length > 0;
@@ -311,8 +311,8 @@ export class Finish implements ModelCommand {
     const items: Settlement[] = [...chosen.values()].map(({ job, outcome }) =>
       settlementOf(job.current!, outcome),
     );
-    const accepted = await r.db.storage.settler.finish(r.db.pool, items);
-    expectEqual('finish accepted', [...accepted].sort(), [...chosen.keys()].sort());
+    const accepted = await r.db.storage.settler.settleAttempts(r.db.pool, items);
+    expectEqual('settle accepted', [...accepted].sort(), [...chosen.keys()].sort());
     for (const { job, outcome } of chosen.values()) {
       const [base, when] = outcome.split('-') as [string, string | undefined];
       m.settle(job.current!, base as 'completed', when === 'due');
@@ -320,7 +320,7 @@ export class Finish implements ModelCommand {
     return step(m, r);
   }
   toString(): string {
-    return `new Finish(${JSON.stringify(this.items)})`;
+    return `new Settle(${JSON.stringify(this.items)})`;
   }
 }
 
@@ -344,7 +344,7 @@ function settlementOf(ref: AttemptRef, outcome: FinishOutcome): Settlement {
 
 /** A settlement from an attempt that is no longer the running one (settled, rescued, cancelled, superseded by
  * a later claim): the fence must refuse it and change nothing. */
-export class StaleFinish implements ModelCommand {
+export class StaleSettle implements ModelCommand {
   constructor(
     readonly i: number,
     readonly outcome: FinishOutcome,
@@ -355,12 +355,12 @@ export class StaleFinish implements ModelCommand {
   async run(m: QueueModel, r: Real): Promise<void> {
     const stale = [...m.attempts.values()].filter((a) => !m.accepts(a));
     const ref = pick(stale, this.i)!;
-    const accepted = await r.db.storage.settler.finish(r.db.pool, [settlementOf(ref, this.outcome)]);
+    const accepted = await r.db.storage.settler.settleAttempts(r.db.pool, [settlementOf(ref, this.outcome)]);
     expectEqual(`stale settlement of ${ref.jobId} at lease ${ref.runLease} accepted`, [...accepted], []);
     return step(m, r);
   }
   toString(): string {
-    return `new StaleFinish(${this.i}, ${JSON.stringify(this.outcome)})`;
+    return `new StaleSettle(${this.i}, ${JSON.stringify(this.outcome)})`;
   }
 }
 
@@ -376,7 +376,7 @@ export class Park implements ModelCommand {
     const token = await r.db.storage.settler.registerCallback(r.db.pool, ref, 3_600_000);
     if (!token)
       throw new CheckFailed(`registerCallback refused the open attempt ${ref.jobId}:${ref.runLease}`);
-    const accepted = await r.db.storage.settler.finish(r.db.pool, [{ ...ref, outcome: 'wait' }]);
+    const accepted = await r.db.storage.settler.settleAttempts(r.db.pool, [{ ...ref, outcome: 'wait' }]);
     expectEqual(`park of ${ref.jobId} accepted`, [...accepted], [ref.jobId]);
     m.park(ref, token);
     return step(m, r);
@@ -620,11 +620,11 @@ export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
       .map(([q, max, i]) => new Claim(q, max, i) as ModelCommand),
     fc
       .array(fc.tuple(idx, outcomeArb), { minLength: 1, maxLength: 4 })
-      .map((items) => new Finish(items) as ModelCommand),
+      .map((items) => new Settle(items) as ModelCommand),
     fc
       .array(fc.tuple(idx, outcomeArb), { minLength: 1, maxLength: 4 })
-      .map((items) => new Finish(items) as ModelCommand),
-    fc.tuple(idx, outcomeArb).map(([i, o]) => new StaleFinish(i, o) as ModelCommand),
+      .map((items) => new Settle(items) as ModelCommand),
+    fc.tuple(idx, outcomeArb).map(([i, o]) => new StaleSettle(i, o) as ModelCommand),
     idx.map((i) => new Park(i) as ModelCommand),
     fc
       .tuple(idx, fc.constantFrom<CallbackAction | 'timeout'>(...CALLBACK_ACTIONS, 'timeout'), fc.boolean())

@@ -356,7 +356,7 @@ export class HistoryRun {
       // the write stale.
       const sent = this.events.length;
       try {
-        const accepted = await this.storage.settler.finish(await conn.get(), items);
+        const accepted = await this.storage.settler.settleAttempts(await conn.get(), items);
         this.record({
           actor: `c${k}`,
           op: 'settled',

@@ -357,7 +357,7 @@ describe('Dispatcher', () => {
       const d = new Dispatcher('q', concurrency, batchSize, 3_600_000, prefetch, {
         claim: async (_q, max) => {
           asks.push(max);
-          occupied.push(d.running + d.waiting);
+          occupied.push(d.running + d.held);
           const batch = batchOf(max, next);
           next += max;
           return { batches: [batch], contended: false };
@@ -393,7 +393,7 @@ describe('Dispatcher', () => {
       const ahead = aheadOnBacklog(10, 40, 10);
       await vi.advanceTimersByTimeAsync(0);
       await runAt(ahead.finish, 5, 120);
-      expect(ahead.d.waiting).toBeGreaterThan(0);
+      expect(ahead.d.held).toBeGreaterThan(0);
       return ahead;
     };
 
@@ -402,14 +402,14 @@ describe('Dispatcher', () => {
       await vi.advanceTimersByTimeAsync(0);
       // No pace yet: a claim for the free permits only.
       expect(asks).toEqual([10]);
-      expect(d.waiting).toBe(0);
+      expect(d.held).toBe(0);
       // 5 jobs a millisecond: 20 ms of that pace is 100 jobs, more than the 10 it may hold.
       await runAt(finish, 5, 120);
       expect(asks.some((n) => n > 10)).toBe(true);
       expect(Math.max(...asks)).toBe(20);
       expect(d.running).toBe(10);
-      expect(d.waiting).toBeGreaterThan(0);
-      expect(d.waiting).toBeLessThanOrEqual(10);
+      expect(d.held).toBeGreaterThan(0);
+      expect(d.held).toBeLessThanOrEqual(10);
       // Every job started once, in the order claimed.
       expect(started).toEqual(Array.from({ length: started.length }, (_, i) => i + 1));
       d.stopClaiming();
@@ -438,7 +438,7 @@ describe('Dispatcher', () => {
       // Claims only for free permits: what each asked for fits beside what was running.
       expect(asks.length).toBeGreaterThan(late);
       expect(asks.slice(late).every((n, i) => n + occupied[late + i]! <= 10)).toBe(true);
-      expect(d.waiting).toBe(0);
+      expect(d.held).toBe(0);
       d.stopClaiming();
     });
 
@@ -447,24 +447,24 @@ describe('Dispatcher', () => {
       await vi.advanceTimersByTimeAsync(0);
       await runAt(finish, 5, 120);
       expect(Math.max(...asks)).toBe(10);
-      expect(d.waiting).toBe(0);
+      expect(d.held).toBe(0);
       d.stopClaiming();
     });
 
     it('hands back, unstarted, jobs held 250 ms once its handlers stall, and what it holds when it stops', async () => {
       const { d, started, handedBack, finish } = await holdingAhead();
-      const held = d.waiting;
+      const held = d.held;
       const firstHeld = started.length + 1;
       // The handlers stall: nothing finishes. The held jobs wait, then go back after 250 ms, none started.
       await vi.advanceTimersByTimeAsync(200);
       expect(handedBack).toEqual([]);
       await vi.advanceTimersByTimeAsync(60);
       expect(handedBack).toEqual(Array.from({ length: held }, (_, i) => firstHeld + i));
-      expect(d.waiting).toBe(0);
+      expect(d.held).toBe(0);
       expect(started.length).toBe(firstHeld - 1);
       // Running again: it holds jobs again, and stopping hands those back at once.
       await runAt(finish, 5, 120);
-      const heldAtStop = d.waiting;
+      const heldAtStop = d.held;
       expect(heldAtStop).toBeGreaterThan(0);
       const before = handedBack.length;
       const startedBefore = started.length;
@@ -473,7 +473,7 @@ describe('Dispatcher', () => {
       expect(handedBack.slice(before)).toEqual(
         Array.from({ length: heldAtStop }, (_, i) => lastStarted + 1 + i),
       );
-      expect(d.waiting).toBe(0);
+      expect(d.held).toBe(0);
       // Its running jobs finish; then it is idle, and nothing more starts.
       let idle = false;
       void d.idle().then(() => (idle = true));
@@ -510,13 +510,13 @@ describe('Dispatcher', () => {
       await vi.advanceTimersByTimeAsync(0);
       expect(started).toEqual([]);
       expect(handedBack).toEqual(['1', '2', '3', '4']);
-      expect(d.running + d.waiting).toBe(0);
+      expect(d.running + d.held).toBe(0);
       expect(idle).toBe(true);
     });
 
     it('after its thread stood still past 250 ms, hands back held jobs when a permit frees instead of starting them', async () => {
       const { d, started, handedBack, finish } = await holdingAhead();
-      const held = d.waiting;
+      const held = d.held;
       const lastStarted = Math.max(...started);
       // The clock moves on while no timer runs (the event loop was blocked, or the process stopped).
       vi.setSystemTime(Date.now() + 300);
@@ -528,7 +528,7 @@ describe('Dispatcher', () => {
 
     it('drops a held job closed elsewhere, and only that attempt', async () => {
       const { d, started, finish } = await holdingAhead();
-      expect(d.waiting).toBeGreaterThan(1);
+      expect(d.held).toBeGreaterThan(1);
       const target = String(started.length + 2);
       expect(d.forget(target, 2)).toBeNull();
       const dropped = d.forget(target, 1);
