@@ -12,6 +12,7 @@ import { Authenticator, originAllowed, safeEqual } from '../../src/http/dashboar
 import { jobSearch, idList } from '../../src/http/dashboard/input.js';
 import { searchJobs } from '../../src/http/dashboard/api.js';
 import { escapeHtml, shellPage, loginPage } from '../../src/http/dashboard/pages.js';
+import { JOB_STATES } from '../../src/model/job.js';
 
 // The dashboard's edges without a database: configuration refused with the field named, credentials and
 // sessions, CSRF and Origin checks on actions, input validation, escaping and the security headers. The
@@ -451,6 +452,18 @@ describe('escaping', () => {
     expect(shell).not.toContain('<b>ops</b>');
     expect(loginPage('/dashboard', 'basic', true)).toMatch(/name="username"/);
     expect(loginPage('/dashboard', 'token', false)).not.toMatch(/name="username"|Wrong credentials/);
+  });
+
+  it('the shell carries the job states of src/model, and the page script keeps no list of its own', async () => {
+    const shell = shellPage('/dashboard', 'token', 'ops', false);
+    expect(/name="awa-job-states" content="([^"]+)"/.exec(shell)![1]!.split(' ')).toEqual([...JOB_STATES]);
+    const { readFile } = await import('node:fs/promises');
+    const script = await readFile(
+      new URL('../../src/http/dashboard/assets/dashboard.js', import.meta.url),
+      'utf8',
+    );
+    expect(script).toMatch(/meta\('awa-job-states'\)/);
+    expect(script).not.toMatch(/'waiting_external',\s*\n\s*'completed'/);
   });
 
   it('the page script builds the DOM with text nodes and never assigns markup', async () => {

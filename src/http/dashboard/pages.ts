@@ -1,6 +1,8 @@
 // The two server-rendered pages: the dashboard's shell (the script builds everything else from the JSON API)
 // and the login form. The only values put in them are the base path, the CSRF token, the user's name and a
-// fixed message, each escaped for the spot it lands in.
+// fixed message, each escaped for the spot it lands in; and the list of job states (src/model/job.ts), so the
+// page script keeps no copy of it.
+import { JOB_STATES } from '../../model/job.js';
 
 const HTML_ESCAPES: Record<string, string> = {
   '&': '&amp;',
@@ -34,6 +36,7 @@ export function shellPage(
 <meta name="awa-base" content="${b}">
 <meta name="awa-csrf" content="${escapeHtml(csrfToken)}">
 <meta name="awa-role" content="${readOnly ? 'read' : 'operator'}">
+<meta name="awa-job-states" content="${JOB_STATES.join(' ')}">
 <title>Awa dashboard</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="${b}/assets/dashboard.css">

@@ -290,17 +290,8 @@ async function queueAction(queue, action) {
   }
 }
 
-const STATES = [
-  'available',
-  'scheduled',
-  'retryable',
-  'running',
-  'waiting_external',
-  'completed',
-  'failed',
-  'cancelled',
-  'dlq',
-];
+// Every job state, as src/model/job.ts lists them (the page shell carries the list: one list, not a copy).
+const STATES = meta('awa-job-states').split(' ').filter(Boolean);
 
 function localInput(iso) {
   if (!iso) return '';
