@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decide } from '../../src/host/outcome.js';
-import { settleAttempts } from '../../src/storage/operations.js';
 import { claimBatches } from '../helpers/claim.js';
-import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { storageFixture, type StorageFixture } from '../integration/storage-fixture.js';
+import { STORAGE_VARIANTS } from './variants.js';
 
 // One backoff rule (issue 8, item 11): 2^attempt seconds plus up to 25 % jitter, capped at 24 h AFTER the
 // jitter, defined once in SQL (backoff() in sql/functions/common.sql) and applied by settle_attempts() to every retry
@@ -10,10 +10,10 @@ import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 const DAY_S = 86_400;
 
-describe('the backoff rule', () => {
+describe.each(STORAGE_VARIANTS)('the backoff rule ($name storage)', (variant) => {
   let f: StorageFixture;
   beforeAll(async () => {
-    f = await storageFixture('backoff');
+    f = await storageFixture('backoff', variant);
   });
   afterAll(async () => {
     await f.close();
@@ -50,7 +50,7 @@ describe('the backoff rule', () => {
     expect((decided as { runAt?: Date }).runAt).toBeUndefined();
     // ...and settle_attempts() gives the retry of attempt 1 a run time 2 to 2.5 s out.
     await f.client.enqueue('bk_job', {}, { queue: 'bk' });
-    const [batch] = await claimBatches(f.pool, f.schema, {
+    const [batch] = await claimBatches(f.storage, f.pool, {
       queue: 'bk',
       max: 1,
       instanceId: 'bk',
@@ -58,7 +58,7 @@ describe('the backoff rule', () => {
       deadlineSeconds: 0,
     });
     const job = batch!.jobs[0]!;
-    const accepted = await settleAttempts(f.pool, f.schema, [
+    const accepted = await f.storage.settler.settleAttempts(f.pool, [
       {
         claimSlot: batch!.claimSlot,
         batchId: batch!.batchId,

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { storageFixture, type StorageFixture } from '../integration/storage-fixture.js';
 import { claimBatches } from '../helpers/claim.js';
+import { STORAGE_VARIANTS } from './variants.js';
 
 // Every position a receipt's range spans is accounted for, exactly once: either a member (claimed) or a gap
 // (left for a producer still in flight). A position that is neither reads as claimed and its job never runs:
@@ -14,10 +15,10 @@ import { claimBatches } from '../helpers/claim.js';
 const PRODUCERS = 6;
 const RUN_MS = 3_000;
 
-describe('claim accounting under concurrent producers', () => {
+describe.each(STORAGE_VARIANTS)('claim accounting under concurrent producers ($name storage)', (variant) => {
   let f: StorageFixture;
   beforeAll(async () => {
-    f = await storageFixture('claim_accounting');
+    f = await storageFixture('claim_accounting', variant);
   });
   afterAll(async () => {
     await f.close();
@@ -51,7 +52,7 @@ describe('claim accounting under concurrent producers', () => {
       const claimed: string[] = [];
       const claim = async () =>
         (
-          await claimBatches(f.pool, f.schema, {
+          await claimBatches(f.storage, f.pool, {
             queue,
             max: 1000,
             instanceId: 'ca',

@@ -1,9 +1,10 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { settleAttempts, type ClaimBatch, type Queryable } from '../../src/storage/operations.js';
+import type { ClaimBatch, Queryable } from '../../src/storage/operations.js';
 import { until } from '../helpers/wait.js';
-import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { storageFixture, type StorageFixture } from '../integration/storage-fixture.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
+import { STORAGE_VARIANTS } from './variants.js';
 
 // Producers of one lane in their own transactions do not wait for each other; claim skips positions whose
 // producer is still in flight, comes back for them once they commit, and passes the positions of producers
@@ -12,10 +13,10 @@ import { claimBatches, settleAll } from '../helpers/claim.js';
 
 const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => j.id));
 
-describe('concurrent producers', () => {
+describe.each(STORAGE_VARIANTS)('concurrent producers ($name storage)', (variant) => {
   let f: StorageFixture;
   const claim = (queue: string, max = 100, db: Queryable = f.pool) =>
-    claimBatches(db, f.schema, {
+    claimBatches(f.storage, db, {
       queue,
       max,
       instanceId: 'test',
@@ -38,7 +39,7 @@ describe('concurrent producers', () => {
   };
 
   beforeAll(async () => {
-    f = await storageFixture('producers');
+    f = await storageFixture('producers', variant);
   });
   afterAll(async () => {
     await f.close();
@@ -82,7 +83,7 @@ describe('concurrent producers', () => {
       expect(await claim('hold')).toEqual([]);
       // Every member settles through the fence like any other.
       const items = settleAll([...first, ...late], 'completed');
-      const accepted = await settleAttempts(f.pool, f.schema, items);
+      const accepted = await f.storage.settler.settleAttempts(f.pool, items);
       expect(accepted.size).toBe(6);
     } finally {
       await held.end();

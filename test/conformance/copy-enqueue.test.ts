@@ -2,14 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineJob, InvalidArgsError, InvalidOptionError } from '../../src/index.js';
 import { z } from 'zod';
 import { claimBatches } from '../helpers/claim.js';
-import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { storageFixture, type StorageFixture } from '../integration/storage-fixture.js';
+import { STORAGE_VARIANTS } from './variants.js';
 
 const item = defineJob({ kind: 'bulk_item', queue: 'bulk', schema: z.object({ n: z.number().int() }) });
 
-describe('COPY enqueue', () => {
+describe.each(STORAGE_VARIANTS)('COPY enqueue ($name storage)', (variant) => {
   let f: StorageFixture;
   beforeAll(async () => {
-    f = await storageFixture('copy');
+    f = await storageFixture('copy', variant);
   });
   afterAll(async () => {
     await f.close();
@@ -48,7 +49,7 @@ describe('COPY enqueue', () => {
     const claimed: string[] = [];
     for (const queue of queues) {
       for (;;) {
-        const batches = await claimBatches(f.pool, f.schema, {
+        const batches = await claimBatches(f.storage, f.pool, {
           queue,
           max: 4_000,
           instanceId: 'blocks',
@@ -150,7 +151,7 @@ describe('COPY enqueue', () => {
     );
     expect(left[0].n).toBe(0);
     const claim = () =>
-      claimBatches(f.pool, f.schema, {
+      claimBatches(f.storage, f.pool, {
         queue: 'bad_late',
         max: 100,
         instanceId: 'copy-test',

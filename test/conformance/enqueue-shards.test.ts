@@ -1,14 +1,15 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/index.js';
-import { claimJobs, settleAttempts, type ClaimBatch } from '../../src/storage/operations.js';
+import type { ClaimBatch } from '../../src/storage/operations.js';
 import { settleAll } from '../helpers/claim.js';
-import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { storageFixture, type StorageFixture } from '../integration/storage-fixture.js';
+import { STORAGE_VARIANTS } from './variants.js';
 
 // Enqueue shards: a queue split into S lanes per priority. Producers take the shards in turn; claimers skip a
 // lane another claimer holds, so several claim the queue side by side; FIFO holds per lane.
 
-describe('enqueue shards', () => {
+describe.each(STORAGE_VARIANTS)('enqueue shards ($name storage)', (variant) => {
   let f: StorageFixture;
   const req = (queue: string, max: number) => ({
     queue,
@@ -32,7 +33,7 @@ describe('enqueue shards', () => {
   };
 
   beforeAll(async () => {
-    f = await storageFixture('shards');
+    f = await storageFixture('shards', variant);
   });
   afterAll(async () => {
     await f.close();
@@ -56,7 +57,7 @@ describe('enqueue shards', () => {
 
     const claimed: ClaimBatch[] = [];
     for (let round = 0; round < 20; round++) {
-      const got = (await claimJobs(f.pool, f.schema, req('sh_spread', 7))).batches;
+      const got = (await f.storage.claimer.claim(f.pool, req('sh_spread', 7))).batches;
       if (got.length === 0) break;
       claimed.push(...got);
     }
@@ -86,9 +87,9 @@ describe('enqueue shards', () => {
       for (const queue of ['sh_side', 'sh_single']) {
         // The first claim's transaction stays open, holding the lane it claimed.
         await holder.query('begin');
-        const first = await claimJobs(holder, f.schema, req(queue, 2));
+        const first = await f.storage.claimer.claim(holder, req(queue, 2));
         expect(first.batches.flatMap((b) => b.jobs)).toHaveLength(2);
-        const second = await claimJobs(f.pool, f.schema, req(queue, 2));
+        const second = await f.storage.claimer.claim(f.pool, req(queue, 2));
         if (queue === 'sh_side') {
           expect(second.batches.flatMap((b) => b.jobs)).toHaveLength(2);
           const [a] = await placed(first.batches);
@@ -119,9 +120,9 @@ describe('enqueue shards', () => {
         pools.map(async (p) => {
           const ids: string[] = [];
           for (let idle = 0; idle < 5;) {
-            const { batches } = await claimJobs(p, f.schema, req('sh_race', 100));
+            const { batches } = await f.storage.claimer.claim(p, req('sh_race', 100));
             const n = batches.reduce((a, b) => a + b.jobs.length, 0);
-            if (n > 0) await settleAttempts(p, f.schema, settleAll(batches, 'completed'));
+            if (n > 0) await f.storage.settler.settleAttempts(p, settleAll(batches, 'completed'));
             ids.push(...batches.flatMap((b) => b.jobs.map((j) => j.id)));
             idle = n === 0 ? idle + 1 : 0;
           }
@@ -165,7 +166,7 @@ describe('enqueue shards', () => {
     );
     expect(counts.map((r) => [r.enqueue_shards, Number(r.n)])).toEqual([[2, 8]]);
     for (let i = 1; i <= 6; i++) await f.client.enqueue('s', { i }, { queue: 'sh_grow' });
-    const jobs = await placed((await claimJobs(f.pool, f.schema, req('sh_grow', 100))).batches);
+    const jobs = await placed((await f.storage.claimer.claim(f.pool, req('sh_grow', 100))).batches);
     expect(jobs).toHaveLength(7);
     expect([0, 1].map((s) => jobs.filter((j) => j.shard === s).length)).toEqual([4, 3]);
   });
@@ -176,7 +177,7 @@ describe('enqueue shards', () => {
     expect(await f.client.setEnqueueShards('sh_shrink', 1)).toBe(4);
     const later: string[] = [];
     for (let i = 0; i < 4; i++) later.push((await f.client.enqueue('s', { i }, { queue: 'sh_shrink' })).id);
-    const { batches } = await claimJobs(f.pool, f.schema, req('sh_shrink', 100));
+    const { batches } = await f.storage.claimer.claim(f.pool, req('sh_shrink', 100));
     const jobs = await placed(batches);
     expect(jobs).toHaveLength(12);
     expect(jobs.filter((j) => later.includes(j.id)).map((j) => j.shard)).toEqual([0, 0, 0, 0]);

@@ -11,8 +11,9 @@ import {
   PayloadNotSerialisableError,
   PayloadTooLargeError,
 } from '../../src/index.js';
-import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { storageFixture, type StorageFixture } from '../integration/storage-fixture.js';
 import { claimBatches } from '../helpers/claim.js';
+import { STORAGE_VARIANTS } from './variants.js';
 
 const email = defineJob({
   kind: 'send_email',
@@ -20,10 +21,10 @@ const email = defineJob({
   schema: z.object({ to: z.string().email(), subject: z.string().min(1) }),
 });
 
-describe('enqueue', () => {
+describe.each(STORAGE_VARIANTS)('enqueue ($name storage)', (variant) => {
   let f: StorageFixture;
   beforeAll(async () => {
-    f = await storageFixture('enqueue');
+    f = await storageFixture('enqueue', variant);
   });
   afterAll(async () => {
     await f.close();
@@ -202,7 +203,7 @@ describe('enqueue', () => {
     await conn.query('rollback');
     await conn.end();
     const id = (await f.client.enqueue('gap', { n: 2 }, { queue: 'gapq' })).id;
-    const batches = await claimBatches(f.pool, f.schema, {
+    const batches = await claimBatches(f.storage, f.pool, {
       queue: 'gapq',
       max: 10,
       instanceId: 't',

@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidOptionError, defineJob, type JobInput } from '../../src/index.js';
 import { claimBatches } from '../helpers/claim.js';
-import { storageFixture, type StorageFixture } from './storage-fixture.js';
+import { storageFixture, type StorageFixture } from '../integration/storage-fixture.js';
+import { STORAGE_VARIANTS } from './variants.js';
 
 // Transactions a producer hands us are really used (issue 8, item 3): copyEnqueue({ client }) needs an open
 // transaction and runs under a savepoint in it; a client inside one job's options is refused, not ignored;
@@ -13,10 +14,10 @@ const item = defineJob<{ n: number }>({ kind: 'tx_item', queue: 'tx_default' });
 const jobs = (queue: string, n: number, from = 0): JobInput[] =>
   Array.from({ length: n }, (_, i) => ({ kind: item, args: { n: from + i }, options: { queue } }));
 
-describe('producer transactions', () => {
+describe.each(STORAGE_VARIANTS)('producer transactions ($name storage)', (variant) => {
   let f: StorageFixture;
   beforeAll(async () => {
-    f = await storageFixture('producer_tx');
+    f = await storageFixture('producer_tx', variant);
   });
   afterAll(async () => {
     await f.close();
@@ -28,7 +29,7 @@ describe('producer transactions', () => {
     );
   const claimAll = async (queue: string) =>
     (
-      await claimBatches(f.pool, f.schema, {
+      await claimBatches(f.storage, f.pool, {
         queue,
         max: 10_000,
         instanceId: 'tx-test',

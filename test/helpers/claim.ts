@@ -1,14 +1,18 @@
-import {
-  claimJobs,
-  type ClaimBatch,
-  type ClaimedJob,
-  type Outcome,
-  type Settlement,
+import type {
+  ClaimBatch,
+  ClaimedJob,
+  ClaimerStore,
+  Outcome,
+  Settlement,
+  Storage,
 } from '../../src/storage/operations.js';
 
-/** The batches of one storage-level claim, for tests that do not care whether a lane was contended. */
-export const claimBatches = (...args: Parameters<typeof claimJobs>): Promise<ClaimBatch[]> =>
-  claimJobs(...args).then((r) => r.batches);
+/** The batches of one claim through `storage`'s contract, for tests that do not care whether a lane was
+ * contended. */
+export const claimBatches = (
+  storage: Storage,
+  ...args: Parameters<ClaimerStore['claim']>
+): Promise<ClaimBatch[]> => storage.claimer.claim(...args).then((r) => r.batches);
 
 /** The settlement of one claimed job, as the completion batcher would hand it to settleAttempts(). */
 export const settle = (

@@ -13,7 +13,7 @@ const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => 
 describe('cancel', () => {
   let f: StorageFixture;
   const claim = (queue: string, db: pg.Pool | pg.Client = f.pool, max = 100) =>
-    claimBatches(db, f.schema, {
+    claimBatches(f.storage, db, {
       queue,
       max,
       instanceId: 'cancel-test',

@@ -10,7 +10,7 @@ const ids = (batches: ClaimBatch[]) => batches.flatMap((b) => b.jobs.map((j) => 
 describe('claim', () => {
   let f: StorageFixture;
   const claim = (queue: string, max: number, agingSeconds = 3600, db: Queryable = f.pool) =>
-    claimBatches(db, f.schema, { queue, max, instanceId: 'test', agingSeconds, deadlineSeconds: 0 });
+    claimBatches(f.storage, db, { queue, max, instanceId: 'test', agingSeconds, deadlineSeconds: 0 });
 
   beforeAll(async () => {
     f = await storageFixture('claim');

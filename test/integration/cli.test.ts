@@ -14,7 +14,7 @@ import {
   type QueueCounts,
 } from '../../src/index.js';
 import { runCli } from '../../src/cli/main.js';
-import { settleAttempts, resolveSchema, rotateRing } from '../../src/storage/operations.js';
+import { settleAttempts, resolveSchema, ringStorage, rotateRing } from '../../src/storage/operations.js';
 import { cliJob } from '../fixtures/cli-handlers.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
 import { LATEST_VERSION, MIGRATION_VERSIONS } from '../helpers/migrations.js';
@@ -332,7 +332,7 @@ describe('operator commands', () => {
 
   /** One storage-level claim of `queue` (what a host's dispatcher does), returning the job ids claimed. */
   async function claimIds(queue: string): Promise<string[]> {
-    const batches = await claimBatches(client.pool, schema, {
+    const batches = await claimBatches(ringStorage(schema), client.pool, {
       queue,
       max: 100,
       instanceId: 'cli-test',
@@ -507,7 +507,7 @@ describe('operator commands', () => {
       );
       expect(await listed()).toEqual(['cq_new']);
       expect((await awa(['queue', 'resume', 'cq_new'], env)).code).toBe(0);
-      const batches = await claimBatches(client.pool, schema, {
+      const batches = await claimBatches(ringStorage(schema), client.pool, {
         queue: 'cq_new',
         max: 10,
         instanceId: 'cli-test',

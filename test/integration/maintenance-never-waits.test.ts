@@ -101,7 +101,7 @@ describe('maintenance and idle producer transactions', () => {
       // Rescue: a receipt of an instance that never registered is rescued (in a queue this host does not
       // serve, so the host cannot claim the job first).
       const { id: orphan } = await f.client.enqueue(work, { n: 300 }, { queue: 'mw_orphans' });
-      const [ghost] = await claimBatches(f.pool, f.schema, {
+      const [ghost] = await claimBatches(f.storage, f.pool, {
         queue: 'mw_orphans',
         max: 10,
         instanceId: 'ghost',

@@ -15,7 +15,7 @@ import { storageFixture, type StorageFixture } from './storage-fixture.js';
 describe('ring prune and open gaps', () => {
   let f: StorageFixture;
   const claim = (queue: string, db: pg.ClientBase | pg.Pool = f.pool) =>
-    claimBatches(db, f.schema, {
+    claimBatches(f.storage, db, {
       queue,
       max: 100,
       instanceId: 'gap',

@@ -71,7 +71,7 @@ describe('ring prune racing claims and completions', () => {
     const worker = (conn: pg.Client) => async () => {
       let idle = 0;
       while (producing || idle < 20) {
-        const batches = await claimBatches(conn, f.schema, {
+        const batches = await claimBatches(f.storage, conn, {
           queue: 'ring',
           max: 97,
           instanceId: 'race',

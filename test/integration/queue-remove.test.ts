@@ -26,7 +26,7 @@ describe('queue existence and removal', () => {
   const row = async (queue: string, delayMs?: number) => toJobRow(kind, {}, { queue, delayMs }, 1 << 20);
   const claimIds = async (queue: string) =>
     (
-      await claimBatches(f.pool, f.schema, {
+      await claimBatches(f.storage, f.pool, {
         queue,
         max: 10,
         instanceId: 'rm-test',
@@ -36,7 +36,7 @@ describe('queue existence and removal', () => {
     ).flatMap((b) => b.jobs.map((j) => j.id));
   /** Claims the queue's jobs and completes them: the queue then holds nothing but history. */
   const drain = async (queue: string) => {
-    const batches = await claimBatches(f.pool, f.schema, {
+    const batches = await claimBatches(f.storage, f.pool, {
       queue,
       max: 10,
       instanceId: 'rm-test',

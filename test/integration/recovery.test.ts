@@ -22,7 +22,7 @@ describe('recovery', () => {
   });
 
   const claim = async (queue: string, instanceId: string, deadlineSeconds = 0): Promise<ClaimBatch> => {
-    const [batch] = await claimBatches(f.pool, f.schema, {
+    const [batch] = await claimBatches(f.storage, f.pool, {
       queue,
       max: 10,
       instanceId,
@@ -230,7 +230,7 @@ describe('recovery', () => {
         .rows[0].n,
     ).toBe(0);
     expect(
-      await claimBatches(f.pool, f.schema, {
+      await claimBatches(f.storage, f.pool, {
         queue: 'cq',
         max: 10,
         instanceId: 'x',
@@ -239,7 +239,7 @@ describe('recovery', () => {
       }),
     ).toEqual([]);
     expect(
-      await claimBatches(f.pool, f.schema, {
+      await claimBatches(f.storage, f.pool, {
         queue: 'cq-idle',
         max: 10,
         instanceId: 'x',
@@ -313,7 +313,7 @@ describe('recovery', () => {
     // Rotate the whole ring round and prune everything prunable.
     for (let i = 0; i < 40; i++) {
       await f.client.enqueue('filler', {}, { queue: 'fill' });
-      await claimBatches(f.pool, f.schema, {
+      await claimBatches(f.storage, f.pool, {
         queue: 'fill',
         max: 100,
         instanceId: 'prog',

@@ -44,7 +44,7 @@ describe('a straggler and a long drain', () => {
         )
       ).inserted;
       expect(ids).toBe(PER_SLOT);
-      const batches = await claimBatches(f.pool, f.schema, {
+      const batches = await claimBatches(f.storage, f.pool, {
         queue: 'rb_busy',
         max: PER_SLOT,
         instanceId: 'rb',
@@ -84,7 +84,7 @@ describe('a straggler and a long drain', () => {
     expect(maxReceipts).toBeLessThanOrEqual(50 * (DEFAULTS.carryAfterSlots + 1));
     // The straggler is intact and runs once; a drained job of the first turn still reads as completed.
     expect(await f.client.getJob(straggler)).toMatchObject({ state: 'available', kind: 'rb_straggler' });
-    const last = await claimBatches(f.pool, f.schema, {
+    const last = await claimBatches(f.storage, f.pool, {
       queue: 'rb_unserved',
       max: 10,
       instanceId: 'rb',

@@ -20,7 +20,7 @@ describe('ring and cleanup decisions', () => {
   const NO_CARRY: PruneOptions = { lockTimeoutMs: 20, carryLimit: 0, carryAfterSlots: 16 };
   const CARRY: PruneOptions = { lockTimeoutMs: 20, carryLimit: 1_000, carryAfterSlots: 2 };
   const claim = (queue: string, max = 100) =>
-    claimBatches(f.pool, f.schema, {
+    claimBatches(f.storage, f.pool, {
       queue,
       max,
       instanceId: 'ring-test',

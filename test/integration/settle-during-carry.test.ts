@@ -34,7 +34,7 @@ describe('writing to an attempt while prune carries its receipt forward', () => 
    * receipt and its one attempt as the settle, progress and callback calls name it. */
   const openReceipt = async (queue: string): Promise<{ batch: ClaimBatch; attempt: AttemptRef }> => {
     await f.client.enqueueMany([{ kind: 'k', args: {}, options: { queue } }]);
-    const [batch] = await claimBatches(f.pool, f.schema, {
+    const [batch] = await claimBatches(f.storage, f.pool, {
       queue,
       max: 10,
       instanceId: 'carry-test',
