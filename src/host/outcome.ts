@@ -58,7 +58,7 @@ function decideFor(
   if (thrown instanceof CancelJob) return { outcome: 'cancelled', error };
   if (thrown instanceof FailJob || attempt >= maxAttempts) return { outcome: 'failed', error };
   // Without a delay of its own, the retry waits out the backoff rule, which the database applies
-  // (backoff() in sql/functions/common.sql: the one definition, shared with rescue).
+  // (backoff() in sql/functions/core/common.sql: the one definition, shared with rescue).
   if (thrown instanceof RetryAfter) return { outcome: 'retry', runAt: new Date(now + thrown.delayMs), error };
   return { outcome: 'retry', error };
 }

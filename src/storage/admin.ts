@@ -5,7 +5,7 @@ import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// Operator reads (see sql/functions/admin.sql): counts from cursors and receipts, one job's state derived in
+// Operator reads (see sql/functions/reads/admin.sql): counts from cursors and receipts, one job's state derived in
 // one SQL function and one snapshot.
 
 export interface QueueCounts {

@@ -3,7 +3,7 @@ import { toStorableJson } from '../model/jsonb.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// The audit trail (table in sql/migrations/016_audit.sql, reads in sql/functions/audit.sql). An operator
+// The audit trail (table in sql/migrations/016_audit.sql, reads in sql/functions/engine/audit.sql). An operator
 // action and its record are ONE statement: the action's SQL is a CTE named `act`, and the record is inserted
 // from it by a data-modifying CTE beside it. A statement commits or rolls back as a whole (in the caller's
 // transaction, or on its own), so a rolled-back action leaves no record and a record never exists without its

@@ -4,7 +4,7 @@ import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// External callbacks: see sql/functions/callbacks.sql.
+// External callbacks: see sql/functions/engine/callbacks.sql.
 
 export interface AttemptRef {
   claimSlot: number;

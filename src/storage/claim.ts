@@ -45,7 +45,7 @@ export interface ClaimRequest {
   waitMs?: number;
 }
 
-/** One claimed row as claimed_json() (sql/functions/claim.sql) writes it. */
+/** One claimed row as claimed_json() (sql/functions/engine/claim.sql) writes it. */
 type JobTuple = [
   id: string,
   kind: string,

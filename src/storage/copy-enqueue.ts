@@ -9,7 +9,7 @@ import type { Schema } from './schema.js';
 // The bulk producer: rows stream through COPY straight into the ring's current ready partition. Input is
 // consumed in chunks; each chunk reserves one lane range per (queue, priority) and COPYs it, so memory
 // stays bounded for any input size. The caller's client must be inside a transaction (the reservation and
-// the rows must commit together: see reserve_lane() in sql/functions/lanes.sql), and the whole load commits
+// the rows must commit together: see reserve_lane() in sql/functions/engine/lanes.sql), and the whole load commits
 // (or vanishes) at once. Reserving holds no lock past its own statement, so two bulk producers never wait for
 // each other, in whatever order they reach their lanes.
 

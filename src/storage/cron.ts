@@ -5,7 +5,7 @@ import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// Cron schedules (see sql/functions/cron.sql): a host's sync of its declarations, what the leader evaluates,
+// Cron schedules (see sql/functions/engine/cron.sql): a host's sync of its declarations, what the leader evaluates,
 // the one-transaction fire of a due occurrence, and the operator's list, pause/resume, trigger and remove.
 // No cron arithmetic here: callers compute fire times.
 
@@ -92,7 +92,7 @@ async function dbNow(db: Queryable): Promise<Date> {
   return rows[0]!.now;
 }
 
-/** How a fire attempt ended (see cron_fire() in sql/functions/cron.sql). */
+/** How a fire attempt ended (see cron_fire() in sql/functions/engine/cron.sql). */
 export type CronFireOutcome =
   'fired' | 'duplicate' | 'skipped' | 'busy' | 'paused' | 'changed' | 'stale' | 'missing' | 'lanes_busy';
 

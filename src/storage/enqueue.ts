@@ -49,7 +49,7 @@ export async function enqueueRows(
   return out;
 }
 
-/** One runnable job: a position in its lane (reserve_lane() in sql/functions/lanes.sql), then its row. */
+/** One runnable job: a position in its lane (reserve_lane() in sql/functions/engine/lanes.sql), then its row. */
 async function appendOne(db: Queryable, schema: Schema, row: JobRow): Promise<EnqueueResult> {
   const { rows } = await db.query<{ id: string }>({
     name: `awa-enqueue-one-${schema.name}`,

@@ -2,7 +2,7 @@ import { isJobId } from '../model/validation.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// An operator read: the newest progress a job's attempt recorded (sql/functions/job_progress.sql).
+// An operator read: the newest progress a job's attempt recorded (sql/functions/reads/job_progress.sql).
 
 export interface JobProgress {
   /** The attempt's fencing token. */

@@ -15,7 +15,7 @@ export type Standing =
   | { outcome: 'refused'; instance: string };
 
 /** Takes the leader lock if it is free, else ends the holder's session if its instance fell silent (see
- * sql/functions/leader.sql). */
+ * sql/functions/engine/leader.sql). */
 export async function standForLeader(
   client: pg.ClientBase,
   schema: Schema,

@@ -6,8 +6,8 @@ import { AwaError, SchemaNotMigratedError, SchemaTooNewError } from '../model/er
 import type { Schema } from './schema.js';
 
 // The schema has two parts. Tables are versioned migrations (sql/migrations/NNN_name.sql), applied in order,
-// each in its own transaction with its schema_version row. Functions (sql/functions/*.sql, one file per
-// storage operation) are not versioned one by one: migrate drops and re-creates all of them in one
+// each in its own transaction with its schema_version row. Functions (sql/functions/{core,engine,reads}/*.sql, one
+// file per storage operation) are not versioned one by one: migrate drops and re-creates all of them in one
 // transaction whenever the hash of those files differs from the installed one, so a function's history is
 // its file's history. Everything runs under one advisory lock, so concurrent migrators queue instead of
 // racing. The only templating is {{schema}}.
@@ -45,12 +45,20 @@ export function migrations(): Migration[] {
   return cachedMigrations;
 }
 
+const FUNCTION_LAYERS = ['core', 'engine', 'reads'] as const;
+
 function functionFiles(): { files: FunctionFile[]; hash: string } {
   if (!cachedFunctions) {
-    const files = readdirSync(`${SQL_DIR}functions`)
-      .filter((f) => f.endsWith('.sql'))
-      .sort()
-      .map((file) => ({ name: file, sql: readFileSync(`${SQL_DIR}functions/${file}`, 'utf8') }));
+    // In layers: core (the rules every path shares), engine (what the roles write), reads (operator reads).
+    const files = FUNCTION_LAYERS.flatMap((layer) =>
+      readdirSync(`${SQL_DIR}functions/${layer}`)
+        .filter((f) => f.endsWith('.sql'))
+        .sort()
+        .map((file) => ({
+          name: `${layer}/${file}`,
+          sql: readFileSync(`${SQL_DIR}functions/${layer}/${file}`, 'utf8'),
+        })),
+    );
     const hash = createHash('sha256');
     for (const f of files) hash.update(`${f.name}\n${f.sql}\n`);
     cachedFunctions = { files, hash: hash.digest('hex').slice(0, 32) };

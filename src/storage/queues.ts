@@ -4,8 +4,8 @@ import { audited, type Audited } from './audit.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// Queue settings, fleet-wide: pause and resume (set_queue_paused() in sql/functions/queues.sql), enqueue shards
-// (set_enqueue_shards() in sql/functions/lanes.sql), and removing a queue that holds nothing (remove_queue()).
+// Queue settings, fleet-wide: pause and resume (set_queue_paused() in sql/functions/engine/queues.sql), enqueue shards
+// (set_enqueue_shards() in sql/functions/engine/lanes.sql), and removing a queue that holds nothing (remove_queue()).
 // A queue nothing names (queue_known()) is refused unless `create` is set: a setting would make it exist. Each
 // is an audited operator action, recorded only when it acted (not for a queue refused as unknown or in use).
 

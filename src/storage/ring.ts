@@ -2,7 +2,7 @@ import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
 // Ring maintenance, run by the leader: rotation appends to the ring ledger; prune truncates the oldest
-// sealed slot once nothing in it is live, carrying stragglers forward first (see sql/functions/ring.sql).
+// sealed slot once nothing in it is live, carrying stragglers forward first (see sql/functions/engine/ring.sql).
 
 /** When a slot is ready to rotate: at least `minRows` ready rows, or older than `maxAgeMs`. Without it (or
  * with minRows 0) any slot with rows rotates. */
@@ -55,7 +55,7 @@ export async function pruneRing(db: Queryable, schema: Schema, opts: PruneOption
 }
 
 /** Tallies the sealed slots whose receipts have all settled, so operator reads need not aggregate them (see
- * sql/functions/tallies.sql). Returns how many it tallied; a slot whose partitions stay locked past
+ * sql/functions/engine/tallies.sql). Returns how many it tallied; a slot whose partitions stay locked past
  * `lockTimeoutMs` is left for the next call. */
 export async function tallySlots(db: Queryable, schema: Schema, lockTimeoutMs: number): Promise<number> {
   const { rows } = await db.query<{ n: number }>(`select ${schema.ident}.tally_slots($1) as n`, [

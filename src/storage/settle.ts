@@ -7,7 +7,7 @@ import type { Schema } from './schema.js';
 // receipt is still open, so a stale writer (rescued, cancelled, or already settled) is a no-op. Plain
 // completions travel as one member range per receipt (what a drain flushes), the rest row by row.
 
-/** 'wait': park the job for the callback its attempt registered (see sql/functions/callbacks.sql). */
+/** 'wait': park the job for the callback its attempt registered (see sql/functions/engine/callbacks.sql). */
 export type Outcome = 'completed' | 'retry' | 'snooze' | 'failed' | 'cancelled' | 'wait';
 
 export interface Settlement {
@@ -18,7 +18,7 @@ export interface Settlement {
   runLease: number;
   outcome: Outcome;
   /** For snooze, and retry with a delay of its own: when the job becomes runnable again. A retry without
-   * one waits out the backoff rule (backoff() in sql/functions/common.sql). */
+   * one waits out the backoff rule (backoff() in sql/functions/core/common.sql). */
   runAt?: Date;
   /** Appended to the job's error history (retry, failed, cancelled). */
   error?: Record<string, unknown>;

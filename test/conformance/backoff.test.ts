@@ -5,7 +5,7 @@ import { storageFixture, type StorageFixture } from '../integration/storage-fixt
 import { STORAGE_VARIANTS } from './variants.js';
 
 // One backoff rule (issue 8, item 11): 2^attempt seconds plus up to 25 % jitter, capped at 24 h AFTER the
-// jitter, defined once in SQL (backoff() in sql/functions/common.sql) and applied by settle_attempts() to every retry
+// jitter, defined once in SQL (backoff() in sql/functions/core/common.sql) and applied by settle_attempts() to every retry
 // that did not ask for a delay of its own; the TypeScript side hands such retries over without a run time.
 
 const DAY_S = 86_400;

@@ -11,7 +11,7 @@ import {
 import { settleAll } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
-// Slot tallies (sql/functions/tallies.sql): the leader sums a sealed slot once its receipts have all settled,
+// Slot tallies (sql/functions/engine/tallies.sql): the leader sums a sealed slot once its receipts have all settled,
 // and the operator reads take the sum instead of the slot. Each case here checks a way a tally could go stale:
 // a receipt still open, the rows it counted truncated by prune, and a claim that read the current slot just
 // before the ring turned and wrote its receipt into the slot after it was tallied.

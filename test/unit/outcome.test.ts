@@ -18,7 +18,7 @@ describe('decide', () => {
     for (const attempt of [1, 2, 5]) {
       const d = decide(new TypeError('boom'), true, attempt, 25, NOW);
       expect(d.outcome).toBe('retry');
-      // No run time of its own: settle_attempts() applies backoff() (sql/functions/common.sql), tested there.
+      // No run time of its own: settle_attempts() applies backoff() (sql/functions/core/common.sql), tested there.
       expect(d.runAt).toBeUndefined();
       expect(d.error).toMatchObject({ attempt, at: AT, error: 'boom', name: 'TypeError' });
       expect(d.error!.stack).toContain('TypeError: boom');
