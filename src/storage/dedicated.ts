@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { boundStatements, connect, createClient } from './index.js';
+import { boundStatements, connect, createClient } from './database.js';
 
 // A connection held for one long-lived purpose (LISTEN, leadership lock). It reports its loss once,
 // whichever way it is lost (socket error, server terminated it, server restart). A client borrowed from
