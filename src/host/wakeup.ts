@@ -1,6 +1,13 @@
 import type pg from 'pg';
-import { needsNewConnection, pingSession, type ClaimerStore, type Notifications } from '../storage/index.js';
-import { openDedicated, type ConnectionSource, type Dedicated } from '../storage/index.js';
+import {
+  needsNewConnection,
+  openDedicated,
+  pingSession,
+  type ClaimerStore,
+  type ConnectionSource,
+  type Dedicated,
+  type Notifications,
+} from '../storage/index.js';
 
 // Keeps one LISTEN connection alive (new-jobs and cancel notifications): on loss it reconnects with exponential backoff (100 ms → 5 s), and
 // after every (re)connect asks for a poll of every queue, because notifications sent while it was down

@@ -4,7 +4,6 @@ import type { HandlerEntry } from '../model/handler.js';
 import type { JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import { settlesWithin } from '../model/settles-within.js';
-import type { ConnectionSource } from '../storage/index.js';
 import {
   assertMigrated,
   createPool,
@@ -13,6 +12,7 @@ import {
   ringStorage,
   withClient,
   wrapDatabaseError,
+  type ConnectionSource,
   type Storage,
 } from '../storage/index.js';
 import {

@@ -1,13 +1,19 @@
 import { AwaError } from '../model/errors.js';
 import { settlesWithin } from '../model/settles-within.js';
-import { openDedicated, type ConnectionSource, type Dedicated } from '../storage/index.js';
-import { boundLockWaits, needsNewConnection, type MaintenanceStore } from '../storage/index.js';
+import {
+  boundLockWaits,
+  needsNewConnection,
+  openDedicated,
+  type ConnectionSource,
+  type Dedicated,
+  type MaintenanceStore,
+} from '../storage/index.js';
 import type { MaintenanceService } from './service.js';
 
 // The elector: every host may stand; the one holding the session advisory lock runs the maintenance services
-// (services.ts) on its dedicated connection, each on its own tick, one statement at a time. Losing that connection loses the lock
-// (the server drops it with the session), so leadership and the work it guards end together; the host
-// then stands again after the election interval.
+// (services.ts) on its dedicated connection, each on its own tick, one statement at a time. Losing that
+// connection loses the lock (the server drops it with the session), so leadership and the work it guards end
+// together; the host then stands again after the election interval.
 
 export interface ElectorConfig {
   instanceId: string;
