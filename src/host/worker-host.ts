@@ -145,7 +145,17 @@ export class WorkerHost extends HostEmitter {
       waitForCallback: (jobId, runLease, timeoutMs, signal) =>
         this.callbackWaits.wait(jobId, runLease, timeoutMs, signal),
     };
-    this.liveness = new Liveness(
+    this.liveness = this.newLiveness();
+    this.wakeup = this.newWakeup(source);
+    this.claimer = this.newClaimer();
+    this.runner = this.newRunner();
+    this.leader = c.maintenance ? this.elector(source) : null;
+  }
+
+  /** The heartbeat and re-registration of this instance, and the hand-back of receipts it lost track of. */
+  private newLiveness(): Liveness {
+    const c = this.config;
+    return new Liveness(
       this.pool,
       {
         store: this.store.instances,
@@ -166,7 +176,11 @@ export class WorkerHost extends HostEmitter {
       },
       (err) => this.reportError(err),
     );
-    this.wakeup = new Wakeup(
+  }
+
+  /** The LISTEN connection: new jobs wake their dispatcher, cancels reach the runner, callbacks their waits. */
+  private newWakeup(source: ConnectionSource): Wakeup {
+    return new Wakeup(
       source,
       this.store.claimer,
       {
@@ -180,7 +194,11 @@ export class WorkerHost extends HostEmitter {
       },
       (err) => this.reportError(err),
     );
-    this.claimer = new Claimer(
+  }
+
+  private newClaimer(): Claimer {
+    const c = this.config;
+    return new Claimer(
       this.pool,
       {
         store: this.store.claimer,
@@ -196,7 +214,11 @@ export class WorkerHost extends HostEmitter {
         telemetry: this.telemetry,
       },
     );
-    this.runner = new AttemptRunner({
+  }
+
+  private newRunner(): AttemptRunner {
+    const c = this.config;
+    return new AttemptRunner({
       instanceId: c.instanceId,
       unknownKindDelayMs: c.unknownKindDelayMs,
       registry: this.registry,
@@ -211,7 +233,6 @@ export class WorkerHost extends HostEmitter {
       forgetHeld: (jobId, runLease) => this.forgetHeld(jobId, runLease),
       reportError: (err) => this.reportError(err),
     });
-    this.leader = c.maintenance ? this.elector(source) : null;
   }
 
   /** Stands for maintenance leadership; while elected, runs every maintenance service. */
