@@ -149,7 +149,7 @@ export class WorkerHost extends HostEmitter {
     this.wakeup = this.newWakeup(source);
     this.claimer = this.newClaimer();
     this.runner = this.newRunner();
-    this.leader = c.maintenance ? this.elector(source) : null;
+    this.leader = c.maintenance ? this.newElector(source) : null;
   }
 
   /** The heartbeat and re-registration of this instance, and the hand-back of receipts it lost track of. */
@@ -236,7 +236,7 @@ export class WorkerHost extends HostEmitter {
   }
 
   /** Stands for maintenance leadership; while elected, runs every maintenance service. */
-  private elector(source: ConnectionSource): Elector {
+  private newElector(source: ConnectionSource): Elector {
     const c = this.config;
     const services = maintenanceServices(
       this.store.maintenance,

@@ -276,10 +276,10 @@ async function storageBounded(db: pg.Pool, schema: Schema): Promise<string[]> {
                 (select count(*)::int from ${schema.ident}.claim_batches where size > 0) as receipts`,
       )
     ).rows[0]!;
+  const ring = ringStorage(schema).maintenance;
   for (let i = 0; i < 40; i++) {
     const l = await left();
     if (l.ready === 0 && l.closures === 0 && l.receipts === 0) return [];
-    const ring = ringStorage(schema).maintenance;
     await ring.rotate(db);
     await ring.prune(db, { lockTimeoutMs: 100, carryLimit: 1000, carryAfterSlots: 2 });
   }
