@@ -180,7 +180,7 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: ['*'] }] },
   },
   // micro.ts measures hot internal functions that the public API does not expose (args encoding, job-row
-  // building, the completion batcher, the stats histogram), so it alone may import those modules. When
+  // building, the settle batcher, the stats histogram), so it alone may import those modules. When
   // the engine changes them, this file changes with them.
   {
     files: ['bench/scenarios/micro.ts'],
@@ -188,7 +188,7 @@ export default tseslint.config(
       benchGroups([
         'model/enqueue-options.js',
         'model/payload.js',
-        'host/completion-batcher.js',
+        'host/settle-batcher.js',
         'host/stats.js',
       ]),
     ),

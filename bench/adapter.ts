@@ -59,7 +59,7 @@ export interface SystemAdapter {
    * support it (awa); stop() ends them. */
   spawnWorkerProcesses?(processes: number, concurrency: number): Promise<WorkerFleet>;
   /** What the in-process workers have cost since startWorkers() (CPU of the whole harness process,
-   * claim calls, completion flushes), where the system counts them (awa). */
+   * claim calls, settle flushes), where the system counts them (awa). */
   workerUsage?(): WorkerUsage;
   /** Jobs enqueued but not yet settled in the database (with no workers: every committed job). */
   pending(): Promise<number>;

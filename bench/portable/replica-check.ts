@@ -291,7 +291,7 @@ async function main(): Promise<boolean> {
     const reportedCompleted = perReplica.reduce((n, r) => n + r.completed, 0);
     // What a killed process may have done unreported: its producer's rate over the gap since its last
     // tick plus one batch in flight; its host's completions over the gap (both replicas' worth of work at
-    // most) plus one completion flush in flight (at most its concurrency).
+    // most) plus one settle flush in flight (at most its concurrency).
     const slackS = 0.1;
     const enqueueBound = kills.reduce(
       (n, k) => n + Math.ceil(rate * (k.gapMs / 1000 + slackS)) + BATCH_MAX,

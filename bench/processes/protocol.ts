@@ -22,7 +22,7 @@ export interface WorkerProcessConfig {
 }
 
 /** What a process's worker host has cost since it started: CPU time of the whole process (user + system,
- * microseconds), claim calls (and the time they took, ms) and completion flushes. */
+ * microseconds), claim calls (and the time they took, ms) and settle flushes. */
 export interface WorkerUsage {
   cpuUs: number;
   claimCalls: number;

@@ -11,7 +11,7 @@ import { ServerCpu } from '../server-cpu.js';
 // `extra.steadyJobsPerSec` is the rate between 10 % and 90 % done: without the hosts' start and the tail,
 // which weigh more in a short run and for several processes starting at once. Where the system counts
 // them (awa), `extra` also has the workers' Node CPU per job (the worker processes', or the whole harness
-// process's in-process) and the jobs per claim call and per completion flush; for every system, when
+// process's in-process) and the jobs per claim call and per settle flush; for every system, when
 // PostgreSQL runs on this machine, `extra.pgCpuUsPerJob` is the server's CPU per job over the drain.
 
 /** Keeps the thread busy for `ms`: a handler doing CPU work of its own (--handler-us). */

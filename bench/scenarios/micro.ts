@@ -1,7 +1,7 @@
 import { defineJob, type Settlement } from '../../src/index.js';
 import { buildJobRow, toJobRow } from '../../src/model/enqueue-options.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../../src/model/payload.js';
-import { CompletionBatcher } from '../../src/host/completion-batcher.js';
+import { SettleBatcher } from '../../src/host/settle-batcher.js';
 import { HostStats } from '../../src/host/stats.js';
 import type { Measurement, Scenario } from '../scenario.js';
 import { round } from '../scenario.js';
@@ -9,7 +9,7 @@ import { loadPeer } from '../peer.js';
 
 // Micro-benchmarks of the hot pure functions on the producer and completion paths, to catch regressions
 // without a database: args encoding (the strict replacer runs for every value), job-row building, the
-// completion batcher's bookkeeping per 512 results, and recording a pickup in the hdr histogram.
+// settle batcher's bookkeeping per 512 results, and recording a pickup in the hdr histogram.
 
 const kind = defineJob<unknown>({ kind: 'bench_micro', queue: 'bench' });
 const small = { i: 42, t: 1_700_000_000_000.5 };
@@ -32,7 +32,7 @@ function settlement(i: number): Settlement {
 
 async function batch512(): Promise<void> {
   const flushed = new Promise<void>((resolve) => {
-    const b = new CompletionBatcher(
+    const b = new SettleBatcher(
       {
         flush: async (items) => new Set(items.map((s) => s.jobId)),
         onFlushed: () => resolve(),
@@ -61,7 +61,7 @@ export const microScenario: Scenario = {
         'toJobRow (validate+encode+build)',
         async () => void (await toJobRow(kind, small, undefined, DEFAULT_MAX_PAYLOAD_BYTES)),
       )
-      .add('completion batcher, 512 results', batch512)
+      .add('settle batcher, 512 results', batch512)
       .add('hdr recordPickup', () => stats.recordPickup(1.234));
     await bench.run();
     const tasks = bench.tasks.map((t) => {

@@ -9,7 +9,7 @@ import { jobView } from './job-view.js';
 import { decide, errorRecord } from './outcome.js';
 import type { ReceiptBook } from './receipt-book.js';
 import type { HandlerRegistry } from './registry.js';
-import { settlementOf } from './results.js';
+import { settlementOf } from './settlements.js';
 import type { HostStats } from './stats.js';
 
 // The attempt runner owns one claimed job from the moment its dispatcher gives it a permit to its settlement:
@@ -36,7 +36,7 @@ export interface AttemptRunnerDeps {
   context: ContextDeps;
   /** The receive span of the claim that took `batch`, for the attempt's span to link to. */
   claimSpan(batch: ClaimBatch): SpanContext | null;
-  /** Queues a settlement for the completion batcher's next flush. */
+  /** Queues a settlement for the settle batcher's next flush. */
   queueSettlement(result: HostSettlement): void;
   /** Gives a permit of `queue` back to its dispatcher. */
   release(queue: string): void;

@@ -41,9 +41,13 @@ export interface WorkerOptions {
   claimBatchSize?: number;
   /** Fallback poll when no notification arrives. Default 200 ms. */
   pollIntervalMs?: number;
-  /** Completion flush at this many results… Default 512. */
-  completionBatchSize?: number;
+  /** Settle flush (one settle_attempts() call) at this many settled attempts… Default 512. */
+  settleBatchSize?: number;
   /** …or after this long. Default 1 ms. */
+  settleFlushMs?: number;
+  /** @deprecated The old name of `settleBatchSize`, still accepted. */
+  completionBatchSize?: number;
+  /** @deprecated The old name of `settleFlushMs`, still accepted. */
   completionFlushMs?: number;
   /** Effective priority improves one level per this much waiting. Default 60 s. */
   priorityAgingMs?: number;
@@ -121,8 +125,8 @@ const DAY = 86_400_000;
 const INT_OPTIONS = {
   claimBatchSize: { dflt: 512, min: 1, max: 10_000 },
   pollIntervalMs: { dflt: 200, min: 1, max: 3_600_000 },
-  completionBatchSize: { dflt: 512, min: 1, max: 10_000 },
-  completionFlushMs: { dflt: 1, min: 0, max: 60_000 },
+  settleBatchSize: { dflt: 512, min: 1, max: 10_000 },
+  settleFlushMs: { dflt: 1, min: 0, max: 60_000 },
   shutdownTimeoutMs: { dflt: 30_000, min: 0, max: DAY },
   unknownKindDelayMs: { dflt: 60_000, min: 0, max: DAY },
   leaderElectionIntervalMs: { dflt: 2_000, min: 10, max: 3_600_000 },
@@ -146,8 +150,12 @@ const INT_OPTIONS = {
 
 type IntOption = keyof typeof INT_OPTIONS;
 
+/** Options renamed to the glossary's word, and the name each had before: the old name still works. */
+const RENAMED = { completionBatchSize: 'settleBatchSize', completionFlushMs: 'settleFlushMs' } as const;
+
 const KEYS = [
   ...(Object.keys(INT_OPTIONS) as IntOption[]),
+  ...(Object.keys(RENAMED) as (keyof typeof RENAMED)[]),
   'connectionString',
   'pool',
   'schema',
@@ -206,6 +214,15 @@ function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
   };
 }
 
+/** The value of an integer option and the name it was given under (its current or its old name). */
+function givenAs(options: WorkerOptions, field: IntOption): [string, unknown] {
+  const old = (Object.keys(RENAMED) as (keyof typeof RENAMED)[]).find((k) => RENAMED[k] === field);
+  if (old === undefined || options[old] === undefined) return [field, options[field]];
+  if (options[field] !== undefined)
+    throw new InvalidOptionError(old, `is the old name of ${field}: give ${field} only`);
+  return [old, options[old]];
+}
+
 export function resolveHostConfig(options: WorkerOptions): HostConfig {
   validatePlainObject('options', options);
   rejectUnknownKeys('options', options, KEYS);
@@ -226,8 +243,8 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
     IntOption,
     { dflt: number; min: number; max: number },
   ][]) {
-    const v = options[field];
-    ints[field] = v === undefined ? dflt : validateInt(field, v, min, max);
+    const [name, v] = givenAs(options, field);
+    ints[field] = v === undefined ? dflt : validateInt(name, v, min, max);
   }
   if (options.maintenance !== undefined && typeof options.maintenance !== 'boolean') {
     throw new InvalidOptionError('maintenance', 'must be true or false');
@@ -260,7 +277,7 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
 
 /**
  * A pool passed in lends the host its long-held connections: LISTEN always, the leader's when it takes part
- * in maintenance. Claims and completion flushes need one more; with fewer, every claimed job would wait for a
+ * in maintenance. Claims and settle flushes need one more; with fewer, every claimed job would wait for a
  * flush that never gets a connection (running for good, no error), so a smaller pool is refused here.
  */
 function validateUserPool(pool: unknown, maintenance: boolean): pg.Pool {

@@ -30,7 +30,7 @@ import { AttemptRunner } from './attempt-runner.js';
 import { AttemptTracker } from './attempts.js';
 import { CallbackWaits } from './callback-waits.js';
 import { Claimer } from './claimer.js';
-import type { CompletionBatcher } from './completion-batcher.js';
+import type { SettleBatcher } from './settle-batcher.js';
 import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
 import { syncCronDefinitions } from './cron-sync.js';
 import { hostDescriptors } from './descriptors.js';
@@ -42,14 +42,14 @@ import { LoopWatch } from './loop-watch.js';
 import { ProgressWriter } from './progress-writer.js';
 import { ReceiptBook } from './receipt-book.js';
 import { HandlerRegistry } from './registry.js';
-import { resultBatcher } from './results.js';
+import { settleBatcher } from './settlements.js';
 import { HostStats } from './stats.js';
 import { startThreadPoolKinds } from './thread-pool-kinds.js';
 import { Wakeup } from './wakeup.js';
 
 // The worker host wires one process's parts and runs their lifecycle (start, graceful stop): a dispatcher per
 // queue (when to claim), the claimer, the attempt runner (one job from permit to settlement, handlers inline or
-// in the worker-thread pool), the completion batcher, the LISTEN wake-up, the liveness heartbeat and, when it
+// in the worker-thread pool), the settle batcher, the LISTEN wake-up, the liveness heartbeat and, when it
 // may lead, the maintenance elector. It owns every database conversation of the process.
 
 type State = 'new' | 'starting' | 'running' | 'stopping' | 'stopped';
@@ -63,7 +63,7 @@ export class WorkerHost extends HostEmitter {
   private readonly store: Storage;
   private readonly ownsPool: boolean;
   private readonly dispatchers = new Map<string, Dispatcher>();
-  private readonly batcher: CompletionBatcher<HostSettlement>;
+  private readonly batcher: SettleBatcher<HostSettlement>;
   private readonly attempts = new AttemptTracker();
   private readonly progress: ProgressWriter;
   private readonly receipts = new ReceiptBook();
@@ -106,7 +106,7 @@ export class WorkerHost extends HostEmitter {
       this.scope,
       new Set([...c.queues].filter(([, q]) => q.dlq).map(([queue]) => queue)),
     );
-    this.batcher = resultBatcher(
+    this.batcher = settleBatcher(
       {
         pool: this.pool,
         store: this.store.settler,
@@ -114,8 +114,8 @@ export class WorkerHost extends HostEmitter {
         onFlushed: (items, accepted) => this.onFlushed(items, accepted),
         onError: (err) => this.reportError(err),
       },
-      c.completionBatchSize,
-      c.completionFlushMs,
+      c.settleBatchSize,
+      c.settleFlushMs,
     );
     for (const [queue, q] of c.queues) {
       this.dispatchers.set(
@@ -124,7 +124,7 @@ export class WorkerHost extends HostEmitter {
           claim: (name, max) => this.claimer.claim(name, max),
           execute: (name, batch, job) => this.runner.start(name, batch, job),
           handBack: (name, batch, job) => this.runner.handBack(name, batch, job),
-          backpressure: () => this.batcher.backlog > c.completionBatchSize * 8,
+          backpressure: () => this.batcher.backlog > c.settleBatchSize * 8,
           onError: (err) => this.reportError(err),
         }),
       );

@@ -69,7 +69,7 @@ export class CronEvaluator {
           this.onError(
             new AwaError(
               'AWA_INVALID_OPTION',
-              `cron schedule "${s.name}" (${JSON.stringify(s.expression)} in ${s.timezone}) cannot be evaluated: ${(err as Error).message}`,
+              `cron schedule "${s.name}" (${JSON.stringify(s.cron)} in ${s.timezone}) cannot be evaluated: ${(err as Error).message}`,
             ),
           );
         }

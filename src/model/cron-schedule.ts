@@ -17,7 +17,8 @@ import { describe } from './validation.js';
 export type MissedFire = 'latest' | 'skip';
 
 export interface CronSpec {
-  expression: string;
+  /** The cron expression. */
+  cron: string;
   timezone: string;
 }
 
@@ -61,34 +62,23 @@ export function validateTimezone(field: string, value: unknown): string {
  * 7 with a year last; or a nickname such as @daily) in a time zone. The expression must have at least one
  * occurrence after `now`. `field` names the option in the error.
  */
-export function validateCronExpression(
-  field: string,
-  expression: unknown,
-  timezone: string,
-  now: Date,
-): string {
-  if (typeof expression !== 'string' || expression.trim().length === 0 || expression.length > 200) {
+export function validateCronExpression(field: string, value: unknown, timezone: string, now: Date): string {
+  if (typeof value !== 'string' || value.trim().length === 0 || value.length > 200) {
     throw new InvalidOptionError(
       field,
-      `must be a cron expression such as "30 2 * * *" (minute hour day month weekday), got ${describe(expression)}`,
+      `must be a cron expression such as "30 2 * * *" (minute hour day month weekday), got ${describe(value)}`,
     );
   }
   let cron: Cron;
   try {
-    cron = schedule({ expression, timezone });
+    cron = schedule({ cron: value, timezone });
   } catch (err) {
-    throw new InvalidOptionError(
-      field,
-      `${JSON.stringify(expression)} is not valid: ${(err as Error).message}`,
-    );
+    throw new InvalidOptionError(field, `${JSON.stringify(value)} is not valid: ${(err as Error).message}`);
   }
   if (cron.nextRun(now) === null) {
-    throw new InvalidOptionError(
-      field,
-      `${JSON.stringify(expression)} never fires after ${now.toISOString()}`,
-    );
+    throw new InvalidOptionError(field, `${JSON.stringify(value)} never fires after ${now.toISOString()}`);
   }
-  return expression;
+  return value;
 }
 
 /** The first occurrence strictly after `after`, or null when there is none. */
@@ -140,11 +130,11 @@ export function dueFires(
 }
 
 function schedule(spec: CronSpec): Cron {
-  const key = `${spec.timezone}\u0000${spec.expression}`;
+  const key = `${spec.timezone}\u0000${spec.cron}`;
   let cron = cache.get(key);
   if (!cron) {
     // domAndDow false: a day-of-month and a day-of-week restriction combine with OR, as in classic cron.
-    cron = new Cron(spec.expression, { timezone: spec.timezone, domAndDow: false });
+    cron = new Cron(spec.cron, { timezone: spec.timezone, domAndDow: false });
     if (cache.size >= CACHE_LIMIT) cache.clear();
     cache.set(key, cron);
   }

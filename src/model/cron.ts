@@ -59,7 +59,8 @@ export interface CronDefinition {
 /** A schedule as stored in cron_jobs. */
 export interface CronRow {
   name: string;
-  expression: string;
+  /** The cron expression. */
+  cron: string;
   timezone: string;
   kind: string;
   queue: string;
@@ -89,7 +90,7 @@ export function defineCron<Args>(options: CronOptions<Args>, now: Date = new Dat
   rejectUnknownKeys('cron', options, CRON_KEYS);
   const name = validateName('name', options.name);
   const timezone = options.timezone === undefined ? 'UTC' : validateTimezone('timezone', options.timezone);
-  const expression = validateCronExpression('cron', options.cron, timezone, now);
+  const cron = validateCronExpression('cron', options.cron, timezone, now);
   const missedFire = options.missedFire ?? 'latest';
   if (missedFire !== 'latest' && missedFire !== 'skip') {
     throw new InvalidOptionError('missedFire', `must be "latest" or "skip", got ${String(missedFire)}`);
@@ -118,7 +119,7 @@ export function defineCron<Args>(options: CronOptions<Args>, now: Date = new Dat
     const argsJson = encodeArgs(kind.kind, args, DEFAULT_MAX_PAYLOAD_BYTES);
     const row = {
       name,
-      expression,
+      cron,
       timezone,
       kind: kind.kind,
       queue,
@@ -137,7 +138,7 @@ export function defineCron<Args>(options: CronOptions<Args>, now: Date = new Dat
   row.catch(() => {});
   const def: CronDefinition = Object.freeze({
     name,
-    cron: expression,
+    cron,
     timezone,
     kind: kind.kind,
     missedFire,
@@ -186,10 +187,15 @@ export function cronUnique(
   return { key: uniqueKey(u, kind, queue, argsJson, atMs), states: spec.states };
 }
 
+// The expression is hashed under the name it had before it was `cron` (migration 019): a schedule's hash, and
+// so its row, stays as it was across the upgrade, and hosts of both releases agree on it in a rolling deploy.
+const HASHED_CRON_KEY = 'expression';
+
 function definitionHash(row: Omit<CronRow, 'hash'>): string {
-  const { argsJson, metaJson, ...rest } = row;
+  const { argsJson, metaJson, cron, ...rest } = row;
   const canonical = canonicalJson({
     ...rest,
+    [HASHED_CRON_KEY]: cron,
     args: JSON.parse(argsJson) as unknown,
     meta: metaJson === null ? null : (JSON.parse(metaJson) as unknown),
   });

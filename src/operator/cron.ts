@@ -56,7 +56,7 @@ function toSchedule(r: CronRecord, now: Date): CronSchedule {
   }
   return {
     name: r.name,
-    cron: r.expression,
+    cron: r.cron,
     timezone: r.timezone,
     kind: r.kind,
     queue: r.queue,

@@ -23,7 +23,7 @@ export async function syncCron(
   const defs = `[${rows
     .map(
       (r) =>
-        `{"name":${JSON.stringify(r.name)},"expression":${JSON.stringify(r.expression)},"timezone":${JSON.stringify(r.timezone)},` +
+        `{"name":${JSON.stringify(r.name)},"cron":${JSON.stringify(r.cron)},"timezone":${JSON.stringify(r.timezone)},` +
         `"kind":${JSON.stringify(r.kind)},"queue":${JSON.stringify(r.queue)},"priority":${r.priority},"args":${r.argsJson},` +
         `"max_attempts":${r.maxAttempts},"meta":${r.metaJson ?? 'null'},"missed_fire":${JSON.stringify(r.missedFire)},` +
         `"hash":${JSON.stringify(r.hash)}}`,
@@ -39,7 +39,7 @@ export async function syncCron(
 /** A schedule the leader evaluates (not paused). */
 export interface PendingCron {
   name: string;
-  expression: string;
+  cron: string;
   timezone: string;
   missedFire: MissedFire;
   hash: string;
@@ -58,7 +58,7 @@ export async function pendingCron(
 ): Promise<{ now: Date; schedules: PendingCron[] }> {
   const { rows } = await db.query<{
     cron_name: string;
-    expression: string;
+    cron: string;
     timezone: string;
     missed_fire: MissedFire;
     hash: string;
@@ -74,7 +74,7 @@ export async function pendingCron(
     now,
     schedules: rows.map((r) => ({
       name: r.cron_name,
-      expression: r.expression,
+      cron: r.cron,
       timezone: r.timezone,
       missedFire: r.missed_fire,
       hash: r.hash,
@@ -196,7 +196,7 @@ export async function removeCron(
 /** A stored schedule and its state, as cron_list() reports it. */
 export interface CronRecord {
   name: string;
-  expression: string;
+  cron: string;
   timezone: string;
   kind: string;
   queue: string;
@@ -233,7 +233,7 @@ export async function listCron(
     now,
     schedules: rows.map((r) => ({
       name: r.cron_name,
-      expression: r.expression,
+      cron: r.cron,
       timezone: r.timezone,
       kind: r.kind,
       queue: r.queue,

@@ -6,11 +6,12 @@ import { AwaError, SchemaNotMigratedError, SchemaTooNewError } from '../model/er
 import type { Schema } from './schema.js';
 
 // The schema has two parts. Tables are versioned migrations (sql/migrations/NNN_name.sql), applied in order,
-// each in its own transaction with its schema_version row. Functions (sql/functions/{core,engine,reads}/*.sql, one
-// file per storage operation) are not versioned one by one: migrate drops and re-creates all of them in one
-// transaction whenever the hash of those files differs from the installed one, so a function's history is
-// its file's history. Everything runs under one advisory lock, so concurrent migrators queue instead of
-// racing. The only templating is {{schema}}.
+// each in its own transaction with its schema_version row. Functions and views (sql/functions/{core,engine,reads}/
+// *.sql, one file per storage operation or rule) are not versioned one by one: migrate drops and re-creates all
+// of them in one transaction whenever the hash of those files differs from the installed one, so a function's
+// history is its file's history. Everything runs under one advisory lock, so concurrent migrators queue instead
+// of racing. The only templating is {{schema}}. A migration that changes a column a view reads drops that view
+// first (it comes back with the functions).
 
 // src/storage/ when run from source, dist/src/storage/ when built: sql/ sits at the package root either way.
 const SQL_DIR =
@@ -23,6 +24,25 @@ export interface Migration {
   version: number;
   name: string;
   sql: string;
+  /** Whether hosts of the release before it keep working while it is applied (its `-- rolling:` line). */
+  rolling: RollingSafety;
+}
+
+/**
+ * A migration's own record of a rolling deploy, its line `-- rolling: safe: <why>` or `-- rolling: stop-hosts:
+ * <why>`. Safe: hosts of the release before it keep claiming and settling while it is applied and after (they
+ * reach tables through the engine's functions, which the new build re-creates to accept their calls). Earlier
+ * migrations have no line: unknown, treated as stop-hosts.
+ */
+export interface RollingSafety {
+  safe: boolean | null;
+  why: string;
+}
+
+function rollingSafety(sql: string): RollingSafety {
+  const m = /^-- rolling: (safe|stop-hosts): (.+)$/m.exec(sql);
+  if (!m) return { safe: null, why: 'not recorded (before rolling deploys were recorded per migration)' };
+  return { safe: m[1] === 'safe', why: m[2]!.trim() };
 }
 
 interface FunctionFile {
@@ -37,11 +57,10 @@ export function migrations(): Migration[] {
   cachedMigrations ??= readdirSync(`${SQL_DIR}migrations`)
     .filter((f) => /^\d{3}_.+\.sql$/.test(f))
     .sort()
-    .map((file) => ({
-      version: Number(file.slice(0, 3)),
-      name: file.slice(4, -4),
-      sql: readFileSync(`${SQL_DIR}migrations/${file}`, 'utf8'),
-    }));
+    .map((file) => {
+      const sql = readFileSync(`${SQL_DIR}migrations/${file}`, 'utf8');
+      return { version: Number(file.slice(0, 3)), name: file.slice(4, -4), sql, rolling: rollingSafety(sql) };
+    });
   return cachedMigrations;
 }
 
@@ -72,13 +91,18 @@ export function renderMigration(m: { sql: string }, schema: Schema): string {
   return m.sql.replaceAll('{{schema}}', schema.ident);
 }
 
-/** Drops every function of the schema and creates this build's, recording their hash. */
+/** Drops every function and view of the schema and creates this build's, recording their hash. */
 function functionsSql(schema: Schema): string {
   const { files, hash } = functionFiles();
   return [
-    // Bodies reference each other and are checked when called, not when created, so file order is free.
+    // Function bodies reference each other and are checked when called, not when created, so their order is
+    // free; a view is bound when created, so it reads only tables or views of an earlier file.
     'set local check_function_bodies = off;',
-    `do $drop$ declare f regprocedure; begin
+    `do $drop$ declare f regprocedure; v text; begin
+       for v in select format('%I.%I', '${schema.name}', c.relname) from pg_class c
+                 where c.relnamespace = to_regnamespace('${schema.name}') and c.relkind = 'v' loop
+         execute 'drop view if exists ' || v || ' cascade';
+       end loop;
        for f in select p.oid::regprocedure from pg_proc p
                  where p.pronamespace = to_regnamespace('${schema.name}') and p.prokind = 'f' loop
          execute 'drop function ' || f::text;
@@ -123,6 +147,11 @@ async function installedFunctions(client: pg.ClientBase, schema: Schema): Promis
   return h.rows[0]?.hash ?? null;
 }
 
+/** True when the schema's installed functions are this build's. */
+export async function functionsCurrent(client: pg.ClientBase, schema: Schema): Promise<boolean> {
+  return (await installedFunctions(client, schema)) === functionFiles().hash;
+}
+
 export interface MigrateResult {
   from: number;
   to: number;
@@ -149,7 +178,7 @@ export async function applyMigrations(client: pg.ClientBase, schema: Schema): Pr
       });
       applied.push(m.version);
     }
-    const functions = (await installedFunctions(client, schema)) !== functionFiles().hash;
+    const functions = !(await functionsCurrent(client, schema));
     if (functions) {
       await inTransaction(client, 'Installing the engine functions', () =>
         client.query(functionsSql(schema)),
@@ -178,7 +207,7 @@ export async function assertMigrated(client: pg.ClientBase, schema: Schema): Pro
   const want = LATEST_VERSION();
   if (have < want) throw new SchemaNotMigratedError(schema.name, have, want);
   if (have > want) throw new SchemaTooNewError(schema.name, have, want);
-  if ((await installedFunctions(client, schema)) !== functionFiles().hash) {
+  if (!(await functionsCurrent(client, schema))) {
     throw new SchemaNotMigratedError(schema.name, have, want, 'its functions come from another build');
   }
 }

@@ -2,7 +2,7 @@ import { toStorableJson } from '../model/jsonb.js';
 import type { Queryable } from './database.js';
 import type { Schema } from './schema.js';
 
-// Settling attempts: one call of the settle_attempts() SQL function per completion flush, whatever the mix of
+// Settling attempts: one call of the settle_attempts() SQL function per settle flush, whatever the mix of
 // outcomes. Every row carries its receipt and fencing token; the database accepts only rows whose
 // receipt is still open, so a stale writer (rescued, cancelled, or already settled) is a no-op. Plain
 // completions travel as one member range per receipt (what a drain flushes), the rest row by row.

@@ -16,7 +16,7 @@ import type { TelemetryScope } from './scope.js';
 import { creationContext } from './trace-context.js';
 
 // What a worker host records on its hot path. The engine works per batch, and so does this where it can:
-// a claim call records its counters once, a completion flush records one add per run of equal
+// a claim call records its counters once, a settle flush records one add per run of equal
 // (queue, kind, outcome). Per job there is one histogram record and one span (a no-op without an SDK).
 
 /** A settlement as the host queues it: with the queue and kind its metrics are labelled by. */
@@ -109,7 +109,7 @@ export class ConsumerTelemetry {
       unit: '{job}',
     });
     this.flushDuration = m.createHistogram(METRIC.flushDuration, {
-      description: 'Duration of one completion flush (one settle_attempts() call for a batch of results)',
+      description: 'Duration of one settle flush (one settle_attempts() call for a batch of results)',
       unit: 's',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS },
     });
@@ -208,7 +208,7 @@ export class ConsumerTelemetry {
     span.end();
   }
 
-  /** A completion flush answered: one add per run of equal (queue, kind, outcome, accepted). */
+  /** A settle flush answered: one add per run of equal (queue, kind, outcome, accepted). */
   flushed(items: readonly HostSettlement[], accepted: ReadonlySet<string>): void {
     let run = 0;
     for (let i = 0; i < items.length; i++) {

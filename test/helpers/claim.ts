@@ -14,7 +14,7 @@ export const claimBatches = (
   ...args: Parameters<ClaimerStore['claim']>
 ): Promise<ClaimBatch[]> => storage.claimer.claim(...args).then((r) => r.batches);
 
-/** The settlement of one claimed job, as the completion batcher would hand it to settleAttempts(). */
+/** The settlement of one claimed job, as the settle batcher would hand it to settleAttempts(). */
 export const settle = (
   b: ClaimBatch,
   j: ClaimedJob,

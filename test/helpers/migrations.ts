@@ -19,6 +19,8 @@ export const MIGRATION_NAMES: readonly string[] = [
   'bulk_lanes',
   'audit',
   'slot_tallies',
+  'settled_job',
+  'cron_field',
 ];
 export const MIGRATION_VERSIONS: readonly number[] = MIGRATION_NAMES.map((_, i) => i + 1);
 export const LATEST_VERSION: number = MIGRATION_VERSIONS.length;

@@ -390,6 +390,39 @@ describe('operators: list, pause, resume, trigger, remove', () => {
     expect((await row('sync-a')).hash).not.toBe(hash);
   });
 
+  it('hosts of the release before the `cron` rename keep syncing and reading schedules during a rolling deploy', async () => {
+    // What that release sent: the expression under `expression` (migration 019 renamed the column to `cron`).
+    const def = {
+      name: 'old-host',
+      expression: '15 4 * * *',
+      timezone: 'UTC',
+      kind: 'old_kind',
+      queue: 'old_q',
+      priority: 2,
+      args: {},
+      max_attempts: 25,
+      meta: null,
+      missed_fire: 'latest',
+      hash: 'h-old',
+    };
+    const sync = await f.pool.query(`select * from awa.cron_sync('old-1', $1::jsonb, 30)`, [
+      JSON.stringify([def]),
+    ]);
+    expect(sync.rows).toEqual([{ cron_name: 'old-host', action: 'created' }]);
+    // What that release reads back: `expression`, beside this release's `cron`.
+    const pending = await f.pool.query(
+      `select cron, expression from awa.cron_pending() where cron_name = 'old-host'`,
+    );
+    expect(pending.rows).toEqual([{ cron: '15 4 * * *', expression: '15 4 * * *' }]);
+    const listed = await f.pool.query(
+      `select cron, expression from awa.cron_list(30) where cron_name = 'old-host'`,
+    );
+    expect(listed.rows).toEqual([{ cron: '15 4 * * *', expression: '15 4 * * *' }]);
+    expect((await f.client.listCron()).find((s) => s.name === 'old-host')).toMatchObject({
+      cron: '15 4 * * *',
+    });
+  });
+
   it('an args schema that rejects asynchronously stops the host at start', async () => {
     const slow = defineJob<{ n: number }>({
       kind: 'slow_cron',

@@ -154,7 +154,7 @@ describe('with the host stopped', () => {
   });
 
   it('GET /jobs: completed jobs page by time to the end without losing any (limit 5 over 24)', async () => {
-    // How many pages depends on how the host grouped its completion flushes (a page of one millisecond is
+    // How many pages depends on how the host grouped its settle flushes (a page of one millisecond is
     // widened); test/unit/dashboard.test.ts pins the paging rule itself on crafted times.
     const { ids } = await allPages({ state: 'completed', queue: 'mail', limit: '5' });
     expect(ids.sort()).toEqual([...seed.completed].sort());

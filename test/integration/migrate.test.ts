@@ -156,7 +156,7 @@ describe('migrations', () => {
       }
       await c.query(`insert into awa.queue_settings (queue, enqueue_shards) values ('sh_two', 2)`);
 
-      expect((await migrate({ connectionString: old.url })).applied).toEqual([14, 15, 16, 17]);
+      expect((await migrate({ connectionString: old.url })).applied).toEqual(MIGRATION_VERSIONS.filter((v) => v > 13));
       const { rows } = await c.query(
         'select queue, shard, enqueue_shards from awa.lanes where priority = 2 order by queue, shard',
       );

@@ -282,7 +282,7 @@ describe('what the runtime writes on its own', () => {
       const poison = defineJob<{ n: number }>({ kind: 'poison', queue, maxAttempts: 3 });
       const good = defineJob<{ n: number }>({ kind: 'good', queue });
       // One flush for the whole lot: results are held for 300 ms.
-      const h = host(queue, { completionFlushMs: 300, completionBatchSize: 512 });
+      const h = host(queue, { settleFlushMs: 300, settleBatchSize: 512 });
       const errors: string[] = [];
       h.on('error', (e) => errors.push(e instanceof Error ? e.message : String(e)));
       h.register(poison, (job) => {
@@ -313,7 +313,7 @@ describe('what the runtime writes on its own', () => {
       const job = await client.getJob(poisonId);
       expect(job?.attempt).toBe(2);
       expect(errorsOf(job)).toHaveLength(1);
-      expect(errorsOf(job)[0]).toMatchObject({ name: 'ResultRejected' });
+      expect(errorsOf(job)[0]).toMatchObject({ name: 'SettlementRejected' });
       expect(errorsOf(job)[0]?.error).toContain('test: refused poison');
       expect(errors.some((m) => m.includes('test: refused poison'))).toBe(true);
     } finally {

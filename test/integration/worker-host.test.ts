@@ -684,7 +684,7 @@ describe('WorkerHost', () => {
   it('a handler asking for an impossible delay fails its own attempt only; the rest of the flush lands', async () => {
     const bad = defineJob({ kind: 'wh_bad_delay', queue: 'q_delay', maxAttempts: 1 });
     const good = defineJob({ kind: 'wh_good_delay', queue: 'q_delay' });
-    const h = host('q_delay', { completionFlushMs: 20 });
+    const h = host('q_delay', { settleFlushMs: 20 });
     h.register(bad, () => {
       throw new RetryAfter(Number.NaN);
     });

@@ -295,7 +295,7 @@ async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: n
 export type FinishOutcome =
   'completed' | 'retry' | 'retry-due' | 'retry-backoff' | 'failed' | 'cancelled' | 'snooze' | 'snooze-due';
 
-/** One completion flush: several running attempts settled at once, each with its own outcome. */
+/** One settle flush: several running attempts settled at once, each with its own outcome. */
 export class Settle implements ModelCommand {
   constructor(readonly items: readonly (readonly [number, FinishOutcome])[]) {}
   check(m: QueueModel): boolean {

@@ -18,7 +18,7 @@ import { fieldOf } from '../helpers/option-error.js';
 // forward on 30 March, 02:00 CET → 03:00 CEST; fall back on 26 October, 03:00 CEST → 02:00 CET), the due-time
 // rule under each missedFire policy, and what defineCron refuses. Every expected instant is a literal.
 
-const BERLIN_0230: CronSpec = { expression: '30 2 * * *', timezone: 'Europe/Berlin' };
+const BERLIN_0230: CronSpec = { cron: '30 2 * * *', timezone: 'Europe/Berlin' };
 const at = (iso: string) => new Date(iso);
 const iso = (d: Date | null) => d?.toISOString() ?? null;
 const fires = (actions: CronAction[]) => actions.map((a) => `${a.action} ${a.fireAt.toISOString()}`);
@@ -92,7 +92,7 @@ describe('occurrences across DST (Europe/Berlin, 2025)', () => {
   });
 
   it('an interval schedule (every 30 minutes) skips the local times that do not exist and fires on both of a repeated time', () => {
-    const spec = { expression: '*/30 * * * *', timezone: 'Europe/Berlin', missedFire: 'latest' as const };
+    const spec = { cron: '*/30 * * * *', timezone: 'Europe/Berlin', missedFire: 'latest' as const };
     // 01:30 CET, then 03:00 CEST: 02:00 and 02:30 do not exist.
     expect(simulate(spec, '2025-03-30T00:15:00Z', '2025-03-30T01:45:00Z', 60_000)).toEqual([
       'fire 2025-03-30T00:30:00.000Z',
@@ -119,19 +119,19 @@ describe('occurrences across DST (Europe/Berlin, 2025)', () => {
   });
 
   it('reads UTC and other zones, and seconds when the expression has six fields', () => {
-    const ny = { expression: '0 9 * * 1', timezone: 'America/New_York' };
+    const ny = { cron: '0 9 * * 1', timezone: 'America/New_York' };
     // Monday 9:00 EST (UTC-5), and after the US spring forward (9 March 2025) 9:00 EDT (UTC-4).
     expect(iso(nextOccurrence(ny, at('2025-03-01T00:00:00Z')))).toBe('2025-03-03T14:00:00.000Z');
     expect(iso(nextOccurrence(ny, at('2025-03-04T00:00:00Z')))).toBe('2025-03-10T13:00:00.000Z');
-    const everySecond = { expression: '* * * * * *', timezone: 'UTC' };
+    const everySecond = { cron: '* * * * * *', timezone: 'UTC' };
     expect(iso(nextOccurrence(everySecond, at('2025-01-01T00:00:04.999Z')))).toBe('2025-01-01T00:00:05.000Z');
     expect(iso(nextOccurrence(everySecond, at('2025-01-01T00:00:05.000Z')))).toBe('2025-01-01T00:00:06.000Z');
   });
 });
 
 describe('dueFires: what the leader acts on', () => {
-  const daily = (missedFire: MissedFire) => ({ expression: '0 3 * * *', timezone: 'UTC', missedFire });
-  const perSecond = (missedFire: MissedFire) => ({ expression: '* * * * * *', timezone: 'UTC', missedFire });
+  const daily = (missedFire: MissedFire) => ({ cron: '0 3 * * *', timezone: 'UTC', missedFire });
+  const perSecond = (missedFire: MissedFire) => ({ cron: '* * * * * *', timezone: 'UTC', missedFire });
 
   it('nothing is due before the next occurrence, nor again once an occurrence was handled', () => {
     expect(dueFires(daily('latest'), at('2025-01-05T03:00:00Z'), at('2025-01-06T02:59:59Z'), 10_000)).toEqual(
@@ -246,6 +246,19 @@ describe('defineCron', () => {
     expect((await cronRow(defineCron(base))).hash).toBe(row.hash);
     expect((await cronRow(defineCron({ ...base, args: { day: 'y' } }))).hash).not.toBe(row.hash);
     expect((await cronRow(defineCron({ ...base, missedFire: 'skip' }))).hash).not.toBe(row.hash);
+  });
+
+  it('hashes a definition as the release before the `cron` rename did, so the upgrade rewrites no schedule', async () => {
+    const def = defineCron({
+      name: 'nightly-report',
+      cron: '30 2 * * *',
+      timezone: 'Europe/Berlin',
+      kind: 'report',
+      args: { full: true },
+      options: { queue: 'reports', priority: 3, tags: ['ops'] },
+    });
+    // Computed by commit 9eab16d (the field was then stored as `expression`) for this definition.
+    expect((await cronRow(def)).hash).toBe('c10f52e0d830ff0c4de8430556717aa4');
   });
 
   it('takes a kind name, job options and UTC by default', async () => {

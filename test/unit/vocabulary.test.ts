@@ -59,6 +59,38 @@ const BANNED: readonly Banned[] = [
     in: [...SOURCE, ...PROSE],
     use: 'the role folders (src/producer, src/operator, src/host, src/maintenance) or src/roles.ts',
   },
+  // What batches and flushes settlements is the settle batcher; "completion" is one outcome, not the act.
+  {
+    pattern: /\bCompletionBatcher\b|\bcompletion[ -]batcher\b|\bcompletion flush(es)?\b|\bawa\.completion\./i,
+    // Not in migrations (history, applied as written) nor in telemetry.md's note of the renamed metrics.
+    in: [
+      ...SOURCE.filter((p) => !p.startsWith('sql/migrations/')),
+      ...PROSE.filter((p) => p !== 'docs/telemetry.md'),
+    ],
+    use: 'SettleBatcher, settle batcher, settle flush, awa.settle.*',
+    term: 'settle',
+  },
+  // Their old option names are accepted in one place only: the table of renamed options.
+  {
+    pattern: /\bcompletion(BatchSize|FlushMs)\b/,
+    in: SOURCE.filter((p) => p !== 'src/host/config.ts'),
+    use: 'settleBatchSize, settleFlushMs',
+    term: 'settle',
+  },
+  // A schedule's cron expression is its `cron` field, as it is declared.
+  {
+    pattern: /\.expression\b|^\s*expression:\s/,
+    in: files('src/', /\.ts$/),
+    use: 'cron',
+    term: 'cron schedule',
+  },
+  // The handler's return value will be a job's result (issue 35): the settle path does not use the word.
+  {
+    pattern: /\bresultBatcher\b|\bResultSink\b|\bResultRejected\b/,
+    in: [...SOURCE, ...PROSE],
+    use: 'settleBatcher, SettleSink, SettlementRejected',
+    term: 'settle',
+  },
 ];
 
 function glossary(): string {

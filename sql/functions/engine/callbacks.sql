@@ -35,7 +35,8 @@ $$;
 --   fail     -> 'failed' (or the DLQ on a queue with the DLQ on), attempt counted
 --   cancel   -> 'cancelled'
 --   resume   -> back into the ready ring, same attempt, the payload on the job (meta.callback)
--- Retry and fail go by failure_route(), the rule every failed attempt follows.
+-- Retry and fail go by failure_route(), the rule every failed attempt follows; place_settled() writes every route
+-- but resume, as it does for settle_attempts().
 create function {{schema}}.settle_waiting(w {{schema}}.waiting_jobs, p_action text, p_payload jsonb,
     p_run_at timestamptz, p_error jsonb) returns text
   language plpgsql
@@ -50,26 +51,14 @@ begin
       w.max_attempts, w.run_lease, w.enqueued_at, now(),
       coalesce(w.meta, '{}') || jsonb_build_object('callback', jsonb_build_object('payload', p_payload, 'at', now()))
       )::{{schema}}.job_body]);
-  elsif v_route = 'retry' then
-    insert into {{schema}}.deferred_jobs
-      (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
-    values (w.job_id, w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.run_lease,
-            coalesce(p_run_at, now() + {{schema}}.backoff(w.attempt)), 'retryable', w.enqueued_at, v_meta);
-  elsif v_route = 'dlq' then
-    insert into {{schema}}.dlq_entries
-      (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
-    values (w.job_id, w.run_lease, w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.enqueued_at,
-            p_error ->> 'error', v_meta)
-    on conflict on constraint dlq_entries_pkey do nothing;
   else
-    insert into {{schema}}.done_entries
-      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
-    values (w.job_id, w.run_lease,
-            case v_route when 'complete' then 'completed' when 'cancel' then 'cancelled' else 'failed' end,
-            w.kind, w.queue, w.priority, w.args, w.attempt, w.max_attempts, w.enqueued_at,
-            case when v_route = 'complete'
-                 then coalesce(w.meta, '{}') || jsonb_build_object('result', p_payload)
-                 else v_meta end);
+    perform {{schema}}.place_settled(array[row(w.job_id, w.run_lease, w.kind, w.queue, w.priority, w.args,
+      w.attempt, w.max_attempts, w.enqueued_at,
+      case when v_route = 'complete' then coalesce(w.meta, '{}') || jsonb_build_object('result', p_payload)
+           else v_meta end,
+      case v_route when 'complete' then 'completed' when 'cancel' then 'cancelled' else v_route end,
+      case when v_route = 'retry' then coalesce(p_run_at, now() + {{schema}}.backoff(w.attempt)) end,
+      p_error ->> 'error')::{{schema}}.settled_job]);
   end if;
   return v_route;
 end

@@ -3,7 +3,8 @@
 -- ring (no receipt covers its position): tombstoned under the lane's claim lock, so no claimer can take it
 -- meanwhile (claimers hold that lock only for their own short statement). Running: its receipt member is
 -- closed through the fenced path and the owner is told to abort the handler. Returns the state the job was
--- in, or null when it had already finished (or never existed).
+-- in, or null when it had already finished (or never existed). Terminal history is written by place_settled(),
+-- as for every settled attempt; a job cancelled before it ran again keeps the attempts it had.
 create function {{schema}}.cancel_job(p_job_id bigint, p_reason text) returns text
   language plpgsql
   set jit = off
@@ -19,10 +20,10 @@ declare
 begin
   delete from {{schema}}.deferred_jobs dj where dj.job_id = p_job_id returning * into d;
   if found then
-    insert into {{schema}}.done_entries
-      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
-    values (d.job_id, d.run_lease, 'cancelled', d.kind, d.queue, d.priority, d.args, d.attempt, d.max_attempts,
-            d.enqueued_at, {{schema}}.with_error(d.meta, jsonb_build_object('attempt', d.attempt, 'at', now(), 'error', p_reason)));
+    perform {{schema}}.place_settled(array[row(d.job_id, d.run_lease, d.kind, d.queue, d.priority, d.args, d.attempt,
+      d.max_attempts, d.enqueued_at,
+      {{schema}}.with_error(d.meta, jsonb_build_object('attempt', d.attempt, 'at', now(), 'error', p_reason)),
+      'cancelled', null, null)::{{schema}}.settled_job]);
     return d.state;
   end if;
   delete from {{schema}}.waiting_jobs wj where wj.job_id = p_job_id returning * into w;
@@ -49,10 +50,8 @@ begin
     if not found then
       return null;
     end if;
-    insert into {{schema}}.done_entries
-      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
-    values (r.job_id, r.run_lease, 'cancelled', r.kind, r.queue, r.priority, r.args, r.attempt, r.max_attempts,
-            r.enqueued_at, {{schema}}.with_error(r.meta, v_err));
+    perform {{schema}}.place_settled(array[row(r.job_id, r.run_lease, r.kind, r.queue, r.priority, r.args, r.attempt,
+      r.max_attempts, r.enqueued_at, {{schema}}.with_error(r.meta, v_err), 'cancelled', null, null)::{{schema}}.settled_job]);
     return 'available';
   end if;
   select cb.slot, cb.batch_id, m.idx, m.run_lease into b

@@ -24,15 +24,18 @@ declare
   v_names text[];
 begin
   for d in
-    select * from jsonb_to_recordset(p_defs) as x(name text, expression text, timezone text, kind text,
+    -- `expression`: the key hosts of the previous release send for `cron` (migration 019); drop it after.
+    select x.name, coalesce(x.cron, x.expression) as cron, x.timezone, x.kind, x.queue, x.priority, x.args,
+           x.max_attempts, x.meta, x.missed_fire, x.hash
+      from jsonb_to_recordset(p_defs) as x(name text, cron text, expression text, timezone text, kind text,
              queue text, priority smallint, args jsonb, max_attempts smallint, meta jsonb, missed_fire text,
              hash text)
      order by x.name
   loop
     cron_name := d.name;
-    insert into {{schema}}.cron_jobs as c (name, expression, timezone, kind, queue, priority, args, max_attempts,
+    insert into {{schema}}.cron_jobs as c (name, cron, timezone, kind, queue, priority, args, max_attempts,
                                            meta, missed_fire, hash, declared_by)
-      values (d.name, d.expression, d.timezone, d.kind, d.queue, d.priority, d.args, d.max_attempts, d.meta,
+      values (d.name, d.cron, d.timezone, d.kind, d.queue, d.priority, d.args, d.max_attempts, d.meta,
               d.missed_fire, d.hash, p_instance)
       on conflict (name) do nothing;
     if found then
@@ -44,7 +47,7 @@ begin
         action := 'unchanged';
       else
         update {{schema}}.cron_jobs c
-           set expression = d.expression, timezone = d.timezone, kind = d.kind, queue = d.queue,
+           set cron = d.cron, timezone = d.timezone, kind = d.kind, queue = d.queue,
                priority = d.priority, args = d.args, max_attempts = d.max_attempts, meta = d.meta,
                missed_fire = d.missed_fire, hash = d.hash, declared_by = p_instance, declared_at = now()
          where c.name = d.name;
@@ -75,13 +78,15 @@ create function {{schema}}.cron_instance_live(p_instance text, p_staleness_secs 
 
 -- What the leader evaluates: every schedule that is not paused, with the instant it has been handled up to
 -- (its last fire time, or its creation or last resume, whichever is latest) and the database's clock.
+-- `expression` repeats `cron` for leaders of the previous release (migration 019); drop it after.
 create function {{schema}}.cron_pending()
-  returns table (cron_name text, expression text, timezone text, missed_fire text, hash text, kind text,
-                 queue text, args text, unique_spec jsonb, handled_to timestamptz, db_now timestamptz)
+  returns table (cron_name text, cron text, timezone text, missed_fire text, hash text, kind text,
+                 queue text, args text, unique_spec jsonb, handled_to timestamptz, db_now timestamptz,
+                 expression text)
   language sql stable
   as $$
-    select c.name, c.expression, c.timezone, c.missed_fire, c.hash, c.kind, c.queue, c.args::text,
-           c.meta -> 'unique', greatest(coalesce(c.last_fire_at, c.created_at), c.resumed_at), now()
+    select c.name, c.cron, c.timezone, c.missed_fire, c.hash, c.kind, c.queue, c.args::text,
+           c.meta -> 'unique', greatest(coalesce(c.last_fire_at, c.created_at), c.resumed_at), now(), c.cron
       from {{schema}}.cron_jobs c
      where c.paused_at is null
      order by c.name
@@ -209,18 +214,19 @@ $$;
 -- Every schedule, with its declaration state: declarers = live instances declaring it; undeclared_since (null
 -- while some live instance declares it) = the last time one of its declarers was heard from (stopped, last
 -- heartbeat, or declared when its liveness row is gone), or its declared_at when no declaration remains.
+-- `expression` repeats `cron` for operators of the previous release (migration 019); drop it after.
 create function {{schema}}.cron_list(p_staleness_secs int)
-  returns table (cron_name text, expression text, timezone text, kind text, queue text, priority smallint,
+  returns table (cron_name text, cron text, timezone text, kind text, queue text, priority smallint,
                  args jsonb, max_attempts smallint, meta jsonb, missed_fire text, hash text, declared_by text,
                  declared_at timestamptz, created_at timestamptz, paused_at timestamptz,
                  resumed_at timestamptz, last_fire_at timestamptz, last_job_id bigint, declarers int,
-                 undeclared_since timestamptz, db_now timestamptz)
+                 undeclared_since timestamptz, db_now timestamptz, expression text)
   language sql stable
   as $$
-    select c.name, c.expression, c.timezone, c.kind, c.queue, c.priority, c.args, c.max_attempts, c.meta,
+    select c.name, c.cron, c.timezone, c.kind, c.queue, c.priority, c.args, c.max_attempts, c.meta,
            c.missed_fire, c.hash, c.declared_by, c.declared_at, c.created_at, c.paused_at, c.resumed_at,
            c.last_fire_at, c.last_job_id, coalesce(d.live, 0)::int,
-           case when coalesce(d.live, 0) = 0 then coalesce(d.last_seen, c.declared_at) end, now()
+           case when coalesce(d.live, 0) = 0 then coalesce(d.last_seen, c.declared_at) end, now(), c.cron
       from {{schema}}.cron_jobs c
       left join lateral (
         select count(*) filter (where l.live) as live, max(l.seen) filter (where not l.live) as last_seen

@@ -23,18 +23,15 @@ end
 $$;
 
 -- Whether a queue exists: something names it. A lane (created by its first enqueue, by a host that serves it, by a
--- cron schedule that fires into it), a settings row (pause, shards, a host's DLQ setting), a scheduled,
--- retryable or waiting job, terminal history or a DLQ entry. Pause, resume and shards refuse a queue nothing
--- names unless asked to create it, so a typo leaves no ghost queue in every list.
+-- cron schedule that fires into it), a settings row (pause, shards, a host's DLQ setting), or a job off the
+-- ring (off_ring_jobs: scheduled, retryable, waiting, terminal history, DLQ). Pause, resume and shards refuse a
+-- queue nothing names unless asked to create it, so a typo leaves no ghost queue in every list.
 create function {{schema}}.queue_known(p_queue text) returns boolean
   language sql stable
   as $$
     select exists (select 1 from {{schema}}.lanes l where l.queue = p_queue)
         or exists (select 1 from {{schema}}.queue_settings s where s.queue = p_queue)
-        or exists (select 1 from {{schema}}.deferred_jobs d where d.queue = p_queue)
-        or exists (select 1 from {{schema}}.waiting_jobs w where w.queue = p_queue)
-        or exists (select 1 from {{schema}}.dlq_entries x where x.queue = p_queue)
-        or exists (select 1 from {{schema}}.done_entries e where e.queue = p_queue)
+        or exists (select 1 from {{schema}}.off_ring_queues o where o.queue = p_queue)
   $$;
 
 -- Removes a queue that holds nothing: its settings (pause, shards, DLQ flag) and its lanes with their sequences.
@@ -81,12 +78,13 @@ begin
               where l.queue = p_queue), 0),
            'running', coalesce((
              select sum(o.open) from {{schema}}.open_receipts(p_queue) o), 0),
-           'waiting', (select count(*) from {{schema}}.waiting_jobs w where w.queue = p_queue),
-           'scheduled', (select count(*) from {{schema}}.deferred_jobs d
-                          where d.queue = p_queue and d.state = 'scheduled'),
-           'retryable', (select count(*) from {{schema}}.deferred_jobs d
-                          where d.queue = p_queue and d.state = 'retryable'),
-           'dlq', (select count(*) from {{schema}}.dlq_entries x where x.queue = p_queue))
+           'waiting', (select count(*) from {{schema}}.off_ring_jobs o
+                        where o.queue = p_queue and o.state = 'waiting_external'),
+           'scheduled', (select count(*) from {{schema}}.off_ring_jobs o
+                          where o.queue = p_queue and o.state = 'scheduled'),
+           'retryable', (select count(*) from {{schema}}.off_ring_jobs o
+                          where o.queue = p_queue and o.state = 'retryable'),
+           'dlq', (select count(*) from {{schema}}.off_ring_jobs o where o.queue = p_queue and o.state = 'dlq'))
     into v_holds;
   v_served := array(select ri.hostname || ':' || ri.pid from {{schema}}.runtime_instances ri
                      where p_queue = any(ri.queues) and ri.stopped_at is null
@@ -104,6 +102,8 @@ begin
   end loop;
   delete from {{schema}}.queue_settings s where s.queue = p_queue;
   return jsonb_build_object('removed', true,
-                            'history', (select count(*) from {{schema}}.done_entries e where e.queue = p_queue));
+                            'history', (select count(*) from {{schema}}.off_ring_jobs o
+                                         where o.queue = p_queue
+                                           and o.state in ('failed', 'cancelled', 'completed')));
 end
 $$;

@@ -291,7 +291,7 @@ end
 $$;
 
 -- Compact success history of the receipts that read slot p_slot and are fully settled (except those in p_skip,
--- kept already): one row per completion flush (per run of its member numbers, for a receipt with no member
+-- kept already): one row per settle flush (per run of its member numbers, for a receipt with no member
 -- list), attempt number and run lease, with the completed job ids as a multirange. Returns the receipts it kept.
 create function {{schema}}.keep_completed_history(p_slot smallint, p_skip bigint[], out receipts bigint[])
   language plpgsql

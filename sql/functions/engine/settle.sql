@@ -1,4 +1,4 @@
--- Settling attempts: one call per completion-batcher flush (and per rescue or cancel). Each input row names a
+-- Settling attempts: one call per settle flush (and per rescue or cancel). Each input row names a
 -- receipt member (claim slot, batch, member index) and the run lease it was claimed with. A row is accepted
 -- only if that receipt is still open for that member at that run lease (the fence); anything else is a stale
 -- writer and is silently ignored. Returns the job ids that were accepted.
@@ -31,6 +31,8 @@ create function {{schema}}.settle_attempts(p_slots smallint[], p_batches bigint[
 declare
   v_early record;
   v_route text;
+  v_accepted bigint[];
+  v_settled {{schema}}.settled_job[];
 begin
   -- Serialises closers of the same receipt batch (completion vs rescue vs cancel); sorted, so two
   -- flushes that share batches cannot deadlock.
@@ -66,7 +68,6 @@ begin
   if coalesce(cardinality(p_batches), 0) = 0 then
     return;
   end if;
-  return query
   with input as (
     -- Where each receipt lives now, as receipt_slot() says, but as one join: a flush may carry 512 rows.
     select u.*, coalesce(f.slot, u.given_slot) as slot
@@ -107,7 +108,8 @@ begin
      group by v.slot, v.batch_id, v.outcome = 'completed'
   ), body as (
     -- Where each goes: failure_route(), the rule every settling path shares (a retry on the last attempt is a
-    -- failure, a failure goes to the DLQ on a queue with the DLQ on).
+    -- failure, a failure goes to the DLQ on a queue with the DLQ on); place_settled() writes it there, the
+    -- writer settle_waiting() shares (a parked attempt is the one route only this function writes).
     select v.*, r.kind, r.queue, r.priority, r.args, r.attempt as prior_attempt, r.max_attempts,
            r.enqueued_at, r.meta,
            {{schema}}.failure_route(r.queue, v.outcome, r.attempt + 1, r.max_attempts) as route
@@ -115,16 +117,6 @@ begin
       join {{schema}}.ready_entries r
         on r.slot = v.ready_slot and r.lane_id = v.lane_id and r.lane_seq = v.lane_seq
      where v.outcome <> 'completed'
-  ), to_deferred as (
-    insert into {{schema}}.deferred_jobs
-      (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta)
-    select b.job_id, b.kind, b.queue, b.priority, b.args,
-           case when b.route = 'retry' then b.prior_attempt + 1 else b.prior_attempt end,
-           b.max_attempts, b.run_lease,
-           coalesce(b.run_at, now() + {{schema}}.backoff(b.prior_attempt + 1)),
-           case when b.route = 'retry' then 'retryable' else 'scheduled' end,
-           b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
-      from body b where b.route in ('retry', 'snooze')
   ), to_waiting as (
     insert into {{schema}}.waiting_jobs
       (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta, token, timeout_at)
@@ -133,21 +125,20 @@ begin
       from body b
       join {{schema}}.attempt_state s on s.job_id = b.job_id and s.run_lease = b.run_lease
      where b.outcome = 'wait'
-  ), to_done as (
-    insert into {{schema}}.done_entries
-      (job_id, run_lease, state, kind, queue, priority, args, attempt, max_attempts, enqueued_at, meta)
-    select b.job_id, b.run_lease, b.route, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
-           b.max_attempts, b.enqueued_at, {{schema}}.with_error(b.meta, b.error)
-      from body b where b.route in ('failed', 'cancelled')
-  ), to_dlq as (
-    insert into {{schema}}.dlq_entries
-      (job_id, run_lease, kind, queue, priority, args, attempt, max_attempts, enqueued_at, reason, meta)
-    select b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1, b.max_attempts,
-           b.enqueued_at, b.error ->> 'error', {{schema}}.with_error(b.meta, b.error)
-      from body b where b.route = 'dlq'
-    on conflict on constraint dlq_entries_pkey do nothing
   )
-  select v.job_id, null::bigint, null::int4multirange from valid v;
+  select array_agg(v.job_id),
+         (select array_agg(row(b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
+                               b.max_attempts, b.enqueued_at, {{schema}}.with_error(b.meta, b.error), b.route,
+                               case when b.route in ('retry', 'snooze')
+                                    then coalesce(b.run_at, now() + {{schema}}.backoff(b.prior_attempt + 1)) end,
+                               b.error ->> 'error')::{{schema}}.settled_job)
+            from body b where b.route <> 'wait')
+    into v_accepted, v_settled
+    from valid v;
+  if v_settled is not null then
+    perform {{schema}}.place_settled(v_settled);
+  end if;
+  return query select a, null::bigint, null::int4multirange from unnest(v_accepted) a;
   -- A callback can reach an attempt before its 'wait' is flushed (the outside service answered at once): it was
   -- recorded on the open attempt, so the job is settled now as it says instead of parking with a used token.
   -- resolve_callback() takes this receipt lock, so it either committed before this flush (seen here) or runs

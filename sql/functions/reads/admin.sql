@@ -4,9 +4,9 @@
 -- Per-queue counts. available = positions between the claimed high-water and the enqueue cursor (less the
 -- cancelled ones) plus rows that committed late into open gaps; positions of producers still in flight or
 -- rolled back and not yet passed by a claim count too, so it can over-count briefly. running = open receipt
--- members; completed = success history still held (the ring's receipts, slot tallies, compact history).
--- failed, cancelled and dlq count the rows held (terminal history, the DLQ) from an index alone: (queue,
--- state, job_id), (queue, job_id).
+-- members; completed = success history still held (the ring's receipts, slot tallies, compact history, and
+-- callback completions in terminal history). The states off the ring are counted through off_ring_jobs, each
+-- from its table's (queue, state, job_id) or (queue, job_id) index alone.
 create function {{schema}}.queue_counts()
   returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
                  retryable bigint, completed bigint, failed bigint, cancelled bigint, dlq bigint)
@@ -68,25 +68,23 @@ begin
       select l.queue, sum(h.n)::bigint as n
         from {{schema}}.completed_history h join {{schema}}.lanes l on l.lane_id = h.lane_id group by l.queue
     ), q as (
-      select l.queue from {{schema}}.lanes l union select d.queue from {{schema}}.deferred_jobs d
-      union select e.queue from {{schema}}.done_entries e union select x.queue from {{schema}}.dlq_entries x
-      union select w.queue from {{schema}}.waiting_jobs w
+      select l.queue from {{schema}}.lanes l union select o.queue from {{schema}}.off_ring_queues o
       union select s.queue from {{schema}}.queue_settings s
     )
     select q.queue,
            coalesce((select s.paused_at is not null from {{schema}}.queue_settings s where s.queue = q.queue), false),
            greatest(coalesce((select a.n from avail a where a.queue = q.queue), 0), 0),
            coalesce((select r.running from receipts r where r.queue = q.queue), 0),
-           (select count(*) from {{schema}}.waiting_jobs w where w.queue = q.queue),
-           (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'scheduled'),
-           (select count(*) from {{schema}}.deferred_jobs d where d.queue = q.queue and d.state = 'retryable'),
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'waiting_external'),
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'scheduled'),
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'retryable'),
            coalesce((select r.completed from receipts r where r.queue = q.queue), 0)
              + coalesce((select t.n from tallied t where t.queue = q.queue), 0)
              + coalesce((select h.n from history h where h.queue = q.queue), 0)
-             + (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'completed'),
-           (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'failed'),
-           (select count(*) from {{schema}}.done_entries e where e.queue = q.queue and e.state = 'cancelled'),
-           (select count(*) from {{schema}}.dlq_entries x where x.queue = q.queue)
+             + (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'completed'),
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'failed'),
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'cancelled'),
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'dlq')
       from q order by q.queue;
 end
 $$;
@@ -111,25 +109,11 @@ declare
   v_claimed_at timestamptz;
   v_claimed_by text;
 begin
+  -- Off the ring (one table holds each of these states, off_ring_jobs says which): its newest row.
   return query
-    select e.state, e.kind, e.queue, e.priority, e.args, e.attempt::int, e.max_attempts::int, e.run_lease,
-           null::timestamptz, e.finished_at, e.meta, null::timestamptz, null::text, null::text, null::int
-      from {{schema}}.done_entries e where e.job_id = p_id order by e.run_lease desc limit 1;
-  if found then return; end if;
-  return query
-    select 'dlq'::text, e.kind, e.queue, e.priority, e.args, e.attempt::int, e.max_attempts::int, e.run_lease,
-           null::timestamptz, e.dlq_at, e.meta, null::timestamptz, null::text, null::text, null::int
-      from {{schema}}.dlq_entries e where e.job_id = p_id;
-  if found then return; end if;
-  return query
-    select d.state, d.kind, d.queue, d.priority, d.args, d.attempt::int, d.max_attempts::int, d.run_lease,
-           d.run_at, null::timestamptz, d.meta, null::timestamptz, null::text, null::text, null::int
-      from {{schema}}.deferred_jobs d where d.job_id = p_id;
-  if found then return; end if;
-  return query
-    select 'waiting_external'::text, w.kind, w.queue, w.priority, w.args, w.attempt::int, w.max_attempts::int,
-           w.run_lease, w.timeout_at, null::timestamptz, w.meta, null::timestamptz, null::text, null::text, null::int
-      from {{schema}}.waiting_jobs w where w.job_id = p_id;
+    select o.state, o.kind, o.queue, o.priority, o.args, o.attempt, o.max_attempts, o.run_lease, o.due_at,
+           o.finished_at, o.meta, null::timestamptz, null::text, null::text, null::int
+      from {{schema}}.off_ring_jobs o where o.job_id = p_id order by o.run_lease desc limit 1;
   if found then return; end if;
   -- A job cancelled while available and then retried has two rows at one run lease: the cancelled one is older.
   select * into r from {{schema}}.ready_entries re where re.job_id = p_id

@@ -51,9 +51,9 @@ begin
        where h.closed_at > v_since group by l.queue
     ), recent_failed as materialized (
       select x.queue, count(*)::bigint as n from (
-        select e.queue from {{schema}}.done_entries e where e.finished_at > v_since and e.state = 'failed'
+        select o.queue from {{schema}}.off_ring_jobs o where o.state = 'failed' and o.at > v_since
         union all
-        select d.queue from {{schema}}.dlq_entries d where d.dlq_at > v_since) x
+        select o.queue from {{schema}}.off_ring_jobs o where o.state = 'dlq' and o.at > v_since) x
        group by x.queue
     ), heads as materialized (
       select l.queue, min(h.ready_at) as oldest
@@ -97,7 +97,7 @@ create function {{schema}}.list_available(p_queue text, p_kind text, p_before_at
   set jit = off
   set enable_bitmapscan = off
   as $$
-    select r.job_id, 'available'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, r.ready_at
+    select r.job_id, 'available'::text, r.kind, r.queue, r.priority, r.attempt::int, r.max_attempts::int, r.ready_at
       from {{schema}}.lanes l
       cross join lateral {{schema}}.lane_high(l) lh
       cross join lateral (
@@ -156,6 +156,9 @@ create function {{schema}}.list_jobs(p_state text, p_queue text, p_kind text, p_
                  max_attempts int, at timestamptz)
   language plpgsql stable
   set jit = off
+  -- Planned for the state and bounds asked: a generic plan cannot skip off_ring_jobs' other states' tables at
+  -- plan time and took the time index for an unbounded page (29 ms against 0.7 on 200,000 history rows).
+  set plan_cache_mode = force_custom_plan
   as $$
 declare
   v_before bigint := coalesce(p_before_id, 9223372036854775807);
@@ -164,35 +167,15 @@ declare
   v_scan smallint[];
   v_floor timestamptz;
 begin
-  if p_state in ('scheduled', 'retryable') then
+  if p_state in ('scheduled', 'retryable', 'failed', 'cancelled', 'dlq', 'waiting_external') then
+    -- Off the ring: the one table that holds the state (off_ring_jobs), newest first by id. Callback
+    -- completions in terminal history are 'completed' and read below with the ring's.
     return query
-      select d.job_id, d.state, d.kind, d.queue, d.priority, d.attempt::int, d.max_attempts::int, d.run_at
-        from {{schema}}.deferred_jobs d
-       where d.state = p_state and (p_queue is null or d.queue = p_queue) and (p_kind is null or d.kind = p_kind)
-         and d.job_id < v_before and d.run_at < v_before_at and d.run_at >= v_after_at
-       order by d.job_id desc limit p_limit;
-  elsif p_state in ('failed', 'cancelled') then
-    return query
-      select e.job_id, e.state, e.kind, e.queue, e.priority, e.attempt::int, e.max_attempts::int, e.finished_at
-        from {{schema}}.done_entries e
-       where e.state = p_state and (p_queue is null or e.queue = p_queue) and (p_kind is null or e.kind = p_kind)
-         and e.job_id < v_before and e.finished_at < v_before_at and e.finished_at >= v_after_at
-       order by e.job_id desc limit p_limit;
-  elsif p_state = 'dlq' then
-    return query
-      select x.job_id, 'dlq'::text, x.kind, x.queue, x.priority, x.attempt::int, x.max_attempts::int, x.dlq_at
-        from {{schema}}.dlq_entries x
-       where (p_queue is null or x.queue = p_queue) and (p_kind is null or x.kind = p_kind) and x.job_id < v_before
-         and x.dlq_at < v_before_at and x.dlq_at >= v_after_at
-       order by x.job_id desc limit p_limit;
-  elsif p_state = 'waiting_external' then
-    return query
-      select w.job_id, 'waiting_external'::text, w.kind, w.queue, w.priority, w.attempt::int, w.max_attempts::int,
-             w.waiting_since
-        from {{schema}}.waiting_jobs w
-       where (p_queue is null or w.queue = p_queue) and (p_kind is null or w.kind = p_kind) and w.job_id < v_before
-         and w.waiting_since < v_before_at and w.waiting_since >= v_after_at
-       order by w.job_id desc limit p_limit;
+      select o.job_id, o.state, o.kind, o.queue, o.priority, o.attempt, o.max_attempts, o.at
+        from {{schema}}.off_ring_jobs o
+       where o.state = p_state and (p_queue is null or o.queue = p_queue) and (p_kind is null or o.kind = p_kind)
+         and o.job_id < v_before and o.at < v_before_at and o.at >= v_after_at
+       order by o.job_id desc limit p_limit;
   elsif p_state = 'available' then
     return query select * from {{schema}}.list_available(p_queue, p_kind, v_before_at, v_after_at, p_limit);
   elsif p_state = 'running' then
@@ -236,13 +219,11 @@ begin
     -- kind filter cannot find what only it holds: compact_history_span() says when).
     return query
       select x.* from (
-        (select e.job_id, 'completed'::text, e.kind, e.queue, e.priority, e.attempt::int, e.max_attempts::int,
-                e.finished_at as at
-           from {{schema}}.done_entries e
-          where e.state = 'completed' and (p_queue is null or e.queue = p_queue)
-            and (p_kind is null or e.kind = p_kind) and e.finished_at < v_before_at
-            and e.finished_at >= v_after_at
-          order by e.finished_at desc limit p_limit)
+        (select o.job_id, 'completed'::text, o.kind, o.queue, o.priority, o.attempt, o.max_attempts, o.at
+           from {{schema}}.off_ring_jobs o
+          where o.state = 'completed' and (p_queue is null or o.queue = p_queue)
+            and (p_kind is null or o.kind = p_kind) and o.at < v_before_at and o.at >= v_after_at
+          order by o.at desc limit p_limit)
         union all
         (select r.job_id, 'completed'::text, r.kind, r.queue, r.priority, r.attempt + 1, r.max_attempts::int, c.closed_at
            from (select cc.* from {{schema}}.completed_closures(v_scan, p_queue, v_before_at, v_after_at) cc

@@ -112,7 +112,7 @@ export async function demoCommand(argv: string[], ctx: CliContext): Promise<void
       pickupP50Ms: stats.pickupP50Ms,
       pickupP99Ms: stats.pickupP99Ms,
       claimCalls: stats.claimCalls,
-      completionFlushes: stats.flushes,
+      settleFlushes: stats.flushes,
       queue: counts.find((c) => c.queue === 'demo') ?? null,
       postgres: embedded ? 'embedded' : 'DATABASE_URL',
     };
@@ -135,7 +135,7 @@ function figuresText(f: Record<string, unknown> & { queue: unknown }): string {
   return `
 Awa demo (${f.postgres as string} PostgreSQL)
   enqueue (COPY)    ${fmt(f.enqueueJobsPerSec)} jobs/s   (${fmt(f.jobs)} jobs)
-  drain             ${fmt(f.drainJobsPerSec)} jobs/s   (concurrency ${fmt(f.concurrency)}, ${fmt(f.claimCalls)} claim calls, ${fmt(f.completionFlushes)} completion flushes)
+  drain             ${fmt(f.drainJobsPerSec)} jobs/s   (concurrency ${fmt(f.concurrency)}, ${fmt(f.claimCalls)} claim calls, ${fmt(f.settleFlushes)} settle flushes)
   pickup latency    p50 ${String(f.pickupP50Ms)} ms, p99 ${String(f.pickupP99Ms)} ms   (${fmt(f.pickupProbes)} single enqueues into an idle queue)
   queue "demo"      ${q ? `${fmt(q.failed)} failed, ${fmt(q.available)} waiting, ${fmt(q.running)} running` : 'n/a'}`;
 }

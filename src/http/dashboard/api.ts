@@ -132,12 +132,12 @@ export function createApi(client: DashboardClient): Hono<ApiEnv> {
 /** DLQ totals are counted up to this many entries; the page shows "≥ N" past it. */
 export const DLQ_COUNT_BOUND = 10_000;
 
-/** The most rows one page may grow to when a completion flush shares a millisecond (the client's limit). */
+/** The most rows one page may grow to when a settle flush shares a millisecond (the client's limit). */
 const MAX_WIDENED_PAGE = 1000;
 
 /**
  * One page of a job search. States listed by id page on `beforeId`; completed jobs are listed by completion
- * time and page on `before`. Jobs of one completion flush share a time, so the next page starts 1 ms after
+ * time and page on `before`. Jobs of one settle flush share a time, so the next page starts 1 ms after
  * the last one shown (the browser drops the repeats) rather than skipping the flush's remaining members; and a
  * page whose rows all share one millisecond is widened (up to 1000 rows) until it reaches an older one, so the
  * cursor always moves. Only a flush of more than 1000 jobs in one millisecond can still be cut.

@@ -6,7 +6,7 @@ import {
   type Settlement,
   type SettlerStore,
 } from '../storage/index.js';
-import { CompletionBatcher } from './completion-batcher.js';
+import { SettleBatcher } from './settle-batcher.js';
 import type { ConsumerTelemetry, HostSettlement } from '../telemetry/index.js';
 
 // How a worker host's attempt results reach the database: each one names its attempt (receipt member and run
@@ -36,7 +36,7 @@ export function settlementOf(
   };
 }
 
-export interface ResultSink {
+export interface SettleSink {
   pool: pg.Pool;
   store: SettlerStore;
   telemetry: ConsumerTelemetry;
@@ -44,13 +44,13 @@ export interface ResultSink {
   onError(err: unknown): void;
 }
 
-/** The host's completion batcher: flushes of `size` results or after `flushMs`, one in flight. */
-export function resultBatcher(
-  sink: ResultSink,
+/** The host's settle batcher: flushes of `size` results or after `flushMs`, one in flight. */
+export function settleBatcher(
+  sink: SettleSink,
   size: number,
   flushMs: number,
-): CompletionBatcher<HostSettlement> {
-  return new CompletionBatcher<HostSettlement>(
+): SettleBatcher<HostSettlement> {
+  return new SettleBatcher<HostSettlement>(
     {
       flush: async (items) => {
         const startedAt = performance.now();
@@ -71,7 +71,7 @@ export function resultBatcher(
         error: {
           attempt: item.error?.attempt,
           at: new Date().toISOString(),
-          name: 'ResultRejected',
+          name: 'SettlementRejected',
           error: `PostgreSQL refused this attempt's result (${(err as Error).message}); its error details were dropped`,
         },
       }),

@@ -23,7 +23,7 @@ export interface BatcherDeps<T extends Settlement = Settlement> {
   quarantine?(item: T, err: unknown): T;
 }
 
-export class CompletionBatcher<T extends Settlement = Settlement> {
+export class SettleBatcher<T extends Settlement = Settlement> {
   private pending: T[] = [];
   private inFlight: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;

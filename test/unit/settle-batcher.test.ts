@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CompletionBatcher } from '../../src/host/completion-batcher.js';
+import { SettleBatcher } from '../../src/host/settle-batcher.js';
 import type { Settlement } from '../../src/storage/operations.js';
 
 const item = (n: number): Settlement => ({
@@ -12,12 +12,12 @@ const item = (n: number): Settlement => ({
 });
 const tick = () => new Promise((r) => setTimeout(r, 5));
 
-describe('CompletionBatcher', () => {
+describe('SettleBatcher', () => {
   it('flushes at the batch size, keeps one flush in flight and batches what arrives meanwhile', async () => {
     const flushed: number[][] = [];
     let release!: () => void;
     let gate = new Promise<void>((r) => (release = r));
-    const b = new CompletionBatcher(
+    const b = new SettleBatcher(
       {
         flush: async (items) => {
           flushed.push(items.map((i) => i.idx));
@@ -51,7 +51,7 @@ describe('CompletionBatcher', () => {
 
   it('flushes a partial batch after the delay', async () => {
     const flushed: number[][] = [];
-    const b = new CompletionBatcher(
+    const b = new SettleBatcher(
       {
         flush: async (items) => (flushed.push(items.map((i) => i.idx)), new Set()),
         onFlushed: () => {},
@@ -71,7 +71,7 @@ describe('CompletionBatcher', () => {
     const errors: unknown[] = [];
     const accepted: string[] = [];
     let calls = 0;
-    const b = new CompletionBatcher(
+    const b = new SettleBatcher(
       {
         flush: async (items) => {
           if (++calls === 1) throw new Error('connection lost');
