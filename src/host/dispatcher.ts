@@ -4,7 +4,7 @@ import { AHEAD_HORIZON_MS, HOLD_MAX_MS, HeldJobs, Pace, type HeldJob } from './c
 // One per queue. Holds the queue's permits: every running job holds one. It claims as many jobs as it has
 // free permits plus, under a backlog, a few it may hold ahead of a permit (claim-ahead.ts), claims again
 // straight away while batches come back full, and otherwise waits for a wake-up (notification, poll tick, or
-// enough permits coming back).
+// enough permits coming back). What it is doing at any moment is its mode (Mode, below).
 
 export interface DispatcherDeps {
   claim(queue: string, max: number): Promise<ClaimResult>;
@@ -26,6 +26,9 @@ const ECHO_MS = 5;
  * while it stays held (a cancel inside a long transaction holds it too), up to CONTENDED_RETRY_MAX_MS. */
 const CONTENDED_RETRY_MS = 2;
 const CONTENDED_RETRY_MAX_MS = 250;
+/** How soon to claim again after a claim failed; doubled while claims keep failing, up to the max. */
+const ERROR_RETRY_MS = 100;
+const ERROR_RETRY_MAX_MS = 5_000;
 /** With a backlog, on a host whose permits for the queue and what it may hold ahead fit in one claim batch
  * (several hosts sharing a queue each have a few hundred), how long freed room waits for more before a claim
  * that is not a full batch: fast handlers give a full batch back within a millisecond or two, and every claim
@@ -33,31 +36,62 @@ const CONTENDED_RETRY_MAX_MS = 250;
  * most. A host with more room than a batch claims at a quarter at once, as its claims are large anyway. */
 const COALESCE_MS = 2;
 
+/**
+ * What the dispatcher is doing, which decides what a wake-up does: only 'waiting' claims at once, 'claiming'
+ * claims once more when its claim returns (never two claims at a time), and the other modes let it pass.
+ */
+type Mode =
+  /** Claims nothing: before start(), and after stopClaiming() once no claim is in flight. */
+  | { readonly name: 'stopped' }
+  /** Started, no claim in flight: the next wake-up (notification, poll, echo, freed permits) claims. */
+  | { readonly name: 'waiting' }
+  /** A claim loop runs. `again`: a wake-up came during its claim, so it claims once more even if that claim
+   * came back short. */
+  | { readonly name: 'claiming'; again: boolean }
+  /** stopClaiming() came during a claim: what the claim returns is handed back, then 'stopped'. */
+  | { readonly name: 'stopping'; readonly again: boolean }
+  /** A claim failed, or another claimer held a lane: wake-ups pass until `retry` fires, then it claims. */
+  | { readonly name: 'backing-off'; readonly retry: NodeJS.Timeout };
+
+export type DispatcherMode = Mode['name'];
+
+const STOPPED: Mode = { name: 'stopped' };
+const WAITING: Mode = { name: 'waiting' };
+
+/** What a claim loop does after a claim: claim again at once, wait for a wake-up, or back off until the
+ * timer fires. */
+type AfterClaim = 'claim again' | 'wait' | NodeJS.Timeout;
+
 export class Dispatcher {
+  private current: Mode = STOPPED;
   /** Jobs started and not yet released: the permits in use. */
   private inFlight = 0;
   /** Jobs asked for by the claim in flight. */
   private pending = 0;
   private readonly heldJobs = new HeldJobs();
   private readonly pace = new Pace();
-  private claiming = false;
+  /** Re-entrancy guard of startHeld(), in any mode: a handler may finish, and so release(), in execute(). */
   private startingHeld = false;
-  private again = false;
-  private stopped = true;
+  /** Ticks in every started mode (polling is the truth when a wake-up is lost); wake() reads the mode. */
   private pollTimer: NodeJS.Timeout | null = null;
-  private retryTimer: NodeJS.Timeout | null = null;
+  /** Echoes come due whatever the mode: during a claim one asks for one more round, while backing off it is
+   * spent unclaimed. */
   private echoTimer: NodeJS.Timeout | null = null;
-  private coalesceTimer: NodeJS.Timeout | null = null;
-  private holdTimer: NodeJS.Timeout | null = null;
-  private errorDelayMs = 0;
-  private contendedDelayMs = 0;
   /** Echo claims still owed (see ECHO_MS). */
   private echoRounds = 0;
+  /** Armed by release() in any started mode, beside a claim or a back-off; the next claim cancels it. */
+  private coalesceTimer: NodeJS.Timeout | null = null;
+  /** The hand-back deadline of the oldest held job: about held jobs, not claiming. */
+  private holdTimer: NodeJS.Timeout | null = null;
+  /** The next back-offs (after an error, after a busy lane): they grow across back-offs, so outlive them. */
+  private errorDelayMs = 0;
+  private contendedDelayMs = 0;
   private idleWaiters: (() => void)[] = [];
   /**
    * True when the last claim loop stopped for lack of room (or under backpressure) rather than
    * because the queue ran dry: only then is a freed permit worth a claim. Otherwise the next
-   * notification or poll brings the work, and an idle queue costs no claim per finished job.
+   * notification or poll brings the work, and an idle queue costs no claim per finished job. Not a mode:
+   * it is what the claims saw of the queue, and release() and resume() read it whatever the mode.
    */
   private mayHaveMore = false;
 
@@ -80,21 +114,25 @@ export class Dispatcher {
     return this.heldJobs.size;
   }
 
+  /** What it is doing (see Mode), for tests and diagnostics. */
+  get mode(): DispatcherMode {
+    return this.current.name;
+  }
+
   start(): void {
-    this.stopped = false;
+    this.current = this.afterStart();
     this.pollTimer = setInterval(() => this.wake(), this.pollIntervalMs);
     this.wake();
   }
 
   /** Stop claiming and hand back the jobs held for a permit; running jobs carry on. */
   stopClaiming(): void {
-    this.stopped = true;
+    this.current = this.afterStop();
     if (this.pollTimer) clearInterval(this.pollTimer);
-    if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.echoTimer) clearTimeout(this.echoTimer);
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.clearCoalesce();
-    this.pollTimer = this.retryTimer = this.echoTimer = this.holdTimer = null;
+    this.pollTimer = this.echoTimer = this.holdTimer = null;
     for (const h of this.heldJobs.takeAll()) this.deps.handBack(this.queue, h.batch, h.job);
   }
 
@@ -112,12 +150,10 @@ export class Dispatcher {
   }
 
   wake(): void {
-    if (this.stopped || this.retryTimer) return;
-    if (this.claiming) {
-      this.again = true;
-      return;
-    }
-    void this.claimLoop();
+    const m = this.current;
+    if (m.name === 'waiting') void this.claimLoop();
+    // One claim at a time: a wake-up during a claim is one more round after it.
+    else if (m.name === 'claiming') m.again = true;
   }
 
   /**
@@ -129,16 +165,6 @@ export class Dispatcher {
     // Twice: a producer that skipped its wake-up just before the echo may commit just after it.
     this.echoRounds = Math.max(this.echoRounds, 2);
     this.echo();
-  }
-
-  private echo(): void {
-    if (this.echoTimer || this.stopped || this.echoRounds <= 0) return;
-    this.echoTimer = setTimeout(() => {
-      this.echoTimer = null;
-      this.echoRounds--;
-      this.wake();
-      this.echo();
-    }, ECHO_MS);
   }
 
   /** Results were flushed: if claiming paused under backpressure, resume. */
@@ -167,11 +193,189 @@ export class Dispatcher {
     if (this.isIdle()) this.notifyIdle();
   }
 
+  // Mode transitions: each after*() returns the mode an event leaves; the event's method assigns it.
+
+  /** The mode start() leaves: a claim still in flight carries on. */
+  private afterStart(): Mode {
+    const m = this.current;
+    if (m.name === 'stopping') return { name: 'claiming', again: m.again };
+    return m.name === 'stopped' ? WAITING : m;
+  }
+
+  /** The mode stopClaiming() leaves: a claim in flight finishes as 'stopping'; a back-off is called off. */
+  private afterStop(): Mode {
+    const m = this.current;
+    if (m.name === 'claiming' || m.name === 'stopping') return { name: 'stopping', again: m.again };
+    if (m.name === 'backing-off') clearTimeout(m.retry);
+    return STOPPED;
+  }
+
+  /** The mode a claim loop ends in (told to stop meanwhile, it armed no retry: see backOff()). */
+  private afterClaims(retry: NodeJS.Timeout | null): Mode {
+    if (this.stopped) return STOPPED;
+    return retry ? { name: 'backing-off', retry } : WAITING;
+  }
+
+  /** A back-off is over: claim, unless claiming stopped meanwhile. */
+  private retryDue(): void {
+    this.current = this.afterRetry();
+    this.wake();
+  }
+
+  /** Only 'backing-off' has a retry pending (stopClaiming() clears it). */
+  private afterRetry(): Mode {
+    return this.current.name === 'backing-off' ? WAITING : this.current;
+  }
+
+  /** Neither claims nor wakes: 'stopped', or 'stopping' with a claim in flight. */
+  private get stopped(): boolean {
+    return this.current.name === 'stopped' || this.current.name === 'stopping';
+  }
+
+  /** A claim loop runs (it may have been told to stop). */
+  private get claimInFlight(): boolean {
+    return this.current.name === 'claiming' || this.current.name === 'stopping';
+  }
+
+  private wokenDuringClaim(): boolean {
+    const m = this.current;
+    return (m.name === 'claiming' || m.name === 'stopping') && m.again;
+  }
+
+  // The claim loop: the 'claiming' and 'stopping' modes.
+
+  /**
+   * The 'claiming' mode: claims while batches come back full or wake-ups come during the claims, then waits
+   * or backs off. Everything between two claims runs in one go (no await but the claim's), so a wake-up
+   * never falls between a loop's last claim and its end.
+   */
+  private async claimLoop(): Promise<void> {
+    this.current = { name: 'claiming', again: false };
+    let retry: NodeJS.Timeout | null = null;
+    try {
+      while (!this.stopped) {
+        const max = this.beginClaim();
+        if (max === null) break;
+        let result: ClaimResult;
+        try {
+          result = await this.deps.claim(this.queue, max);
+        } catch (err) {
+          this.deps.onError(err);
+          // A stop that came during the claim leaves nothing armed: the timer would hold the process open.
+          if (!this.stopped) retry = this.backOff();
+          break;
+        } finally {
+          this.pending = 0;
+        }
+        const next = this.claimed(result, max);
+        if (next === 'claim again') continue;
+        if (next !== 'wait') retry = next;
+        break;
+      }
+    } finally {
+      this.current = this.afterClaims(retry);
+      if (this.isIdle()) this.notifyIdle();
+    }
+  }
+
+  /** How many jobs the next claim asks for, or null when there is no room or results are piling up. */
+  private beginClaim(): number | null {
+    const room = this.capacity(Date.now()) - this.inFlight - this.heldJobs.size;
+    if (room <= 0 || this.deps.backpressure()) {
+      this.mayHaveMore = true;
+      return null;
+    }
+    const max = Math.min(room, this.batchSize);
+    this.clearCoalesce();
+    if (this.current.name === 'claiming') this.current.again = false;
+    this.pending = max;
+    return max;
+  }
+
+  /** Takes what a claim returned and says what the loop does next. */
+  private claimed({ batches, contended }: ClaimResult, max: number): AfterClaim {
+    this.errorDelayMs = 0;
+    if (!contended) this.contendedDelayMs = 0;
+    let got = 0;
+    for (const b of batches) got += b.jobs.length;
+    this.mayHaveMore = got === max || contended;
+    this.take(batches);
+    if (got >= max || this.wokenDuringClaim()) return 'claim again';
+    // Another host is claiming this queue's lane right now: come back as soon as its claim is done
+    // rather than wait for a notification that will not come for a backlog.
+    if (contended) return this.stopped ? 'wait' : this.retrySoon();
+    // Jobs are trickling in: look again shortly for those whose producers skipped their wake-up.
+    if (got > 0) {
+      this.echoRounds = Math.max(this.echoRounds, 1);
+      this.echo();
+    }
+    return 'wait';
+  }
+
+  /** Starts what free permits allow, in claim order, and holds the rest: behind jobs already held, or, for a
+   * live lane's jobs, ahead of held bulk ones. A claim that was in flight when claiming stopped hands its jobs
+   * back unstarted. */
+  private take(batches: readonly ClaimBatch[]): void {
+    const now = Date.now();
+    for (const b of batches)
+      for (const job of b.jobs) {
+        if (this.stopped) this.deps.handBack(this.queue, b, job);
+        else if (this.heldJobs.size === 0 && this.inFlight < this.concurrency) {
+          this.inFlight++;
+          this.deps.execute(this.queue, b, job);
+        } else if (b.bulk === false) this.heldJobs.pushAhead(b, job, now);
+        else this.heldJobs.push(b, job, now);
+      }
+    this.startHeld(Date.now());
+    this.watchHeld();
+  }
+
+  private retrySoon(): NodeJS.Timeout {
+    this.contendedDelayMs = Math.min(
+      Math.max(this.contendedDelayMs * 2, CONTENDED_RETRY_MS),
+      CONTENDED_RETRY_MAX_MS,
+    );
+    return setTimeout(() => this.retryDue(), this.contendedDelayMs);
+  }
+
+  private backOff(): NodeJS.Timeout {
+    this.errorDelayMs = Math.min(Math.max(this.errorDelayMs * 2, ERROR_RETRY_MS), ERROR_RETRY_MAX_MS);
+    return setTimeout(() => this.retryDue(), this.errorDelayMs);
+  }
+
   /** Permits plus what may be held ahead of them at the queue's recent pace. */
   private capacity(nowMs: number): number {
     const ahead = Math.min(this.prefetch, Math.floor(this.pace.perMs(nowMs) * AHEAD_HORIZON_MS));
     return this.concurrency + ahead;
   }
+
+  // Wake-ups on a timer, which any started mode may have pending (see the fields).
+
+  private echo(): void {
+    if (this.echoTimer || this.stopped || this.echoRounds <= 0) return;
+    this.echoTimer = setTimeout(() => {
+      this.echoTimer = null;
+      this.echoRounds--;
+      this.wake();
+      this.echo();
+    }, ECHO_MS);
+  }
+
+  /** Claim once COALESCE_MS have passed, unless a full batch of permits comes back first. */
+  private coalesce(): void {
+    if (this.coalesceTimer || this.stopped) return;
+    this.coalesceTimer = setTimeout(() => {
+      this.coalesceTimer = null;
+      this.wake();
+    }, COALESCE_MS);
+  }
+
+  private clearCoalesce(): void {
+    if (this.coalesceTimer) clearTimeout(this.coalesceTimer);
+    this.coalesceTimer = null;
+  }
+
+  // Held jobs.
 
   /**
    * Starts held jobs, oldest first, while permits are free (iteratively: a handler may finish at once). A job
@@ -214,110 +418,7 @@ export class Dispatcher {
   }
 
   private isIdle(): boolean {
-    return this.inFlight === 0 && this.heldJobs.size === 0 && !this.claiming;
-  }
-
-  /** Claim once COALESCE_MS have passed, unless a full batch of permits comes back first. */
-  private coalesce(): void {
-    if (this.coalesceTimer || this.stopped) return;
-    this.coalesceTimer = setTimeout(() => {
-      this.coalesceTimer = null;
-      this.wake();
-    }, COALESCE_MS);
-  }
-
-  private clearCoalesce(): void {
-    if (this.coalesceTimer) clearTimeout(this.coalesceTimer);
-    this.coalesceTimer = null;
-  }
-
-  private async claimLoop(): Promise<void> {
-    this.claiming = true;
-    try {
-      while (!this.stopped) {
-        const room = this.capacity(Date.now()) - this.inFlight - this.heldJobs.size;
-        if (room <= 0 || this.deps.backpressure()) {
-          this.mayHaveMore = true;
-          break;
-        }
-        const max = Math.min(room, this.batchSize);
-        this.clearCoalesce();
-        this.again = false;
-        this.pending = max;
-        let result: ClaimResult;
-        try {
-          result = await this.deps.claim(this.queue, max);
-        } catch (err) {
-          this.deps.onError(err);
-          this.backOff();
-          break;
-        } finally {
-          this.pending = 0;
-        }
-        this.errorDelayMs = 0;
-        const { batches, contended } = result;
-        if (!contended) this.contendedDelayMs = 0;
-        let got = 0;
-        for (const b of batches) got += b.jobs.length;
-        this.mayHaveMore = got === max || contended;
-        this.take(batches);
-        if (got < max && contended && !this.again) {
-          // Another host is claiming this queue's lane right now: come back as soon as its claim is done
-          // rather than wait for a notification that will not come for a backlog.
-          this.retrySoon();
-          break;
-        }
-        if (got < max && !this.again) {
-          // Jobs are trickling in: look again shortly for those whose producers skipped their wake-up.
-          if (got > 0) {
-            this.echoRounds = Math.max(this.echoRounds, 1);
-            this.echo();
-          }
-          break;
-        }
-      }
-    } finally {
-      this.claiming = false;
-      if (this.isIdle()) this.notifyIdle();
-    }
-  }
-
-  /** Starts what free permits allow, in claim order, and holds the rest: behind jobs already held, or, for a
-   * live lane's jobs, ahead of held bulk ones. A claim that was in flight when claiming stopped hands its jobs
-   * back unstarted. */
-  private take(batches: readonly ClaimBatch[]): void {
-    const now = Date.now();
-    for (const b of batches)
-      for (const job of b.jobs) {
-        if (this.stopped) this.deps.handBack(this.queue, b, job);
-        else if (this.heldJobs.size === 0 && this.inFlight < this.concurrency) {
-          this.inFlight++;
-          this.deps.execute(this.queue, b, job);
-        } else if (b.bulk === false) this.heldJobs.pushAhead(b, job, now);
-        else this.heldJobs.push(b, job, now);
-      }
-    this.startHeld(Date.now());
-    this.watchHeld();
-  }
-
-  private retrySoon(): void {
-    if (this.retryTimer) return;
-    this.contendedDelayMs = Math.min(
-      Math.max(this.contendedDelayMs * 2, CONTENDED_RETRY_MS),
-      CONTENDED_RETRY_MAX_MS,
-    );
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      this.wake();
-    }, this.contendedDelayMs);
-  }
-
-  private backOff(): void {
-    this.errorDelayMs = Math.min(Math.max(this.errorDelayMs * 2, 100), 5_000);
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = null;
-      this.wake();
-    }, this.errorDelayMs);
+    return this.inFlight === 0 && this.heldJobs.size === 0 && !this.claimInFlight;
   }
 
   private notifyIdle(): void {
