@@ -34,7 +34,7 @@ interface Command {
 
 const commands: Record<string, Command> = {
   migrate: {
-    summary: 'apply (or print with --sql) the schema migrations',
+    summary: 'apply (or print with --sql, or check with --check) the schema migrations',
     options: migrateOptions,
     run: migrateCommand,
   },
@@ -109,7 +109,7 @@ function help(): string {
 
 /**
  * Runs `awa <argv…>` and resolves to its exit code: 0 done, 1 an Awa error or an unexpected one, 2 a usage
- * error, 3 a rejected callback. Output goes to `io.stdout` / `io.stderr`; `io.env` stands for the
+ * error, 3 a rejected callback, 4 running hosts a migration would leave behind (migrate --check). Output goes to `io.stdout` / `io.stderr`; `io.env` stands for the
  * environment (DATABASE_URL, AWA_CALLBACK_SECRET). Every part of `io` defaults to the process's own.
  */
 export async function runCli(argv: readonly string[], io: Partial<CliIo> = {}): Promise<number> {

@@ -12,6 +12,7 @@ import {
 } from '../model/validation.js';
 import {
   applyMigrations,
+  migrationPlan,
   assertMigrated,
   pendingSql,
   resolveSchema,
@@ -38,6 +39,7 @@ import {
   type JobRecord,
   type JobProgress,
   type MigrateResult,
+  type MigrationPlan,
   type QueueCounts,
   type QueueRemoval,
   type RetryOutcome,
@@ -151,6 +153,15 @@ export class AwaClient {
   async assertMigrated(): Promise<void> {
     return this.conn.wrap('assertMigrated', () =>
       withClient(this.pool, this.conn.target, (c) => assertMigrated(c, this.schema)),
+    );
+  }
+
+  /** What `migrate()` would apply, each migration's rolling-deploy record, and whether the hosts running now
+   * (heartbeat younger than `liveMs`, default 30 s) keep working through it. Changes nothing. */
+  async migrationPlan(options: { liveMs?: number } = {}): Promise<MigrationPlan> {
+    const liveSeconds = Math.max(1, Math.round((options.liveMs ?? 30_000) / 1000));
+    return this.conn.wrap('migrationPlan', () =>
+      withClient(this.pool, this.conn.target, (c) => migrationPlan(c, this.schema, liveSeconds)),
     );
   }
 

@@ -7,6 +7,7 @@ export * from './database.js';
 export * from './client-pool.js';
 export * from './dedicated.js';
 export * from './migrations.js';
+export * from './migration-plan.js';
 export * from './contract.js';
 export * from './ring-storage.js';
 export { pingSession } from './listen.js';

@@ -23,7 +23,7 @@ export async function registerInstance(
        values ($1, $2, $3, $4, $5, $6)
      on conflict (instance_id) do update
        set hostname = excluded.hostname, pid = excluded.pid, queues = excluded.queues, version = excluded.version,
-           concurrency = excluded.concurrency, heartbeat_at = now(), stopped_at = null`,
+           concurrency = excluded.concurrency, started_at = now(), heartbeat_at = now(), stopped_at = null`,
     [
       instanceId,
       hostname(),

@@ -1,6 +1,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AwaClient, migrate, SchemaNotMigratedError, WorkerHost } from '../../src/index.js';
+import { runCli } from '../../src/cli/main.js';
+import {
+  AwaClient,
+  migrate,
+  SchemaNotMigratedError,
+  WorkerHost,
+  type MigrationPlan,
+} from '../../src/index.js';
 import { claimJobs, migrations, renderMigration, resolveSchema } from '../../src/storage/operations.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { LATEST_VERSION, MIGRATION_NAMES, MIGRATION_VERSIONS } from '../helpers/migrations.js';
@@ -156,7 +163,9 @@ describe('migrations', () => {
       }
       await c.query(`insert into awa.queue_settings (queue, enqueue_shards) values ('sh_two', 2)`);
 
-      expect((await migrate({ connectionString: old.url })).applied).toEqual(MIGRATION_VERSIONS.filter((v) => v > 13));
+      expect((await migrate({ connectionString: old.url })).applied).toEqual(
+        MIGRATION_VERSIONS.filter((v) => v > 13),
+      );
       const { rows } = await c.query(
         'select queue, shard, enqueue_shards from awa.lanes where priority = 2 order by queue, shard',
       );
@@ -205,6 +214,50 @@ describe('migrations', () => {
     expect(sql).toContain('create schema if not exists "printed"');
     expect(sql).toContain(`insert into "printed".schema_version (version, name) values (1, 'engine')`);
     expect(sql).not.toContain('{{schema}}');
+  });
+
+  it("migrate --check says what would run, each migration's rolling record, and who would be left behind", async () => {
+    const { db: old, c } = await databaseAt('migrate_check', 17);
+    const run = async (args: string[]) => {
+      let stdout = '';
+      const code = await runCli(['migrate', '--check', ...args], {
+        env: { DATABASE_URL: old.url },
+        stdout: { write: (s: string) => (stdout += s) },
+        stderr: { write: () => {} },
+      });
+      return { code, stdout };
+    };
+    try {
+      // A host of the version-17 build, running since before anything else was applied.
+      await c.query(
+        `insert into awa.runtime_instances (instance_id, hostname, pid, queues, version)
+         values ('h17', 'box', 42, '{q}', '0.x')`,
+      );
+      const fine = await run(['--json']);
+      expect(fine.code).toBe(0);
+      const plan = JSON.parse(fine.stdout) as MigrationPlan;
+      expect(plan).toMatchObject({ from: 17, to: LATEST, functions: true, compatible: true });
+      expect(plan.pending.map((m) => [m.version, m.rolling.safe])).toEqual(
+        MIGRATION_VERSIONS.filter((v) => v > 17).map((v) => [v, true]),
+      );
+      expect(plan.hosts).toMatchObject([{ instanceId: 'h17', builtFor: 17, compatible: true }]);
+
+      // The same host built for version 16 (it started before 17 was applied): 17 records nothing, so it is
+      // left behind, and the check says so and exits 4.
+      await c.query(
+        `update awa.schema_version set applied_at = now() + interval '1 minute' where version = 17`,
+      );
+      const behind = await run([]);
+      expect(behind.code).toBe(4);
+      expect(behind.stdout).toContain('host box:42 (h17, 0.x) built for version 16: would be left behind');
+      expect(behind.stdout).toContain('not compatible');
+      // Nothing was applied.
+      const { rows } = await c.query<{ v: number }>('select max(version) as v from awa.schema_version');
+      expect(rows[0]!.v).toBe(17);
+    } finally {
+      await c.end();
+      await old.drop();
+    }
   });
 
   it('refuses to start a worker host on an unmigrated schema, saying what to run', async () => {
