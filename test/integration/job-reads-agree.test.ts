@@ -4,7 +4,7 @@ import type { ClaimBatch, Outcome, Settlement } from '../../src/storage/operatio
 import { claimBatches, settle } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
-// Operator truth: one job read three ways (getJob, a page of its state, its queue's counts) must say the same
+// Operator truth: one job read four ways (getJob, a page of its state, the jobs view, its queue's counts) must say the same
 // thing in every state. Each read used to restate which table holds which state, and their attempt counts
 // disagreed: a job never run read attempt 0 from getJob and 1 from the page of available jobs. Both now say
 // attempts started so far, and the states off the ring are read through one view (off_ring_jobs).
@@ -112,6 +112,17 @@ describe('a job reads the same through getJob, its state page and its queue coun
         attempt: want.attempt,
       });
     }
+  });
+
+  it('the jobs view has one row per job, with the same state and attempts', async () => {
+    const { rows } = await f.pool.query<{ id: string; state: string; attempt: number; n: string }>(
+      `select j.id::text as id, j.state, j.attempt, count(*) over (partition by j.id) as n from awa.jobs j
+        where j.queue = any($1) order by j.id`,
+      [[QUEUE, DLQ_QUEUE]],
+    );
+    expect(rows.map((r) => ({ id: r.id, state: r.state, attempt: r.attempt, n: Number(r.n) }))).toEqual(
+      [...expected].map(([id, e]) => ({ id, state: e.state, attempt: e.attempt, n: 1 })),
+    );
   });
 
   it('each queue counts per state exactly the jobs put in that state', async () => {

@@ -57,9 +57,12 @@ $$;
 -- present, are unnested once rather than subscripted per member (each subscript would detoast them).
 -- PL/pgSQL on purpose: as an inlined SQL function its lane_seq would be a CASE expression, which a join to
 -- ready_entries cannot use as an index condition (every member would scan its whole lane).
+-- ROWS: a claim batch's size, as plans should expect it (the default, 1000, priced a join through every open
+-- receipt's members far above what it reads, and past jit_above_cost).
 create function {{schema}}.receipt_members(p_slot smallint, p_batch bigint)
   returns table (idx int, lane_id int, ready_slot smallint, lane_seq bigint, run_lease bigint)
   language plpgsql stable
+  rows 64
   as $$
 declare
   b {{schema}}.claim_batches;
@@ -105,9 +108,11 @@ create function {{schema}}.receipt_open_count(p_slot smallint, p_batch bigint, p
 -- Receipts with a member no closure names yet (of one queue, or of all), and how many such members: the
 -- receipts of the slots not tallied (a tallied slot's are all settled, see tally_slots()) and their closures,
 -- each read once and joined, rather than every receipt's closures probed in turn.
+-- ROWS: the claims a fleet has in flight at once, a few per host and queue (see receipt_members()).
 create function {{schema}}.open_receipts(p_queue text)
   returns table (slot smallint, batch_id bigint, lane_id int, claimed_at timestamptz, open bigint)
   language plpgsql stable
+  rows 32
   as $$
 declare
   -- A variable, so the slots it names prune the partitions read.
