@@ -13,6 +13,8 @@
 //   src/host         maintenance, threads, telemetry, storage, model (the worker host)
 //   src/roles.ts     the roles' public surface; src/index.ts re-exports it
 //   src/http         src/roles.ts only, model, and types from storage; imported only by src/cli and src/index.ts
+//   src/testing      operator, host, storage (index.ts, and storage/testing.ts: the test-only reads and clock),
+//                    model; the package's `awa-node/testing` entry point, imported by nothing in src/
 //   src/cli          anything in src/; bench/ only through bench/index.ts, from commands/bench.ts
 //   bench            the public API (src/index.ts), src/terminal, its own files; never test/
 //   scripts          the public API, src/embedded and test/ helpers (developer tools, not shipped)
@@ -43,6 +45,7 @@ const SRC_DIRS = [
   'host',
   'http',
   'cli',
+  'testing',
 ];
 /** src/<dir> may import only the folders it lists (and itself). */
 const layer = (dir, allowed) => ({
@@ -112,9 +115,16 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/cli/*', '**/embedded/*', '**/terminal/*', '../../index.js', '../index.js'],
+              group: [
+                '**/cli/*',
+                '**/embedded/*',
+                '**/terminal/*',
+                '**/testing/*',
+                '../../index.js',
+                '../index.js',
+              ],
               message:
-                'src/http must not import src/cli, src/embedded, src/terminal or src/index.ts (see eslint.config.js)',
+                'src/http must not import src/cli, src/embedded, src/terminal, src/testing or src/index.ts (see eslint.config.js)',
             },
             {
               group: ['telemetry', 'producer', 'maintenance', 'operator', 'host', 'threads'].map(
@@ -132,6 +142,26 @@ export default tseslint.config(
         },
       ],
     },
+  },
+  // The test helpers sit beside the roles' public surface: they drive a client and a worker host as a user's test
+  // would, and reach storage through its contract plus the one module of test-only SQL (storage/testing.ts).
+  {
+    files: ['src/testing/**/*.ts'],
+    rules: rule([
+      [
+        ['cli', 'http', 'embedded', 'terminal', 'threads', 'maintenance', 'producer', 'telemetry'].map(
+          (d) => `**/${d}/*`,
+        ),
+        'src/testing may import operator, host, storage and model only (see eslint.config.js)',
+      ],
+      [TOP, 'src/testing must not import src/index.ts or src/roles.ts: it is an entry point of its own'],
+      [
+        ['**/storage/*', '!**/storage/index.js', '!**/storage/testing.js'],
+        'src/testing uses storage through src/storage/index.ts, and its test-only SQL through src/storage/testing.ts',
+      ],
+      noBench,
+      noTest,
+    ]),
   },
   {
     files: ['src/terminal/**/*.ts'],

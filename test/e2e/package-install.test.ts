@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,9 +10,9 @@ import { until } from '../helpers/wait.js';
 
 // The package as a user gets it: built, packed with `npm pack`, and installed from the tarball into an empty
 // project with its production dependencies only (no tsx, no TypeScript, no bench peers). Then the installed
-// `awa` and an ESM import of the public API must work. The build goes to a staging copy of the package, so the
-// working tree's dist/ is never touched. The install fetches from npm's cache, or the registry when the cache
-// lacks a package.
+// `awa`, an ESM import of the public API and one of the test helpers (`awa-node/testing`, under node:test) must
+// work. The build goes to a staging copy of the package, so the working tree's dist/ is never touched. The
+// install fetches from npm's cache, or the registry when the cache lacks a package.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const run = promisify(execFile);
@@ -132,6 +132,45 @@ await client.close();
     } finally {
       expect(await stop(worker)).toEqual({ code: 0, signal: null });
     }
+  });
+
+  it('the testing helpers import from awa-node/testing, with their types, and a node:test file using them passes', async () => {
+    expect(existsSync(join(app, 'node_modules/awa-node/dist/src/testing/index.d.ts'))).toBe(true);
+    writeFileSync(
+      join(app, 'signup.test.js'),
+      `import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import { defineHandler, defineJob } from 'awa-node';
+import { drainQueue, expectEnqueued, expectNotEnqueued, runJob, useTestSchema } from 'awa-node/testing';
+const welcome = defineJob({ kind: 'welcome', queue: 'mail' });
+const sent = [];
+const handler = defineHandler(welcome, async (job) => void sent.push(job.args.to));
+const schema = useTestSchema({ setup: before, teardown: after });
+it('enqueues in a transaction, and rollback leaves none', async () => {
+  const t = schema();
+  const tx = await t.client.pool.connect();
+  await tx.query('begin');
+  await t.client.enqueue(welcome, { to: 'ada' }, { client: tx });
+  await expectEnqueued({ client: tx, schema: t.schema }, welcome, { args: { to: 'ada' } });
+  await tx.query('rollback');
+  tx.release();
+  await expectNotEnqueued(t, welcome);
+});
+it('runs the handler, then drains the queue', async () => {
+  assert.equal((await runJob(handler, welcome, { to: 'bob' }, { schema: schema() })).outcome, 'completed');
+  await schema().client.enqueue(welcome, { to: 'cy' });
+  assert.equal((await drainQueue(schema(), handler)).outcomes.completed, 1);
+  assert.deepEqual(sent, ['bob', 'cy']);
+});
+`,
+    );
+    const { stdout } = await run(process.execPath, ['--test', '--test-reporter=tap', 'signup.test.js'], {
+      cwd: app,
+      env: { ...process.env, DATABASE_URL: db.url },
+      timeout: 120_000,
+    });
+    expect(stdout).toMatch(/^# pass 2$/m);
+    expect(stdout).toMatch(/^# fail 0$/m);
   });
 
   it('awa serve answers with the dashboard', async () => {
