@@ -19,6 +19,7 @@ export {
   InvalidRequestError,
   UnknownQueueError,
   QueueInUseError,
+  PollingFallbackWarning,
   type AwaErrorCode,
 } from './model/errors.js';
 export {
@@ -77,6 +78,7 @@ export type {
   StorageFamily,
   CallbackDelivery,
   CronFireOutcome,
+  Pooler,
 } from './storage/index.js';
 export {
   SIGNATURE_HEADER,

@@ -8,7 +8,7 @@ export { DeadlineExceeded } from './host/attempt-runner.js';
 export type { HostEvents } from './host/events.js';
 export type { CronSchedule, CronTriggerResult } from './operator/cron.js';
 export type { CronFire } from './maintenance/cron.js';
-export { defineHandler, type HandlerEntry } from './model/handler.js';
+export { defineHandler, type HandlerEntry, type AnyHandlerEntry } from './model/handler.js';
 export { httpTarget, HttpTargetError, type HttpTargetOptions } from './host/http-target.js';
 export type { WorkerOptions, QueueOptions } from './host/config.js';
 export type { ThreadPoolOptions } from './threads/config.js';

@@ -5,7 +5,7 @@ import type { ConsumerTelemetry } from '../telemetry/index.js';
 import type { Liveness } from './liveness.js';
 import type { ReceiptBook } from './receipt-book.js';
 import type { HostStats } from './stats.js';
-import type { Wakeup } from './wakeup.js';
+import type { WakeupChannel } from './wakeup.js';
 
 // The claimer takes a batch of a queue's jobs for its dispatcher: it tells liveness first (so a claim whose
 // answer is lost is rescued promptly), claims on the wake-up connection when that is free, and books each
@@ -28,7 +28,7 @@ export class Claimer {
     private readonly cfg: ClaimerConfig,
     private readonly parts: {
       liveness: Liveness;
-      wakeup: Wakeup;
+      wakeup: WakeupChannel;
       receipts: ReceiptBook;
       stats: HostStats;
       telemetry: ConsumerTelemetry;

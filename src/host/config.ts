@@ -9,7 +9,15 @@ import {
   validatePlainObject,
   validatePositive,
 } from '../model/validation.js';
-import { QUERY_TIMEOUT_MS, resolveSchema, validateConnectionString, type Schema } from '../storage/index.js';
+import {
+  QUERY_TIMEOUT_MS,
+  resolveSchema,
+  validateConnectionString,
+  validatePooler,
+  validateSessionConnectionString,
+  type Pooler,
+  type Schema,
+} from '../storage/index.js';
 import { resolveThreadPool, type ResolvedThreadPool, type ThreadPoolOptions } from '../threads/config.js';
 
 // Worker-host configuration: validated once, here, with errors that name the field. Everything after
@@ -34,6 +42,16 @@ export interface QueueOptions {
 export interface WorkerOptions {
   connectionString?: string;
   pool?: pg.Pool;
+  /** What connectionString (or pool) leads through: 'transaction' for a transaction-mode pooler (PgBouncer
+   * `pool_mode = transaction`). Then nothing session-scoped goes through it: no statement_timeout set on its
+   * connections, no named statements, and LISTEN and the leader lock take sessionConnectionString; without
+   * one the host polls and does not stand for leadership, and says so once (a `warning` event,
+   * AWA_POLLING_FALLBACK). Default 'none'. */
+  pooler?: Pooler;
+  /** A direct connection to PostgreSQL (not through a transaction-mode pooler) for what needs a session of its
+   * own: the LISTEN connection and the maintenance leader's lock. Default: connectionString (or pool), unless
+   * pooler is 'transaction'. */
+  sessionConnectionString?: string;
   schema?: string;
   /** Queues to serve: a name → options (or just its concurrency). Default { default: 50 }. */
   queues?: Record<string, QueueOptions | number>;
@@ -158,6 +176,8 @@ const KEYS = [
   ...(Object.keys(RENAMED) as (keyof typeof RENAMED)[]),
   'connectionString',
   'pool',
+  'pooler',
+  'sessionConnectionString',
   'schema',
   'queues',
   'priorityAgingMs',
@@ -173,6 +193,8 @@ const KEYS = [
 export interface HostConfig extends Record<IntOption, number> {
   connectionString: string | undefined;
   pool: pg.Pool | undefined;
+  pooler: Pooler;
+  sessionConnectionString: string | undefined;
   schema: Schema;
   queues: Map<string, ResolvedQueue>;
   priorityAgingSeconds: number;
@@ -254,10 +276,17 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
       ? 60_000
       : validatePositive('priorityAgingMs', options.priorityAgingMs);
   const maintenance = options.maintenance ?? true;
+  const pooler = validatePooler(options.pooler);
+  const sessionConnectionString = validateSessionConnectionString(options.sessionConnectionString);
+  // Without a URL of either kind, the host's sessions come out of the pool passed in (see validateUserPool).
+  const sessionsFromPool = !connectionString && !sessionConnectionString && pooler === 'none';
   return {
     ...ints,
     connectionString,
-    pool: options.pool === undefined ? undefined : validateUserPool(options.pool, maintenance),
+    pool:
+      options.pool === undefined ? undefined : validateUserPool(options.pool, maintenance, sessionsFromPool),
+    pooler,
+    sessionConnectionString,
     schema: resolveSchema(options.schema),
     queues,
     priorityAgingSeconds: Math.max(1, Math.round(agingMs / 1000)),
@@ -276,11 +305,12 @@ export function resolveHostConfig(options: WorkerOptions): HostConfig {
 }
 
 /**
- * A pool passed in lends the host its long-held connections: LISTEN always, the leader's when it takes part
- * in maintenance. Claims and settle flushes need one more; with fewer, every claimed job would wait for a
- * flush that never gets a connection (running for good, no error), so a smaller pool is refused here.
+ * A pool passed in lends the host its long-held connections (`sessionsFromPool`: no connection string says
+ * where else they come from): LISTEN always, the leader's when it takes part in maintenance. Claims and settle
+ * flushes need one more; with fewer, every claimed job would wait for a flush that never gets a connection
+ * (running for good, no error), so a smaller pool is refused here.
  */
-function validateUserPool(pool: unknown, maintenance: boolean): pg.Pool {
+function validateUserPool(pool: unknown, maintenance: boolean, sessionsFromPool: boolean): pg.Pool {
   const p = pool as Partial<pg.Pool> | null;
   if (
     typeof p !== 'object' ||
@@ -291,12 +321,14 @@ function validateUserPool(pool: unknown, maintenance: boolean): pg.Pool {
     throw new InvalidOptionError('pool', 'must be a pg.Pool');
   }
   const max = p.options?.max ?? 10;
-  const need = maintenance ? 3 : 2;
+  const need = sessionsFromPool ? (maintenance ? 3 : 2) : 1;
   if (max < need) {
+    const held = sessionsFromPool
+      ? ` one held for LISTEN,${maintenance ? ' one held by the maintenance leader,' : ''} and`
+      : '';
     throw new InvalidOptionError(
       'pool',
-      `allows ${max} connection(s); a host needs at least ${need} of it: one held for LISTEN,` +
-        `${maintenance ? ' one held by the maintenance leader,' : ''} and one for claims and completions ` +
+      `allows ${max} connection(s); a host needs at least ${need} of it:${held} one for claims and completions ` +
         "(a few more let them run side by side). Raise the pool's max, or pass connectionString instead.",
     );
   }

@@ -9,6 +9,9 @@ import type { CronFire } from '../maintenance/cron.js';
 export interface HostEvents {
   /** A non-fatal problem (lost connection, failed flush…); the host carries on. */
   error: [err: unknown];
+  /** Something the host does differently from what its options may suggest, and which option changes it
+   * (AWA_POLLING_FALLBACK). Once per host; without a listener it goes to stderr. */
+  warning: [warning: AwaError];
   /** Each settlement once the database has answered for it; accepted=false means the fence rejected it. */
   settled: [settlement: Settlement, accepted: boolean];
   leadership: [isLeader: boolean];
@@ -30,6 +33,11 @@ export class HostEmitter extends EventEmitter<HostEvents> {
     const reported = serverFault(err);
     if (this.listenerCount('error') > 0) this.notify('error', reported);
     else console.error(`[awa] ${messageOf(reported)}`);
+  }
+
+  protected reportWarning(warning: AwaError): void {
+    if (this.listenerCount('warning') > 0) this.notify('warning', warning);
+    else console.warn(`[awa] warning: ${warning.message}`);
   }
 
   /**

@@ -24,7 +24,15 @@ export interface LentConnection {
   release(err?: unknown): void;
 }
 
-export class Wakeup {
+/** The wake-up side as the claimer and the host use it: LISTEN on a session of its own (Wakeup), or polling
+ * alone (PollingWakeup). */
+export interface WakeupChannel {
+  lend(): LentConnection | null;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export class Wakeup implements WakeupChannel {
   private conn: Dedicated | null = null;
   private stopped = false;
   private delayMs = 0;

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { AwaError, EventLoopBlockedError } from '../model/errors.js';
-import type { HandlerEntry } from '../model/handler.js';
+import type { AnyHandlerEntry } from '../model/handler.js';
 import type { JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 import { settlesWithin } from '../model/settles-within.js';
@@ -45,7 +45,8 @@ import { HandlerRegistry } from './registry.js';
 import { settleBatcher } from './settlements.js';
 import { HostStats } from './stats.js';
 import { startThreadPoolKinds } from './thread-pool-kinds.js';
-import { Wakeup } from './wakeup.js';
+import { callbackPollMs, pollingFallbackWarning, PollingWakeup, sessionSource } from './sessions.js';
+import { Wakeup, type WakeupChannel } from './wakeup.js';
 
 // The worker host wires one process's parts and runs their lifecycle (start, graceful stop): a dispatcher per
 // queue (when to claim), the claimer, the attempt runner (one job from permit to settlement, handlers inline or
@@ -71,7 +72,9 @@ export class WorkerHost extends HostEmitter {
   private readonly contextDeps: ContextDeps;
   private readonly liveness: Liveness;
   private readonly leader: Elector | null;
-  private readonly wakeup: Wakeup;
+  private readonly wakeup: WakeupChannel;
+  /** Where LISTEN and the leader lock get their sessions; null when the host has none (sessions.ts). */
+  private readonly sessions: ConnectionSource | null;
   private state: State = 'new';
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
@@ -93,15 +96,13 @@ export class WorkerHost extends HostEmitter {
         new EventLoopBlockedError(stalledMs, c.heartbeatStalenessMs, this.registry.inlineKinds()),
       ),
     );
-    this.store = ringStorage(c.schema);
+    this.store = ringStorage(c.schema, { pooler: c.pooler });
     this.ownsPool = !c.pool;
-    this.pool = c.pool ?? createPool(c.connectionString!, c.poolSize, 'awa-worker', c.queryTimeoutMs);
+    this.pool =
+      c.pool ??
+      createPool(c.connectionString!, c.poolSize, 'awa-worker', c.queryTimeoutMs, c.pooler === 'none');
     if (c.pool) listenFromBirth(c.pool);
-    const source = {
-      connectionString: c.connectionString,
-      pool: this.pool,
-      queryTimeoutMs: c.queryTimeoutMs,
-    };
+    this.sessions = sessionSource(c, this.pool);
     this.telemetry = new ConsumerTelemetry(
       this.scope,
       new Set([...c.queues].filter(([, q]) => q.dlq).map(([queue]) => queue)),
@@ -146,10 +147,12 @@ export class WorkerHost extends HostEmitter {
         this.callbackWaits.wait(jobId, runLease, timeoutMs, signal),
     };
     this.liveness = this.newLiveness();
-    this.wakeup = this.newWakeup(source);
+    this.wakeup = this.sessions
+      ? this.newWakeup(this.sessions)
+      : new PollingWakeup(callbackPollMs(c.pollIntervalMs), () => this.callbackWaits.recheckAll());
     this.claimer = this.newClaimer();
     this.runner = this.newRunner();
-    this.leader = c.maintenance ? this.newElector(source) : null;
+    this.leader = c.maintenance && this.sessions ? this.newElector(this.sessions) : null;
   }
 
   /** The heartbeat and re-registration of this instance, and the hand-back of receipts it lost track of. */
@@ -290,7 +293,8 @@ export class WorkerHost extends HostEmitter {
     return this;
   }
 
-  registerAll(entries: readonly HandlerEntry<never>[]): this {
+  /** Registers each entry's handler (defineHandler(...) results, of any kinds). Call before start(). */
+  registerAll(entries: readonly AnyHandlerEntry[]): this {
     for (const e of entries) this.registry.add(e.kind as JobKind<unknown>, e.handle as JobHandler<unknown>);
     return this;
   }
@@ -337,6 +341,7 @@ export class WorkerHost extends HostEmitter {
       throw err;
     }
     this.state = 'running';
+    if (!this.sessions) this.reportWarning(pollingFallbackWarning(this.config));
     this.gauges = this.hostGauges();
     this.loopWatch.start();
     this.liveness.start();

@@ -22,13 +22,19 @@ export type AwaErrorCode =
   | 'AWA_CLAIM_LOST'
   | 'AWA_LISTENER_FAILED'
   | 'AWA_LEADER_UNSEATED'
+  | 'AWA_POLLING_FALLBACK'
   | 'AWA_TRANSACTION_REQUIRED'
   | 'AWA_CLIENT_CLOSED'
   | 'AWA_ATTEMPT_CLOSED'
   | 'AWA_INVALID_CALLBACK'
   | 'AWA_UNKNOWN_QUEUE'
   | 'AWA_QUEUE_IN_USE'
-  | 'AWA_EMBEDDED_START_FAILED';
+  | 'AWA_EMBEDDED_START_FAILED'
+  // The test helpers' (awa-node/testing, src/testing/errors.ts).
+  | 'AWA_TEST_ASSERTION'
+  | 'AWA_TEST_TIMEOUT'
+  | 'AWA_TEST_NOT_DRAINED'
+  | 'AWA_TEST_CANNOT_RUN';
 
 /** A thrown value's message for an error or a log line. Never throws, whatever was thrown (a getter or proxy
  * trap that throws, an object with no printable form). */
@@ -46,6 +52,38 @@ export class AwaError extends Error {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
+  }
+}
+
+/**
+ * A worker host told its connections lead through a transaction-mode pooler, with no direct connection for what
+ * needs a session of its own: it polls instead of LISTENing and, when it would take part in maintenance, does
+ * not stand for leadership. Not thrown: the host emits it once, as a `warning` event, and carries on.
+ */
+export class PollingFallbackWarning extends AwaError {
+  /** The option that gives the host its sessions. */
+  readonly field = 'sessionConnectionString';
+  constructor(
+    readonly pollIntervalMs: number,
+    /** How often the host looks up its handlers' callback waits instead of hearing of their callbacks. */
+    readonly callbackPollMs: number,
+    /** True when the host would have stood for maintenance leadership (`maintenance` is on). */
+    readonly skipsLeadership: boolean,
+  ) {
+    super(
+      'AWA_POLLING_FALLBACK',
+      `pooler is 'transaction' and no sessionConnectionString is given, so this host opens no session through ` +
+        `the pooler: it polls each queue every ${pollIntervalMs} ms instead of LISTENing for new jobs (a new job ` +
+        `may wait that long), looks up callback waits every ${callbackPollMs} ms, and does not abort the handler ` +
+        `of an attempt cancelled or rescued elsewhere (its result is fenced out)` +
+        (skipsLeadership
+          ? '; it does not stand for maintenance leadership either (promotion of scheduled and retried jobs, ' +
+            'rescue, ring rotation and prune, cron): at least one host must have a direct connection, or none of ' +
+            'that runs'
+          : '') +
+        '. Pass sessionConnectionString, a postgres:// URL that reaches PostgreSQL directly (not through the ' +
+        'pooler), for LISTEN and the leader lock.',
+    );
   }
 }
 

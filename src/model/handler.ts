@@ -8,6 +8,13 @@ export interface HandlerEntry<Args = unknown> {
   handle: JobHandler<Args>;
 }
 
+/** An entry of any kind, whatever its args: what a list of handlers holds. (HandlerEntry<never> would refuse
+ * every kind whose args are typed: a JobKind is not covariant in them.) */
+export interface AnyHandlerEntry {
+  readonly kind: JobKind<unknown>;
+  readonly handle: JobHandler<never>;
+}
+
 /** Pairs a kind with its handler, e.g. for the handlers module `awa work` loads. */
 export function defineHandler<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): HandlerEntry<Args> {
   return { kind, handle };

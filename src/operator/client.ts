@@ -12,9 +12,12 @@ import {
 } from '../model/validation.js';
 import {
   applyMigrations,
+  validatePooler,
+  validateSessionConnectionString,
   migrationPlan,
   assertMigrated,
   pendingSql,
+  redact,
   resolveSchema,
   withClient,
   withOwnConnection,
@@ -39,6 +42,7 @@ import {
   type JobRecord,
   type JobProgress,
   type MigrateResult,
+  type Pooler,
   type MigrationPlan,
   type QueueCounts,
   type QueueRemoval,
@@ -67,6 +71,13 @@ import { Producer, type CopyEnqueueOptions, type EnqueueOptions } from '../produ
 export interface ClientOptions {
   connectionString?: string;
   pool?: pg.Pool;
+  /** What connectionString (or pool) leads through: 'transaction' for a transaction-mode pooler (PgBouncer
+   * `pool_mode = transaction`), so the client keeps nothing on a session: no statement_timeout set on its
+   * pool's connections, no named statements, and migrate() on sessionConnectionString. Default 'none'. */
+  pooler?: Pooler;
+  /** A direct connection to PostgreSQL for migrate(), whose advisory lock needs a session of its own.
+   * Required for migrate() when pooler is 'transaction'. */
+  sessionConnectionString?: string;
   schema?: string;
   /** Pool size when the client creates its pool. Default 10. */
   poolSize?: number;
@@ -86,6 +97,8 @@ export interface ClientOptions {
 const CLIENT_OPTION_KEYS = [
   'connectionString',
   'pool',
+  'pooler',
+  'sessionConnectionString',
   'schema',
   'poolSize',
   'maxPayloadBytes',
@@ -119,6 +132,9 @@ export class AwaClient {
   private readonly telemetry = new ProducerTelemetry(telemetryScope());
   private readonly audit: AuditTrail;
   private readonly maxPayloadBytes: number;
+  /** Where migrate() runs: a direct URL, the client's own URL, the pool passed in, or nowhere (a transaction
+   * pooler and no direct URL). */
+  private readonly migrateOn: { url: string } | 'pool' | null;
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
@@ -129,9 +145,18 @@ export class AwaClient {
       options.maxPayloadBytes === undefined
         ? DEFAULT_MAX_PAYLOAD_BYTES
         : validateInt('maxPayloadBytes', options.maxPayloadBytes, 16, 256 * 1024 * 1024);
-    this.store = ringStorage(this.schema);
-    this.conn = new ClientPool(options, 'awa-client');
+    const pooler = validatePooler(options.pooler);
+    const session = validateSessionConnectionString(options.sessionConnectionString);
+    this.store = ringStorage(this.schema, { pooler });
+    this.conn = new ClientPool({ ...options, pooler }, 'awa-client');
     this.pool = this.conn.pool;
+    this.migrateOn = session
+      ? { url: session }
+      : pooler === 'transaction'
+        ? null
+        : this.conn.url === null
+          ? 'pool'
+          : { url: this.conn.url };
     this.producer = new Producer(this.conn, this.store.producer, this.maxPayloadBytes, this.telemetry);
   }
 
@@ -140,10 +165,20 @@ export class AwaClient {
    * that is migrating, can take longer. */
   async migrate(): Promise<MigrateResult> {
     const apply = (client: pg.ClientBase) => applyMigrations(client, this.schema);
+    const on = this.migrateOn;
+    // Its advisory lock is a session's: through a transaction pooler it would stay behind on a server
+    // connection that other clients then get, and the unlock would reach another one.
+    if (on === null) {
+      throw new InvalidOptionError(
+        'sessionConnectionString',
+        "is required to migrate when pooler is 'transaction': pass a postgres:// URL that reaches PostgreSQL " +
+          'directly (migrate holds a session advisory lock), or migrate with a client connected directly',
+      );
+    }
     return this.conn.wrap('migrate', () =>
-      this.conn.url === null
+      on === 'pool'
         ? withClient(this.pool, this.conn.target, apply)
-        : withOwnConnection(this.conn.url, 'awa-migrate', this.conn.target, apply),
+        : withOwnConnection(on.url, 'awa-migrate', redact(on.url), apply),
     );
   }
 

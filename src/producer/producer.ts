@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { defineJob, type JobKind } from '../model/job-kind.js';
-import { validateInt } from '../model/validation.js';
+import { validateInt, validatePlainObject } from '../model/validation.js';
 import {
   withSavepoint,
   withTransaction,
@@ -47,13 +47,15 @@ export class Producer {
     args: Args,
     options?: EnqueueOptions,
   ): Promise<EnqueueResult> {
+    // Checked before it is taken apart: spreading an array or a number would hide what was given.
+    if (options !== undefined && options !== null) validatePlainObject('options', options);
     const { client, ...jobOptions } = options ?? {};
     const row = await toJobRow(this.kindOf(kind), args, options && jobOptions, this.maxPayloadBytes);
     const send = this.telemetry.begin('enqueue', row.queue);
     return send.run(async () => {
       send.inject([row]);
       const [result] = await this.conn.run('enqueue', client, async (db) => {
-        await this.prepareLanes([row]);
+        await this.prepareLanes([row], 'live', client !== undefined);
         return this.store.enqueue(db, [row]);
       });
       send.sent([row], result!.inserted ? 0 : 1, result!.id);
@@ -75,7 +77,7 @@ export class Producer {
     return send.run(async () => {
       send.inject(rows);
       const results = await this.conn.run('enqueueMany', options?.client, async (db) => {
-        await this.prepareLanes(rows);
+        await this.prepareLanes(rows, 'live', options?.client !== undefined);
         return this.store.enqueue(db, rows);
       });
       let duplicates = 0;
@@ -97,7 +99,7 @@ export class Producer {
       runCopyLoad(jobs, chunkSize, {
         toRow: (job) => this.toRow(job),
         copy: async (rows) => {
-          await this.prepareLanes(rows, 'bulk');
+          await this.prepareLanes(rows, 'bulk', true);
           send.inject(rows);
           const duplicates = await this.store.copyEnqueue(client, rows);
           send.sent(rows, duplicates);
@@ -136,12 +138,20 @@ export class Producer {
    * Creates the lanes of queues this producer has not enqueued to yet, in a short transaction of its own on
    * the pool, so a caller's open transaction never holds the lane-creation lock (another producer of the same
    * new queue would wait for it). Skipped when the pool has no free connection: the enqueue then creates the
-   * lane itself, which is just as correct.
+   * lane itself, which is just as correct. Skipped too behind a transaction pooler while a transaction is
+   * open (`inTransaction`: the caller's, or a COPY load's own): that transaction holds one of the pooler's
+   * server connections, and when transactions waiting the same way hold them all, the one asked for here
+   * never comes.
    */
-  private async prepareLanes(rows: readonly JobRow[], kind: 'live' | 'bulk' = 'live'): Promise<void> {
+  private async prepareLanes(
+    rows: readonly JobRow[],
+    kind: 'live' | 'bulk',
+    inTransaction: boolean,
+  ): Promise<void> {
     const known = this.laneQueues[kind];
     const fresh = [...new Set(rows.map((r) => r.queue))].filter((q) => !known.has(q));
     if (fresh.length === 0) return;
+    if (inTransaction && this.conn.pooler === 'transaction') return;
     const p = this.conn.pool;
     if (p.idleCount === 0 && p.totalCount >= (p.options.max ?? 10)) return;
     await this.store.ensureLanes(p, fresh, kind === 'bulk');

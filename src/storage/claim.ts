@@ -66,14 +66,20 @@ export interface ClaimResult {
   contended: boolean;
 }
 
-export async function claimJobs(db: Queryable, schema: Schema, req: ClaimRequest): Promise<ClaimResult> {
+/** `named`: prepared once per connection (not through a transaction pooler: see pooler.ts). */
+export async function claimJobs(
+  db: Queryable,
+  schema: Schema,
+  req: ClaimRequest,
+  named = true,
+): Promise<ClaimResult> {
   const { rows } = await db.query<{
     batch_id: string | null;
     claim_slot: number;
     jobs: string;
     bulk: boolean;
   }>({
-    name: `awa-claim-${schema.name}`,
+    name: named ? `awa-claim-${schema.name}` : undefined,
     text: `select batch_id::text, claim_slot, jobs::text, bulk from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
     values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds, req.waitMs ?? 50],
   });

@@ -9,6 +9,7 @@ import {
   validateConnectionString,
   wrapDatabaseError,
 } from './database.js';
+import type { Pooler } from './pooler.js';
 
 // The pool behind a client handle (producers, operator reads): the caller's pool, or one of its own made from a
 // connection string. Every call through it fails with ClientClosedError once it is closed, and with a typed
@@ -19,6 +20,8 @@ export interface ClientPoolOptions {
   pool?: pg.Pool;
   poolSize?: number;
   queryTimeoutMs?: number;
+  /** What connectionString leads through (validated by the caller): see pooler.ts. */
+  pooler?: Pooler;
 }
 
 export class ClientPool {
@@ -27,10 +30,13 @@ export class ClientPool {
   readonly url: string | null;
   /** Where the pool points, as error messages name it. */
   readonly target: string;
+  /** What the pool's connections lead through (pooler.ts); 'none' for a pool passed in unless told. */
+  readonly pooler: Pooler;
   private readonly ownsPool: boolean;
   private closing: Promise<void> | null = null;
 
   constructor(options: ClientPoolOptions, applicationName: string) {
+    this.pooler = options.pooler ?? 'none';
     if (options.pool) {
       this.pool = options.pool;
       listenFromBirth(this.pool);
@@ -45,7 +51,7 @@ export class ClientPool {
       options.queryTimeoutMs === undefined
         ? QUERY_TIMEOUT_MS.dflt
         : validateInt('queryTimeoutMs', options.queryTimeoutMs, QUERY_TIMEOUT_MS.min, QUERY_TIMEOUT_MS.max);
-    this.pool = createPool(url, size, applicationName, queryTimeoutMs);
+    this.pool = createPool(url, size, applicationName, queryTimeoutMs, options.pooler !== 'transaction');
     this.ownsPool = true;
     this.url = url;
     this.target = redact(url);

@@ -15,11 +15,13 @@ import type { Schema } from './schema.js';
 
 const CHUNK_BYTES = 64 * 1024;
 
-/** COPYs one chunk; returns how many of its (unique) jobs were duplicates and not inserted. */
+/** COPYs one chunk; returns how many of its (unique) jobs were duplicates and not inserted. `named`: as for
+ * enqueueRows. */
 export async function copyEnqueueChunk(
   client: pg.ClientBase,
   schema: Schema,
   rows: readonly JobRow[],
+  named = true,
 ): Promise<number> {
   const lanes = new Map<string, JobRow[]>();
   // Scheduled and unique jobs go through enqueue(): the backlog table, and the unique key's claim.
@@ -36,7 +38,7 @@ export async function copyEnqueueChunk(
   }
   for (const laneRows of lanes.values()) await copyLane(client, schema, laneRows);
   if (viaEnqueue.length === 0) return 0;
-  return (await enqueueRows(client, schema, viaEnqueue)).filter((r) => !r.inserted).length;
+  return (await enqueueRows(client, schema, viaEnqueue, named)).filter((r) => !r.inserted).length;
 }
 
 async function copyLane(client: pg.ClientBase, schema: Schema, rows: readonly JobRow[]): Promise<void> {

@@ -21,22 +21,24 @@ export interface ConnectionOptions {
   max?: number;
 }
 
-export function validateConnectionString(value: unknown): string {
+export function validateConnectionString(value: unknown, field = 'connectionString'): string {
   if (typeof value !== 'string' || value.length === 0) {
     throw new InvalidOptionError(
-      'connectionString',
-      'is required (or pass `pool`); set DATABASE_URL or pass it',
+      field,
+      field === 'connectionString'
+        ? 'is required (or pass `pool`); set DATABASE_URL or pass it'
+        : 'must be a non-empty postgres:// URL',
     );
   }
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new InvalidOptionError('connectionString', `is not a URL: ${redact(value)}`);
+    throw new InvalidOptionError(field, `is not a URL: ${redact(value)}`);
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     throw new InvalidOptionError(
-      'connectionString',
+      field,
       `must start with postgres:// or postgresql://, got ${url.protocol}//`,
     );
   }
@@ -76,11 +78,17 @@ export async function boundStatements(client: pg.ClientBase, queryTimeoutMs: num
   ]);
 }
 
+/**
+ * A pool of `max` connections. `sessionSettings: false` (connections that lead through a transaction-mode
+ * pooler: see pooler.ts) leaves out the statement_timeout set on each new connection, which there would land on
+ * one server connection shared with other clients; pg's answer deadline still bounds every statement.
+ */
 export function createPool(
   connectionString: string,
   max: number,
   applicationName = 'awa',
   queryTimeoutMs?: number,
+  sessionSettings = true,
 ): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
@@ -94,7 +102,9 @@ export function createPool(
       : {
           query_timeout: answerDeadlineMs(queryTimeoutMs),
           // pg-pool runs it on each new connection before handing it out (a failure fails that checkout).
-          onConnect: (client: pg.ClientBase) => boundStatements(client, queryTimeoutMs),
+          ...(sessionSettings
+            ? { onConnect: (client: pg.ClientBase) => boundStatements(client, queryTimeoutMs) }
+            : {}),
         }),
   });
   // An idle client that loses its server emits 'error' on the pool; without a listener that would crash

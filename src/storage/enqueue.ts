@@ -11,6 +11,8 @@ import type { Schema } from './schema.js';
 // apart, no set-returning call whose rows are collected first, no nested PL/pgSQL call returning a record.
 // 32 producers each enqueuing one job per transaction commit about 8 % more transactions a second
 // (docs/benchmarking.md, "One job, one statement").
+// Both are named (prepared once per connection) unless `named` is false: through a transaction-mode pooler
+// the name would live on one server connection and be asked for on another (see pooler.ts).
 
 export interface EnqueueResult {
   /** The job's id; for a duplicate of a unique job, the id of the job holding the key. */
@@ -29,12 +31,13 @@ export async function enqueueRows(
   db: Queryable,
   schema: Schema,
   rows: readonly JobRow[],
+  named = true,
 ): Promise<EnqueueResult[]> {
   if (rows.length === 0) return [];
   const first = rows[0]!;
-  if (rows.length === 1 && appendsToLane(first)) return [await appendOne(db, schema, first)];
+  if (rows.length === 1 && appendsToLane(first)) return [await appendOne(db, schema, first, named)];
   const { rows: out } = await db.query<{ id: string; inserted: boolean }>({
-    name: `awa-enqueue-${schema.name}`,
+    name: named ? `awa-enqueue-${schema.name}` : undefined,
     text: `select job_id::text as id, inserted from ${schema.ident}.enqueue($1, $2, $3, $4::jsonb[], $5, $6, $7::jsonb[])`,
     values: [
       rows.map((r) => r.kind),
@@ -50,9 +53,9 @@ export async function enqueueRows(
 }
 
 /** One runnable job: a position in its lane (reserve_lane() in sql/functions/engine/lanes.sql), then its row. */
-async function appendOne(db: Queryable, schema: Schema, row: JobRow): Promise<EnqueueResult> {
+async function appendOne(db: Queryable, schema: Schema, row: JobRow, named: boolean): Promise<EnqueueResult> {
   const { rows } = await db.query<{ id: string }>({
-    name: `awa-enqueue-one-${schema.name}`,
+    name: named ? `awa-enqueue-one-${schema.name}` : undefined,
     text: `insert into ${schema.ident}.ready_entries
              (slot, lane_id, lane_seq, kind, queue, priority, args, max_attempts, meta)
            select r.slot, r.lane_id, r.first_seq, $1, $2, $3, $4::jsonb, $5, $6::jsonb

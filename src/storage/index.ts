@@ -6,6 +6,7 @@ export * from './schema.js';
 export * from './database.js';
 export * from './client-pool.js';
 export * from './dedicated.js';
+export * from './pooler.js';
 export * from './migrations.js';
 export * from './migration-plan.js';
 export * from './contract.js';

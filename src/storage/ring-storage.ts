@@ -36,27 +36,35 @@ import { promoteDue } from './promote.js';
 import { setEnqueueShards, setQueuePaused, removeQueue } from './queues.js';
 import { releaseUnknownReceipts, rescueAbandoned } from './rescue.js';
 import { pruneRing, ringStatus, rotateRing, tallySlots } from './ring.js';
+import { namedStatements, type Pooler } from './pooler.js';
 import type { Schema } from './schema.js';
 
 // The storage Awa ships: the ring engine of sql/ (ready entries and receipts in a ring of slots, DESIGN.md),
 // every contract operation bound to one schema.
 
-export function ringStorage(schema: Schema): Storage {
+export interface StorageOptions {
+  /** What the connections its operations get lead through (pooler.ts): 'transaction' sends no named
+   * statements (enqueue, claim, settle name theirs otherwise). Default 'none'. */
+  pooler?: Pooler;
+}
+
+export function ringStorage(schema: Schema, options: StorageOptions = {}): Storage {
   const op = <D, A extends unknown[], R>(fn: (db: D, schema: Schema, ...args: A) => R): Op<typeof fn> =>
     ((db: D, ...args: A) => fn(db, schema, ...args)) as Op<typeof fn>;
+  const named = namedStatements(options.pooler ?? 'none');
   return {
     schema,
     producer: {
       ensureLanes: op(ensureLanes),
-      enqueue: op(enqueueRows),
-      copyEnqueue: op(copyEnqueueChunk),
+      enqueue: (db, rows) => enqueueRows(db, schema, rows, named),
+      copyEnqueue: (client, rows) => copyEnqueueChunk(client, schema, rows, named),
     },
     claimer: {
-      claim: op(claimJobs),
+      claim: (db, req) => claimJobs(db, schema, req, named),
       listen: op(listenForJobs),
     },
     settler: {
-      settleAttempts: op(settleAttempts),
+      settleAttempts: (db, items) => settleAttempts(db, schema, items, named),
       setProgress: op(writeProgress),
       registerCallback: op(registerCallback),
       callbackResult: op(callbackResult),

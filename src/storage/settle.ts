@@ -24,11 +24,13 @@ export interface Settlement {
   error?: Record<string, unknown>;
 }
 
-/** Returns the ids whose settlement was accepted. */
+/** Returns the ids whose settlement was accepted. `named`: prepared once per connection (not through a
+ * transaction pooler: see pooler.ts). */
 export async function settleAttempts(
   db: Queryable,
   schema: Schema,
   items: readonly Settlement[],
+  named = true,
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   const { rows: single, groups } = splitPlainCompletions(items);
@@ -37,7 +39,7 @@ export async function settleAttempts(
     group_batch: string | null;
     group_idxs: string | null;
   }>({
-    name: `awa-settle-${schema.name}`,
+    name: named ? `awa-settle-${schema.name}` : undefined,
     text: `select job_id::text, group_batch::text, group_idxs::text from ${schema.ident}.settle_attempts($1::smallint[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::smallint[], $10::bigint[], $11::bigint[], $12::int4multirange[])`,
     values: [
       single.map((s) => s.claimSlot),

@@ -1,24 +1,19 @@
 import { AwaError, type AwaErrorCode } from '../model/errors.js';
 import type { DrainResult } from './drain-result.js';
 
-// The errors of the test helpers. Each has a stable code, as every Awa error does; the codes are the helpers'
-// own, so they sit here beside them rather than in the engine's list (src/model/errors.ts), which docs/errors.md
-// mirrors for operators.
+// The errors of the test helpers. Each has a stable code, as every Awa error does, listed with the others in
+// src/model/errors.ts and docs/errors.md.
 
-export type TestingErrorCode =
-  /** expectEnqueued() or expectNotEnqueued() found what it was told not to expect. */
-  | 'AWA_TEST_ASSERTION'
-  /** runJob() or runJobAgain(): the job was not claimed, or its attempt did not settle, in time. */
-  | 'AWA_TEST_TIMEOUT'
-  /** drainQueue() reached its bound (settlements or time) before the queues were idle. */
-  | 'AWA_TEST_NOT_DRAINED'
-  /** runJob() or runJobAgain() cannot run the job alone: its queue holds others, or the job has nothing to run. */
-  | 'AWA_TEST_CANNOT_RUN';
+/** AWA_TEST_ASSERTION: expectEnqueued() or expectNotEnqueued() found what it was told not to expect.
+ * AWA_TEST_TIMEOUT: runJob() or runJobAgain(): the job was not claimed, or its attempt did not settle, in time.
+ * AWA_TEST_NOT_DRAINED: drainQueue() reached its bound (settlements or time) before the queues were idle.
+ * AWA_TEST_CANNOT_RUN: runJob() or runJobAgain() cannot run the job alone (its queue holds others, or the job
+ * has nothing to run). */
+export type TestingErrorCode = Extract<AwaErrorCode, `AWA_TEST_${string}`>;
 
 export class AwaTestingError extends AwaError {
   constructor(code: TestingErrorCode, message: string, options?: { cause?: unknown }) {
-    // The model's AwaErrorCode lists the engine's codes only; the value is a code all the same.
-    super(code as unknown as AwaErrorCode, message, options);
+    super(code, message, options);
   }
 }
 

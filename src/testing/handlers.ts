@@ -1,17 +1,10 @@
 import { InvalidOptionError, UnknownKindError } from '../model/errors.js';
-import type { HandlerEntry } from '../model/handler.js';
+import type { AnyHandlerEntry, HandlerEntry } from '../model/handler.js';
 import type { Job, JobHandler } from '../model/job.js';
 import type { JobKind } from '../model/job-kind.js';
 
 // The handlers a test runs jobs with: the entries defineHandler() makes, one or a list, as `awa work` and
 // WorkerHost.registerAll() take them.
-
-/** The entry of a handler of any kind. (HandlerEntry<Args> is invariant in Args, so no one instance of it takes
- * the entries of kinds with different args; this does, and is what each of them is.) */
-export interface AnyHandlerEntry {
-  readonly kind: JobKind<unknown>;
-  readonly handle: JobHandler<never>;
-}
 
 export type Handlers = AnyHandlerEntry | readonly AnyHandlerEntry[];
 

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
+  AwaClient,
   defineJob,
   InvalidArgsError,
+  InvalidOptionError,
   PayloadNotSerialisableError,
   PayloadTooLargeError,
 } from '../../src/index.js';
@@ -162,5 +164,24 @@ describe('toJobRow', () => {
     expect(unreadable).toBeInstanceOf(PayloadNotSerialisableError);
     expect((unreadable as PayloadNotSerialisableError).code).toBe('AWA_PAYLOAD_NOT_SERIALISABLE');
     expect((unreadable as Error).message).toContain('revoked');
+  });
+});
+
+describe('AwaClient.enqueue options', () => {
+  it('refuses options that are not an object before reading them (an array, a number), naming the field', async () => {
+    // Never connects: the options are refused first.
+    const client = new AwaClient({ connectionString: 'postgres://nobody@127.0.0.1:1/none' });
+    try {
+      for (const bad of [[], 7, 'queue=q']) {
+        const err = await client.enqueue('k', {}, bad as never).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(InvalidOptionError);
+        expect((err as InvalidOptionError).field).toBe('options');
+      }
+    } finally {
+      await client.close();
+    }
   });
 });

@@ -2,7 +2,7 @@ import type { CallbackDelivery } from '../../index.js';
 import { AwaClient } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
-import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 // Delivers an external callback by token: awa callback complete|fail|retry|cancel|resume TOKEN. Exits 3 when
@@ -14,6 +14,7 @@ export const callbackOptions: Record<string, OptionSpec> = {
   error: { type: 'string', description: 'the reason (fail, retry, cancel)' },
   'delay-ms': { type: 'number', description: 'retry: run again after this long (default: the backoff rule)' },
   json: { type: 'boolean', description: 'print JSON' },
+  ...POOLER_OPTIONS,
 };
 
 const ACTIONS = ['complete', 'fail', 'retry', 'cancel', 'resume'] as const;
@@ -36,7 +37,7 @@ export async function callbackCommand(argv: string[], ctx: CliContext): Promise<
   }
   const error = values.error as string | undefined;
   const client = new AwaClient({
-    connectionString: databaseUrl(values, ctx.env),
+    ...connectionOptions(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 1,
     // A callback delivered by hand is an operator action: recorded in the audit trail as this user.

@@ -1,7 +1,7 @@
 import { AwaClient, type CronSchedule } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
-import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 // Operator commands for cron schedules: list them with their state, pause and resume one, trigger one now,
@@ -14,6 +14,7 @@ export const cronOptions: Record<string, OptionSpec> = {
     description: 'list: a worker silent this long no longer declares anything (default 30000)',
   },
   json: { type: 'boolean', description: 'print JSON' },
+  ...POOLER_OPTIONS,
 };
 
 export const CRON_USAGE =
@@ -27,7 +28,7 @@ export async function cronCommand(argv: string[], ctx: CliContext): Promise<void
     throw new UsageError(`usage: awa ${CRON_USAGE}`);
   }
   const client = new AwaClient({
-    connectionString: databaseUrl(values, ctx.env),
+    ...connectionOptions(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
     actor: cliActor(ctx.env),

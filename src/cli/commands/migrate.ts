@@ -1,11 +1,12 @@
 import { AwaClient } from '../../roles.js';
 import type { MigrationPlan } from '../../storage/index.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
-import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 export const migrateOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
+  ...POOLER_OPTIONS,
   sql: { type: 'boolean', description: 'print the SQL instead of running it' },
   check: {
     type: 'boolean',
@@ -31,7 +32,7 @@ export async function migrateCommand(argv: string[], ctx: CliContext): Promise<n
     await client.close();
     return;
   }
-  const client = new AwaClient({ connectionString: databaseUrl(values, ctx.env), schema, poolSize: 1 });
+  const client = new AwaClient({ ...connectionOptions(values, ctx.env), schema, poolSize: 1 });
   try {
     if (values.check) {
       const plan = await client.migrationPlan({ liveMs: values['live-ms'] as number | undefined });

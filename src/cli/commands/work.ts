@@ -4,11 +4,12 @@ import { InvalidOptionError } from '../../model/errors.js';
 import type { CronDefinition } from '../../model/cron.js';
 import { WorkerHost, type HandlerEntry, type QueueOptions } from '../../roles.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
-import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 export const workOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
+  ...POOLER_OPTIONS,
   handlers: {
     type: 'string',
     description:
@@ -46,7 +47,7 @@ export async function workCommand(argv: string[], ctx: CliContext): Promise<void
   // registers them itself, so only the inline ones are registered here.
   const pooled = handlers.some((h) => h.kind.execution === 'pool');
   const host = new WorkerHost({
-    connectionString: databaseUrl(values, ctx.env),
+    ...connectionOptions(values, ctx.env),
     schema: values.schema as string | undefined,
     queues,
     maintenance: !values['no-maintenance'],
@@ -55,6 +56,7 @@ export async function workCommand(argv: string[], ctx: CliContext): Promise<void
   });
   host.registerAll(handlers.filter((h) => h.kind.execution !== 'pool'));
   host.on('error', (err) => ctx.err(`[awa] ${err instanceof Error ? err.message : String(err)}`));
+  host.on('warning', (warning) => ctx.err(`[awa] warning: ${warning.message}`));
   host.on('leadership', (leader) =>
     ctx.err(`[awa] ${leader ? 'became' : 'gave up being'} maintenance leader`),
   );

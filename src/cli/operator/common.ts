@@ -1,7 +1,7 @@
 import { AwaClient } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, type OptionSpec, type Parsed } from '../args.js';
-import { databaseUrl, DB_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 // What the operator commands share: the database options, a client for one command, and printing (a table
@@ -10,6 +10,7 @@ import type { CliContext } from '../io.js';
 export const OPERATOR_OPTIONS: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
   json: { type: 'boolean', description: 'print JSON' },
+  ...POOLER_OPTIONS,
 };
 
 export async function withClient<T>(
@@ -18,7 +19,7 @@ export async function withClient<T>(
   fn: (client: AwaClient) => Promise<T>,
 ): Promise<T> {
   const client = new AwaClient({
-    connectionString: databaseUrl(values, ctx.env),
+    ...connectionOptions(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
     // Each action is recorded in the audit trail as this user; the command prints what it did, so the record
