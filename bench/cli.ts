@@ -3,7 +3,7 @@ import { MAX_ENQUEUE_SHARDS } from '../src/index.js';
 import { ProgressBar } from '../src/terminal/progress.js';
 import { BenchUsageError, parseBenchArgs } from './args.js';
 import type { SystemAdapter } from './adapter.js';
-import { makeAdapter, OTEL_MODES, SYSTEMS, withOtel } from './systems.js';
+import { makeAdapter, OTEL_MODES, SYSTEMS, withOtel, withPooler, withSqlProducer } from './systems.js';
 import {
   adminUrl,
   benchClient,
@@ -14,6 +14,7 @@ import {
 } from './database.js';
 import { describeEnvironment, type Environment } from './environment.js';
 import { benchOptions } from './options.js';
+import { throughPooler, validatePoolerUrl } from './pooler.js';
 import { formatTable, jsonLine, medianRun, writeReportDir } from './report.js';
 import type { ResultRow } from './result-row.js';
 import { RssSampler } from './rss.js';
@@ -80,6 +81,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     holdMs: int(values['hold-ms'], 20, 'hold-ms', 0),
     processes: int(values.processes, 0, 'processes'),
     unique: values.unique === true,
+    single: values.single === true,
     otelSample: (values['otel-sample'] as number | undefined) ?? 1,
     shards: int(values.shards, 1, 'shards'),
     prefetch: values.prefetch === undefined ? undefined : int(values.prefetch, 0, 'prefetch', 0),
@@ -87,17 +89,22 @@ export async function benchCommand(argv: string[]): Promise<void> {
     handlerMs: int(values['handler-ms'], 0, 'handler-ms', 0),
     longJobs: int(values.long, 8, 'long', 0),
     rollback: (values.rollback as number | undefined) ?? 0.1,
+    poolerUrl: values['pooler-url'] === undefined ? undefined : validatePoolerUrl(values['pooler-url']),
   };
   if (name === 'mixed' && opts.longJobs >= opts.concurrency)
     throw new BenchUsageError(`--long (${opts.longJobs}) must be below --concurrency (${opts.concurrency})`);
   if (!(opts.rollback >= 0 && opts.rollback <= 1))
     throw new BenchUsageError(`--rollback must be a fraction in [0, 1], got ${opts.rollback}`);
+  if (values.single !== undefined && name !== 'enqueue')
+    throw new BenchUsageError('--single applies to enqueue only');
   for (const [flag, applies] of [
     ['handler-ms', name === 'mixed'],
     ['long', name === 'mixed'],
     ['rollback', name === 'mixed'],
   ] as const)
     if (values[flag] !== undefined && !applies) throw new BenchUsageError(`--${flag} applies to mixed only`);
+  if (opts.single && opts.unique)
+    throw new BenchUsageError('--unique applies to the bulk enqueue, not --single');
   if (name === 'latency' && opts.duration * 1000 <= WARMUP_MS)
     throw new BenchUsageError(
       `--duration must be more than ${WARMUP_MS / 1000} s for latency: its first ${WARMUP_MS / 1000} s are warm-up and not measured`,
@@ -121,6 +128,13 @@ export async function benchCommand(argv: string[]): Promise<void> {
     throw new BenchUsageError(`--otel must be one of ${OTEL_MODES.join(', ')}, got "${otel}"`);
   }
   const otelMode = otel as (typeof OTEL_MODES)[number];
+  if (opts.poolerUrl !== undefined) {
+    // One row, awa through the pooler: run it beside a direct run of the same command for the comparison.
+    if (scenario.kind !== 'system' || system !== 'awa')
+      throw new BenchUsageError('--pooler-url applies to the system scenarios with --system awa');
+    if (opts.processes > 0 || otelMode !== 'none')
+      throw new BenchUsageError('--pooler-url cannot be combined with --processes or --otel');
+  }
   if (otelMode !== 'none') {
     if (scenario.kind !== 'system') throw new BenchUsageError(`--otel applies to the system scenarios only`);
     if (system !== 'all' && system !== 'awa') throw new BenchUsageError(`--otel applies to the awa system`);
@@ -142,7 +156,10 @@ export async function benchCommand(argv: string[]): Promise<void> {
     rows.push(toRow(name, 'awa', opts, m, (performance.now() - t0) / 1000, rss.stop(), {}, null));
     emit(rows[0]!);
   } else {
-    let systems = withOtel(system === 'all' ? scenario.systemsForAll : [system], otelMode);
+    let systems = withPooler(
+      withSqlProducer(withOtel(system === 'all' ? scenario.systemsForAll : [system], otelMode), opts.single),
+      opts.poolerUrl,
+    );
     if (opts.processes > 0) {
       // Worker processes are an awa-only mode (the peers have their own multi-process stories); under
       // --system all it runs the systems that support it.
@@ -231,6 +248,7 @@ async function runOnce(
     const m = await scenario.run({
       adapter,
       url: db.url,
+      appUrl: opts.poolerUrl ? throughPooler(opts.poolerUrl, db.url) : db.url,
       opts,
       progress: (label, total) => new ProgressBar(label, total),
     });

@@ -70,6 +70,11 @@ export const benchOptions: Record<string, BenchOption> = {
     type: 'number',
     description: "mixed: fraction of the producers' transactions that roll back (default 0.1)",
   },
+  single: {
+    type: 'boolean',
+    description:
+      'enqueue: one job per statement, --producers calls in flight, instead of the bulk path; with awa, also the row awa+sql (the same jobs through the SQL function insert_job)',
+  },
   unique: {
     type: 'boolean',
     description:
@@ -78,6 +83,11 @@ export const benchOptions: Record<string, BenchOption> = {
   'database-url': {
     type: 'string',
     description: 'server to create bench databases on (default $DATABASE_URL)',
+  },
+  'pooler-url': {
+    type: 'string',
+    description:
+      'awa (--system awa): connect through this transaction-mode pooler (PgBouncer forwarding every database to the bench server), sessions direct; the row is awa+pgbouncer',
   },
   json: { type: 'boolean', description: 'one JSON object per system per scenario, one per line' },
   report: { type: 'string', description: 'write results.jsonl and report.html (charts) to this directory' },

@@ -25,6 +25,8 @@ export interface ScenarioOptions {
   processes: number;
   /** Every job carries a distinct deduplication key (enqueue): what unique jobs cost each system. */
   unique: boolean;
+  /** Enqueue: one job per statement (enqueueOne), `producers` calls in flight, instead of the bulk path. */
+  single: boolean;
   /** With --otel: fraction of root traces the SDK records (1: every span). */
   otelSample: number;
   /** Awa: the bench queue's enqueue shards (1: one lane per priority, strict FIFO). */
@@ -39,11 +41,16 @@ export interface ScenarioOptions {
   longJobs: number;
   /** Mixed: the fraction of producer transactions that roll back (0…1). */
   rollback: number;
+  /** Awa through a transaction-mode pooler at this URL (--pooler-url); undefined: direct. */
+  poolerUrl: string | undefined;
 }
 
 export interface ScenarioContext {
   adapter: SystemAdapter;
+  /** The run's database, direct. */
   url: string;
+  /** Where the application's own connections go (producers): the database through --pooler-url, else `url`. */
+  appUrl: string;
   opts: ScenarioOptions;
   progress(label: string, total: number): ProgressBar;
 }

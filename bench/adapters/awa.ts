@@ -1,18 +1,25 @@
 import type pg from 'pg';
-import { AwaClient, defineJob, WorkerHost } from '../../src/index.js';
+import { AwaClient, defineJob, WorkerHost, type WorkerOptions } from '../../src/index.js';
 import type { BenchArgs, BenchHandler, SystemAdapter, WorkerFleet, WorkerUsage } from '../adapter.js';
 import { hostUsage, NO_USAGE } from '../processes/protocol.js';
 import { WorkerProcess } from '../processes/worker-processes.js';
 import { loadPeer } from '../peer.js';
+import { throughPooler } from '../pooler.js';
 
 // Awa as a user runs it: COPY for bulk loads, one WorkerHost with the library's defaults (claim batches
 // of 512, completion batches of 512 flushed after 1 ms), handlers called once per job. With `otel`, the
 // OpenTelemetry SDK is registered (see bench/otel.ts) before the client and host are built, and removed
-// at stop(): the row "awa+otel" is the same run with the SDK recording.
+// at stop(): the row "awa+otel" is the same run with the SDK recording. With producer 'sql' (the row
+// "awa+sql"), single jobs and producer batches go through the SQL producer, insert_job() and insert_jobs()
+// (docs/sql.md), as a prepared statement on the client's connection pool, with the same options.
 
 const QUEUE = 'bench';
 const KIND = 'bench_noop';
 const kind = defineJob<BenchArgs>({ kind: KIND, queue: QUEUE });
+/** The kind's queue, which the SQL producer is told per job (it has no definition of the kind). */
+const SQL_OPTS = JSON.stringify({ queue: QUEUE });
+
+export type AwaProducer = 'client' | 'sql';
 
 export class AwaAdapter implements SystemAdapter {
   readonly label: string;
@@ -34,8 +41,31 @@ export class AwaAdapter implements SystemAdapter {
     private readonly shards = 1,
     /** The queue's `prefetch`; undefined: the host's default. */
     private readonly prefetch?: number,
+    private readonly producer: AwaProducer = 'client',
+    /** A transaction-mode pooler to connect through (--pooler-url), sessions direct; undefined: direct. */
+    private readonly poolerUrl?: string,
   ) {
-    this.label = !otel ? 'awa' : otelSample === 1 ? 'awa+otel' : `awa+otel@${otelSample}`;
+    this.label = otel
+      ? otelSample === 1
+        ? 'awa+otel'
+        : `awa+otel@${otelSample}`
+      : producer === 'sql'
+        ? 'awa+sql'
+        : 'awa';
+    if (poolerUrl) this.label = 'awa+pgbouncer';
+  }
+
+  /** How the client and the host connect to the run's database `url`: directly, or through the pooler with
+   * what needs a session (migrate, LISTEN, the leader lock) on `url`. */
+  private connection(
+    url: string,
+  ): Pick<WorkerOptions, 'connectionString' | 'pooler' | 'sessionConnectionString'> {
+    if (!this.poolerUrl) return { connectionString: url };
+    return {
+      connectionString: throughPooler(this.poolerUrl, url),
+      pooler: 'transaction',
+      sessionConnectionString: url,
+    };
   }
 
   async setup(url: string): Promise<void> {
@@ -44,7 +74,7 @@ export class AwaAdapter implements SystemAdapter {
       const { installOtelSdk } = await loadPeer('--otel', () => import('../otel.js'));
       this.uninstallOtel = installOtelSdk(this.otelSample);
     }
-    this.client = new AwaClient({ connectionString: url, schema: this.schema, poolSize: 8 });
+    this.client = new AwaClient({ ...this.connection(url), schema: this.schema, poolSize: 8 });
     await this.client.migrate();
     if (this.shards > 1) await this.client.setEnqueueShards(QUEUE, this.shards, { create: true });
   }
@@ -73,24 +103,44 @@ export class AwaAdapter implements SystemAdapter {
   }
 
   async enqueueBatch(args: readonly BenchArgs[]): Promise<void> {
-    await this.db().enqueueMany(args.map((a) => ({ kind, args: a })));
+    if (this.producer === 'sql') {
+      const jobs = JSON.stringify(args.map((a) => ({ kind: KIND, args: a, opts: { queue: QUEUE } })));
+      await this.db().pool.query({
+        name: 'bench-insert-jobs',
+        text: `select job_id from ${this.schema}.insert_jobs($1::jsonb)`,
+        values: [jobs],
+      });
+    } else {
+      await this.db().enqueueMany(args.map((a) => ({ kind, args: a })));
+    }
     this.enqueued += args.length;
   }
 
   async enqueueOne(args: BenchArgs): Promise<void> {
-    await this.db().enqueue(kind, args);
+    if (this.producer === 'sql') await this.db().pool.query(this.insertJob(args));
+    else await this.db().enqueue(kind, args);
     this.enqueued++;
   }
 
   async enqueueInTransaction(client: pg.ClientBase, args: BenchArgs): Promise<void> {
     this.inTransaction = true;
-    await this.db().enqueue(kind, args, { client });
+    if (this.producer === 'sql') await client.query(this.insertJob(args));
+    else await this.db().enqueue(kind, args, { client });
+  }
+
+  /** One job through insert_job(): prepared once per connection, as the client's own statements are. */
+  private insertJob(args: BenchArgs): pg.QueryConfig {
+    return {
+      name: 'bench-insert-job',
+      text: `select job_id from ${this.schema}.insert_job($1, $2::jsonb, $3::jsonb)`,
+      values: [KIND, JSON.stringify(args), SQL_OPTS],
+    };
   }
 
   async startWorkers(concurrency: number, handler: BenchHandler): Promise<void> {
     this.cpuAtWorkersStart = process.cpuUsage();
     const host = new WorkerHost({
-      connectionString: this.url,
+      ...this.connection(this.url),
       schema: this.schema,
       queues: { [QUEUE]: { concurrency, prefetch: this.prefetch } },
     });
@@ -175,8 +225,15 @@ export class AwaAdapter implements SystemAdapter {
     const c = this.host?.config;
     return {
       bulk: 'AwaClient.copyEnqueue (COPY, 20,000-row chunks)',
-      batch: 'AwaClient.enqueueMany',
-      inTransaction: 'AwaClient.enqueue(kind, args, { client })',
+      batch: this.producer === 'sql' ? `select ${this.schema}.insert_jobs($1)` : 'AwaClient.enqueueMany',
+      single:
+        this.producer === 'sql'
+          ? `select ${this.schema}.insert_job($1, $2, '${SQL_OPTS}') (prepared, on AwaClient.pool)`
+          : 'AwaClient.enqueue(kind, args)',
+      inTransaction:
+        this.producer === 'sql'
+          ? `insert_job() on the caller's client`
+          : 'AwaClient.enqueue(kind, args, { client })',
       claimBatchSize: c?.claimBatchSize ?? 512,
       settleBatchSize: c?.settleBatchSize ?? 512,
       settleFlushMs: c?.settleFlushMs ?? 1,
@@ -192,6 +249,13 @@ export class AwaAdapter implements SystemAdapter {
         : 'API only (no SDK)',
       ...(this.processes.length
         ? { processes: this.processes.length, concurrencyPerProcess: this.processes[0]!.cfg.concurrency }
+        : {}),
+      ...(this.poolerUrl
+        ? {
+            pooler:
+              "transaction (pooler: 'transaction'): client, host and producers through the pooler; " +
+              'migrate, LISTEN and the leader lock on sessionConnectionString (direct)',
+          }
         : {}),
     };
   }

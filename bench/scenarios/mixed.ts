@@ -26,7 +26,7 @@ const SETTLE_TIMEOUT_MS = 60_000;
 export const mixedScenario: Scenario = {
   kind: 'system',
   systemsForAll: ['awa', 'pgboss', 'graphile'],
-  async run({ adapter, url, opts, progress }) {
+  async run({ adapter, url, appUrl, opts, progress }) {
     let releaseLong!: () => void;
     const longReleased = new Promise<void>((resolve) => (releaseLong = resolve));
     const pickup = new LatencyHistogram();
@@ -48,8 +48,8 @@ export const mixedScenario: Scenario = {
       },
       opts.longJobs,
     );
-    const producers = new Producers(adapter, url, opts);
-    const bulkClient = benchClient(url, 'bench-bulk');
+    const producers = new Producers(adapter, appUrl, opts);
+    const bulkClient = benchClient(appUrl, 'bench-bulk');
     try {
       for (let l = 1; l <= opts.longJobs; l++) await adapter.enqueueOne({ i: -l, t: nowMs() });
       await until(() => counts.long === opts.longJobs, LONG_START_TIMEOUT_MS, 'the long jobs to start');

@@ -18,12 +18,12 @@ const WARMUP_MS = 1_000;
 export const producersScenario: Scenario = {
   kind: 'system',
   systemsForAll: ['awa', 'pgboss', 'graphile', 'baseline'],
-  async run({ adapter, url, opts, progress }) {
+  async run({ adapter, appUrl, opts, progress }) {
     const clients: pg.Client[] = [];
     try {
       for (let p = 0; p < opts.producers; p++) {
         // A lost connection fails its query, counted below.
-        const client = benchClient(url, 'bench-producer');
+        const client = benchClient(appUrl, 'bench-producer');
         await client.connect();
         clients.push(client);
       }
