@@ -36,3 +36,22 @@ export const settleAll = (
   outcome: Outcome,
   extra: Partial<Settlement> = {},
 ): Settlement[] => batches.flatMap((b) => b.jobs.map((j) => settle(b, j, outcome, extra)));
+
+/** A claim batch of `n` made-up jobs with ids from `start`, for tests that drive a dispatcher without storage. */
+export const fakeBatch = (n: number, start: number): ClaimBatch => ({
+  batchId: String(start),
+  claimSlot: 0,
+  jobs: Array.from({ length: n }, (_, i) => ({
+    idx: i + 1,
+    id: String(start + i),
+    kind: 'k',
+    args: {},
+    attempt: 1,
+    maxAttempts: 1,
+    runLease: 1,
+    priority: 2,
+    enqueuedAtMs: 0,
+    readyAtMs: 0,
+    meta: null,
+  })),
+});

@@ -1,31 +1,14 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Dispatcher, type DispatcherMode } from '../../src/host/dispatcher.js';
-import type { ClaimBatch, ClaimResult } from '../../src/storage/operations.js';
+import type { ClaimResult } from '../../src/storage/operations.js';
+import { fakeBatch } from '../helpers/claim.js';
 
 // The dispatcher's modes, step by step: each claim is answered by the test, so every step is a known mode and
 // a known number of claims. Counts and orders only; the fake clock is moved to the next timer, never by a
 // number of milliseconds.
 
-const batchOf = (n: number, start: number): ClaimBatch => ({
-  batchId: String(start),
-  claimSlot: 0,
-  jobs: Array.from({ length: n }, (_, i) => ({
-    idx: i + 1,
-    id: String(start + i),
-    kind: 'k',
-    args: {},
-    attempt: 1,
-    maxAttempts: 1,
-    runLease: 1,
-    priority: 2,
-    enqueuedAtMs: 0,
-    readyAtMs: 0,
-    meta: null,
-  })),
-});
-
 const found = (n: number, start = 1): ClaimResult => ({
-  batches: n > 0 ? [batchOf(n, start)] : [],
+  batches: n > 0 ? [fakeBatch(n, start)] : [],
   contended: false,
 });
 
@@ -148,7 +131,7 @@ describe('Dispatcher modes', () => {
     const t = manual();
     t.d.start();
     await t.step();
-    t.last().answer({ batches: [batchOf(1, 1)], contended: true });
+    t.last().answer({ batches: [fakeBatch(1, 1)], contended: true });
     await t.step();
     await vi.advanceTimersToNextTimerAsync();
     t.modes.push(t.d.mode);

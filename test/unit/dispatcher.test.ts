@@ -2,24 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../src/host/dispatcher.js';
 import type { ClaimBatch } from '../../src/storage/operations.js';
 import { until } from '../helpers/wait.js';
-
-const batchOf = (n: number, start: number): ClaimBatch => ({
-  batchId: String(start),
-  claimSlot: 0,
-  jobs: Array.from({ length: n }, (_, i) => ({
-    idx: i + 1,
-    id: String(start + i),
-    kind: 'k',
-    args: {},
-    attempt: 1,
-    maxAttempts: 1,
-    runLease: 1,
-    priority: 2,
-    enqueuedAtMs: 0,
-    readyAtMs: 0,
-    meta: null,
-  })),
-});
+import { fakeBatch } from '../helpers/claim.js';
 
 describe('Dispatcher', () => {
   it('claims only as many jobs as it has free permits, and claims again while batches come back full', async () => {
@@ -31,7 +14,7 @@ describe('Dispatcher', () => {
         asks.push(max);
         const n = Math.min(max, available);
         available -= n;
-        return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
+        return { batches: n > 0 ? [fakeBatch(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
       handBack: () => {
@@ -139,8 +122,8 @@ describe('Dispatcher', () => {
         claim: async (_q, max) => {
           asks.push(max);
           // Another host holds the lane: one job of the free lane, and the flag.
-          if (contendedClaims-- > 0) return { batches: [batchOf(1, asks.length * 10)], contended: true };
-          if (contendedClaims === -1) return { batches: [batchOf(2, 900)], contended: false };
+          if (contendedClaims-- > 0) return { batches: [fakeBatch(1, asks.length * 10)], contended: true };
+          if (contendedClaims === -1) return { batches: [fakeBatch(2, 900)], contended: false };
           return { batches: [], contended: false };
         },
         execute: () => {},
@@ -194,7 +177,7 @@ describe('Dispatcher', () => {
       const d = new Dispatcher('q', 100, 50, 3_600_000, 0, {
         claim: async () => {
           at.push(Date.now() - t0);
-          return { batches: trickle-- > 0 ? [batchOf(1, at.length)] : [], contended: false };
+          return { batches: trickle-- > 0 ? [fakeBatch(1, at.length)] : [], contended: false };
         },
         execute: () => {},
         handBack: () => {
@@ -238,7 +221,7 @@ describe('Dispatcher', () => {
       const d = new Dispatcher('q', concurrency, batchSize, 3_600_000, 0, {
         claim: async (_q, max) => {
           asks.push({ max, at: Date.now() - t0 });
-          return { batches: [batchOf(max, asks.length * 1000)], contended: false };
+          return { batches: [fakeBatch(max, asks.length * 1000)], contended: false };
         },
         execute: () => {},
         handBack: () => {
@@ -298,7 +281,7 @@ describe('Dispatcher', () => {
         asks.push(max);
         const n = Math.min(max, available);
         available -= n;
-        return { batches: n > 0 ? [batchOf(n, 100 - available)] : [], contended: false };
+        return { batches: n > 0 ? [fakeBatch(n, 100 - available)] : [], contended: false };
       },
       execute: (_q, _b, job) => running.push(job.id),
       handBack: () => {
@@ -358,7 +341,7 @@ describe('Dispatcher', () => {
         claim: async (_q, max) => {
           asks.push(max);
           occupied.push(d.running + d.held);
-          const batch = batchOf(max, next);
+          const batch = fakeBatch(max, next);
           next += max;
           return { batches: [batch], contended: false };
         },
@@ -506,7 +489,7 @@ describe('Dispatcher', () => {
       void d.idle().then(() => (idle = true));
       await vi.advanceTimersByTimeAsync(0);
       expect(idle).toBe(false);
-      answer({ batches: [batchOf(4, 1)], contended: false });
+      answer({ batches: [fakeBatch(4, 1)], contended: false });
       await vi.advanceTimersByTimeAsync(0);
       expect(started).toEqual([]);
       expect(handedBack).toEqual(['1', '2', '3', '4']);
