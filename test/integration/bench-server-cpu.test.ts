@@ -74,9 +74,12 @@ describe('bench: PostgreSQL CPU over a stretch', () => {
       await backend.end();
       await until('the backend to be gone', async () => !existsSync(`/proc/${pid}`));
 
-      // At least a tenth of a second (so the check below means something), all of it inside the stretch.
+      // At least a tenth of a second (so the check below means something), all of it inside the stretch, less
+      // at most two ticks: the kernel reports a live process's user and system time each rounded down, and
+      // splits them again when it exits (the suite, with both cores kept busy, once read 470 against 480; the
+      // bug this test guards against read 0 against 430).
       expect(burnedMs).toBeGreaterThanOrEqual(100);
-      expect((await cpu!.totalMs()) - before).toBeGreaterThanOrEqual(burnedMs);
+      expect((await cpu!.totalMs()) - before).toBeGreaterThanOrEqual(burnedMs - 20);
     } finally {
       foreign.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
