@@ -122,10 +122,14 @@ describe('chaos: a host dies while a handler waits for its callback', () => {
       async () => (await attempts(id)).some((a) => a.runLease === 1 && a.outcome !== null),
       20_000,
     );
-    const rescue = second
-      .lines()
-      .filter((l): l is Extract<ChaosLine, { event: 'rescue' }> => l.event === 'rescue')
-      .find((l) => l.rescued.some((r) => r.jobId === id));
+    const rescueLine = () =>
+      second
+        .lines()
+        .filter((l): l is Extract<ChaosLine, { event: 'rescue' }> => l.event === 'rescue')
+        .find((l) => l.rescued.some((r) => r.jobId === id));
+    // The host writes its log line once the rescue has committed, so the database can show it first.
+    await waitFor('the second host to log the rescue', () => rescueLine() !== undefined, 10_000);
+    const rescue = rescueLine();
     expect(rescue?.rescued.filter((r) => r.jobId === id)).toEqual([
       { jobId: id, runLease: 1, instanceId: 'cb-first', reason: 'worker_lost', outcome: 'retry' },
     ]);
