@@ -14,7 +14,8 @@ export interface BenchArgs {
   pad?: string;
 }
 
-export type BenchHandler = (args: BenchArgs) => void | Promise<void>;
+/** What it returns is the job's result where the system stores one (awa: drain --results). */
+export type BenchHandler = (args: BenchArgs) => unknown;
 
 /** Worker processes spawned and loaded but not yet working (drain --processes). */
 export interface WorkerFleet {

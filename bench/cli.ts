@@ -28,6 +28,8 @@ import { mixedScenario } from './scenarios/mixed.js';
 import { pinnedScenario } from './scenarios/pinned.js';
 import { producersScenario } from './scenarios/producers.js';
 import { soakScenario } from './scenarios/soak.js';
+import { stepsScenario } from './scenarios/steps.js';
+import { flowScenario } from './scenarios/flow.js';
 
 // `awa bench <scenario>`: runs one scenario for one system or all of them, each run in databases of its
 // own that are dropped afterwards (also on Ctrl-C), and reports the median of --runs runs.
@@ -41,6 +43,9 @@ const SCENARIOS: Record<string, Scenario> = {
   producers: producersScenario,
   mixed: mixedScenario,
   micro: microScenario,
+  'steps-1': stepsScenario(1),
+  'steps-3': stepsScenario(3),
+  flow: flowScenario(),
 };
 
 /** Defaults per scenario: duration (s) for the time-based ones. */
@@ -86,6 +91,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     shards: int(values.shards, 1, 'shards'),
     prefetch: values.prefetch === undefined ? undefined : int(values.prefetch, 0, 'prefetch', 0),
     handlerUs: int(values['handler-us'], 0, 'handler-us', 0),
+    results: values.results === true,
     handlerMs: int(values['handler-ms'], 0, 'handler-ms', 0),
     longJobs: int(values.long, 8, 'long', 0),
     rollback: (values.rollback as number | undefined) ?? 0.1,
@@ -113,6 +119,8 @@ export async function benchCommand(argv: string[]): Promise<void> {
     throw new BenchUsageError(`--shards must be from 1 to ${MAX_ENQUEUE_SHARDS}, got ${opts.shards}`);
   if (opts.handlerUs > 0 && (name !== 'drain' || opts.processes > 0))
     throw new BenchUsageError('--handler-us applies to drain with in-process workers (not --processes)');
+  if (opts.results && (name !== 'drain' || opts.processes > 0))
+    throw new BenchUsageError('--results applies to drain with in-process workers (not --processes)');
   if (!(opts.otelSample > 0 && opts.otelSample <= 1))
     throw new BenchUsageError(`--otel-sample must be a fraction in (0, 1], got ${opts.otelSample}`);
   const runs = int(values.runs, 1, 'runs');

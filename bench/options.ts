@@ -60,6 +60,11 @@ export const benchOptions: Record<string, BenchOption> = {
     description:
       'drain (in-process workers): µs of CPU each handler call spends, for every system (default 0, a no-op)',
   },
+  results: {
+    type: 'boolean',
+    description:
+      "drain (in-process workers): every handler returns a small object ({ ok: true, n }), which awa stores as the job's result (default: handlers return nothing)",
+  },
   'handler-ms': {
     type: 'number',
     description:

@@ -35,6 +35,8 @@ export interface ScenarioOptions {
   prefetch: number | undefined;
   /** Drain, in-process workers: CPU each handler call spends, in µs (0: a no-op handler). */
   handlerUs: number;
+  /** Drain, in-process workers: every handler returns a small object, stored as the job's result (awa). */
+  results: boolean;
   /** Mixed: what every handler call of a short job waits, in ms (0: a no-op). */
   handlerMs: number;
   /** Mixed: jobs that hold their permit for the whole run. */

@@ -20,14 +20,28 @@ export {
   UnknownQueueError,
   QueueInUseError,
   PollingFallbackWarning,
+  JobNotFoundError,
+  JobNotCompletedError,
+  ResultTimeoutError,
+  type JobLastError,
   type AwaErrorCode,
 } from './model/errors.js';
+export { MAX_RESULT_BYTES } from './model/payload.js';
+export {
+  DuplicateStepError,
+  InvalidStepError,
+  MAX_STEPS_PER_JOB,
+  StepLimitError,
+  StepsNeedInlineError,
+} from './model/steps.js';
+export type { ResultOptions } from './operator/result-wait.js';
 export {
   RetryAfter,
   Snooze,
   CancelJob,
   FailJob,
   WaitForCallback,
+  WaitForChildren,
   ExternalFailure,
   CallbackTimeout,
 } from './model/outcomes.js';
@@ -37,9 +51,10 @@ export {
   type JobKind,
   type JobKindOptions,
   type ArgsOf,
+  type ResultOf,
   type Execution,
 } from './model/job-kind.js';
-export type { Job, JobContext, JobHandler, JobState, AttemptError } from './model/job.js';
+export type { Job, JobContext, JobHandler, JobState, AttemptError, ChildJobInput } from './model/job.js';
 export type { JobOptions } from './model/enqueue-options.js';
 export { defineCron, type CronOptions, type CronJobOptions, type CronDefinition } from './model/cron.js';
 export type { MissedFire } from './model/cron-schedule.js';
@@ -53,6 +68,7 @@ export type {
   JobRecord,
   RetryOutcome,
   JobProgress,
+  RecordedStep,
   MigrateResult,
   MigrationPlan,
   PendingMigration,
@@ -71,6 +87,11 @@ export type {
   EnqueueResult,
   CallbackAction,
   QueueHealth,
+  ReadLag,
+  FlowRecord,
+  FlowSummary,
+  FlowJob,
+  FlowJobDependency,
   JobListFilter,
   JobSummary,
   RuntimeInstance,

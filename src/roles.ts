@@ -1,6 +1,19 @@
 // The roles' public surface: the client (producer and operator), the worker host, migrate. src/index.ts
 // re-exports it; src/http and src/cli import the roles through it.
-export { AwaClient, type ClientOptions, type QueueSettingOptions } from './operator/client.js';
+export {
+  AwaClient,
+  type ClientOptions,
+  type QueueSettingOptions,
+  type FlowEnqueueResult,
+} from './operator/client.js';
+export {
+  MAX_FLOW_JOBS,
+  type FlowInput,
+  type FlowJobInput,
+  type FlowDependency,
+  type OnDependencyFailure,
+  type DependencyOutcome,
+} from './model/flow.js';
 export type { EnqueueOptions, CopyEnqueueOptions } from './producer/producer.js';
 export type { JobInput, CopyEnqueueResult } from './producer/copy-load.js';
 export { WorkerHost } from './host/worker-host.js';

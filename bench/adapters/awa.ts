@@ -16,6 +16,8 @@ import { throughPooler } from '../pooler.js';
 const QUEUE = 'bench';
 const KIND = 'bench_noop';
 const kind = defineJob<BenchArgs>({ kind: KIND, queue: QUEUE });
+/** The kind of every awa bench job, for a scenario that runs it on a host of its own (steps-N). */
+export { kind as awaBenchKind };
 /** The kind's queue, which the SQL producer is told per job (it has no definition of the kind). */
 const SQL_OPTS = JSON.stringify({ queue: QUEUE });
 

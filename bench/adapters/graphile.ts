@@ -105,7 +105,12 @@ export class GraphileAdapter implements SystemAdapter {
       noHandleSignals: true,
       pollInterval: 2000,
       logger: this.logger ?? undefined,
-      taskList: { [TASK]: async (payload) => handler(payload as BenchArgs) },
+      // The handler's value is not passed on: a task that returns an array reports per-job failures of a batch.
+      taskList: {
+        [TASK]: async (payload) => {
+          await handler(payload as BenchArgs);
+        },
+      },
       preset: {
         worker: {
           localQueue: { size: this.localQueueSize },

@@ -4,7 +4,8 @@ import { sleep } from '../pace.js';
 import { ServerCpu } from '../server-cpu.js';
 
 // Drain: N no-op jobs are loaded first (untimed), then workers start (with --handler-us, each handler call
-// keeps the thread busy that long, as a handler with CPU work of its own would) and the clock runs until the
+// keeps the thread busy that long, as a handler with CPU work of its own would; with --results, each returns a
+// small object, which awa stores as the job's result) and the clock runs until the
 // database says every job is settled, so a system that runs handlers fast but acknowledges slowly is
 // not flattered. With --processes P (awa) the workers are P child processes of concurrency C/P each,
 // spawned and loaded before the clock starts; as in-process, the clock includes the worker hosts' start.
@@ -48,6 +49,8 @@ export const drainScenario: Scenario = {
       await adapter.startWorkers(opts.concurrency, () => {
         handled++;
         if (spend > 0) busy(spend);
+        // --results: a small result per job, what a handler that reports its outcome returns.
+        return opts.results ? { ok: true, n: handled } : undefined;
       });
     }
     // Progress is counted in memory (handler calls here, or the processes' reports of committed
@@ -84,7 +87,11 @@ export const drainScenario: Scenario = {
       extra: {
         ...(fleet
           ? { processes: opts.processes, concurrencyPerProcess: perProcess }
-          : { handlerCalls: handled, ...(opts.handlerUs > 0 ? { handlerUs: opts.handlerUs } : {}) }),
+          : {
+              handlerCalls: handled,
+              ...(opts.handlerUs > 0 ? { handlerUs: opts.handlerUs } : {}),
+              ...(opts.results ? { results: true } : {}),
+            }),
         ...steady,
         ...cost,
         ...server,

@@ -19,6 +19,24 @@ export const POOLER_OPTIONS: Record<string, OptionSpec> = {
   },
 };
 
+/** For the commands that read (operator commands, `awa serve`): a hot standby for those reads. */
+export const READ_OPTIONS: Record<string, OptionSpec> = {
+  'read-database-url': {
+    type: 'string',
+    description:
+      'a streaming replica for the reads; actions still go to --database-url (default: $AWA_READ_DATABASE_URL)',
+  },
+};
+
+/** The read replica option of a client, when given (the client validates it, naming readConnectionString). */
+export function readOptions(
+  values: Parsed['values'],
+  env: Readonly<Record<string, string | undefined>>,
+): { readConnectionString?: string } {
+  const url = (values['read-database-url'] as string | undefined) ?? (env.AWA_READ_DATABASE_URL || undefined);
+  return url === undefined ? {} : { readConnectionString: url };
+}
+
 export function databaseUrl(
   values: Parsed['values'],
   env: Readonly<Record<string, string | undefined>>,

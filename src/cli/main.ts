@@ -14,6 +14,7 @@ import { contextOf, type CliContext, type CliIo } from './io.js';
 import { auditCommand, auditOptions } from './operator/audit.js';
 import { OPERATOR_OPTIONS } from './operator/common.js';
 import { dlqCommand, dlqOptions } from './operator/dlq.js';
+import { flowCommand, flowOptions } from './operator/flow.js';
 import { jobCommand, jobOptions } from './operator/job.js';
 import { queueCommand, queueOptions, queuesCommand } from './operator/queue.js';
 import { runtimeCommand, runtimeOptions } from './operator/runtime.js';
@@ -64,6 +65,11 @@ const commands: Record<string, Command> = {
     summary: 'job show ID | list --state S | cancel ID | retry ID',
     options: { ...OPERATOR_OPTIONS, ...jobOptions },
     run: jobCommand,
+  },
+  flow: {
+    summary: 'flow list | show ID | cancel ID: jobs enqueued together with dependencies',
+    options: { ...OPERATOR_OPTIONS, ...flowOptions },
+    run: flowCommand,
   },
   dlq: {
     summary: 'dlq list | dlq retry <id…> | dlq purge (<id…> | --older-than-ms N)',

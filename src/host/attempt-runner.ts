@@ -1,5 +1,8 @@
 import type { SpanContext } from '@opentelemetry/api';
 import { UnknownKindError } from '../model/errors.js';
+import { Snooze, WaitForChildren } from '../model/outcomes.js';
+import { encodeResult } from '../model/payload.js';
+import { EncodedResult } from '../model/result.js';
 import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
 import { runInSpan, type ConsumerTelemetry, type HostSettlement } from '../telemetry/index.js';
 import type { Attempt, AttemptTracker } from './attempts.js';
@@ -75,9 +78,9 @@ export class AttemptRunner {
       // What the handler returned is its own: reading its `then` or calling it may throw too (a revoked
       // proxy, a hostile thenable). That fails this attempt; it must not escape into the claim loop, which
       // would leave the rest of the batch unstarted and holding its permits.
-      if (!isThenable(result)) return this.complete(attempt, undefined, false);
+      if (!isThenable(result)) return this.complete(attempt, undefined, false, result);
       result.then(
-        () => this.complete(attempt, undefined, false),
+        (value) => this.complete(attempt, undefined, false, value),
         (err: unknown) => this.complete(attempt, err, true),
       );
     } catch (err) {
@@ -109,6 +112,33 @@ export class AttemptRunner {
     d.release(attempt.queue);
   }
 
+  /**
+   * The handler began a durable sleep (ctx.sleep): its attempt ends now as a snooze until `wakeAt` (no attempt
+   * spent) and its permit is given back, whatever the handler does next (as after a deadline, that is ignored).
+   */
+  park(attempt: Attempt, wakeAt: Date): void {
+    const delayMs = Math.max(0, wakeAt.getTime() - Date.now());
+    this.complete(attempt, new Snooze(delayMs, `sleeping until ${wakeAt.toISOString()}`), true);
+  }
+
+  /** The handler called ctx.waitForChildren() while children it spawned run: its attempt ends now, blocked until
+   * they have all ended (no attempt spent), and its permit is given back. */
+  block(attempt: Attempt): void {
+    this.complete(attempt, new WaitForChildren(1), true);
+  }
+
+  /** The attempt completed in the handler's own transaction (ctx.transaction), which has committed: the
+   * database holds its completion, so nothing is queued; its permit is given back. */
+  completedInTransaction(attempt: Attempt): void {
+    if (attempt.settled) return;
+    attempt.settled = true;
+    const d = this.deps;
+    d.attempts.end(attempt);
+    d.receipts.answered(attempt.batch.batchId);
+    d.telemetry.endProcess(attempt.telemetry, attempt.queue, attempt.job.kind, 'completed', undefined);
+    d.release(attempt.queue);
+  }
+
   /** An attempt closed elsewhere before it started (held for a permit): drop it unstarted. */
   private forgetHeld(jobId: string, runLease: number): void {
     const held = this.deps.forgetHeld(jobId, runLease);
@@ -118,11 +148,23 @@ export class AttemptRunner {
     this.deps.telemetry.closedElsewhere(held.queue, held.job.kind);
   }
 
-  private complete(attempt: Attempt, thrown: unknown, failed: boolean): void {
+  /** `value`: what the handler returned, when it did not throw: its result. */
+  private complete(attempt: Attempt, thrown: unknown, failed: boolean, value?: unknown): void {
     if (attempt.settled) return;
     attempt.settled = true;
     this.deps.attempts.end(attempt);
     const c = attempt.job;
+    let result: string | undefined;
+    if (!failed && value !== undefined) {
+      // A result that cannot be stored (too large, not JSON) fails the attempt as if the handler had thrown
+      // it: storing something else, or nothing, would lose what the handler meant without a word.
+      try {
+        result = resultOf(c.kind, value);
+      } catch (err) {
+        thrown = err;
+        failed = true;
+      }
+    }
     let d = decide(thrown, failed, c.attempt, c.maxAttempts);
     if (d.outcome === 'wait' && !attempt.callbackToken) {
       const err = new Error('WaitForCallback without a callback: call ctx.registerCallback() first');
@@ -131,7 +173,17 @@ export class AttemptRunner {
       thrown = err;
     }
     this.deps.telemetry.endProcess(attempt.telemetry, attempt.queue, c.kind, d.outcome, thrown);
-    this.settle(settlementOf(attempt.queue, attempt.batch, c, d.outcome, d.runAt, d.error));
+    this.settle(
+      settlementOf(
+        attempt.queue,
+        attempt.batch,
+        c,
+        d.outcome,
+        d.runAt,
+        d.error,
+        d.outcome === 'completed' ? result : undefined,
+      ),
+    );
   }
 
   /** A kind no handler here knows: snooze it (no attempt spent) so a host that knows it can run it. */
@@ -154,6 +206,14 @@ export class AttemptRunner {
     this.deps.queueSettlement(result);
     this.deps.release(result.queue);
   }
+}
+
+/** The JSON text to store for what a handler returned: undefined when nothing is (undefined, null, or an outcome
+ * such as WaitForCallback returned rather than thrown); already encoded when it comes from a pool thread. */
+function resultOf(kind: string, value: unknown): string | undefined {
+  if (value instanceof EncodedResult) return value.json;
+  if (value instanceof Error) return undefined;
+  return encodeResult(kind, value);
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -13,6 +13,8 @@ export class Attempt {
   deadlineTimer: NodeJS.Timeout | null = null;
   /** The external callback this attempt registered last (ctx.registerCallback). */
   callbackToken: string | null = null;
+  /** ctx.transaction() was called: the attempt completes with that transaction, once. */
+  inTransaction = false;
 
   constructor(
     readonly queue: string,

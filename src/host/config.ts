@@ -37,6 +37,9 @@ export interface QueueOptions {
   deadlineMs?: number;
   /** What operators see about this queue (label, description, owner, docs URL). */
   describe?: Description;
+  /** How long this queue's stored results (what its handlers return) are kept after completion. Applied by the
+   * maintenance leader, from its own configuration. Default: completedRetentionMs. */
+  resultRetentionMs?: number;
 }
 
 export interface WorkerOptions {
@@ -213,15 +216,31 @@ export interface ResolvedQueue {
   dlq: boolean;
   deadlineMs: number;
   description: Description;
+  /** Null: the host's completedRetentionMs. */
+  resultRetentionMs: number | null;
 }
 
 function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
   if (typeof q === 'number') {
     const concurrency = validateInt(`queues.${name}.concurrency`, q, 1, 100_000);
-    return { concurrency, prefetch: concurrency, dlq: false, deadlineMs: 0, description: {} };
+    return {
+      concurrency,
+      prefetch: concurrency,
+      dlq: false,
+      deadlineMs: 0,
+      description: {},
+      resultRetentionMs: null,
+    };
   }
   validatePlainObject(`queues.${name}`, q);
-  rejectUnknownKeys(`queues.${name}`, q, ['concurrency', 'prefetch', 'dlq', 'deadlineMs', 'describe']);
+  rejectUnknownKeys(`queues.${name}`, q, [
+    'concurrency',
+    'prefetch',
+    'dlq',
+    'deadlineMs',
+    'describe',
+    'resultRetentionMs',
+  ]);
   if (q.dlq !== undefined && typeof q.dlq !== 'boolean')
     throw new InvalidOptionError(`queues.${name}.dlq`, 'must be true or false');
   const concurrency = validateInt(`queues.${name}.concurrency`, q.concurrency ?? 50, 1, 100_000);
@@ -233,6 +252,15 @@ function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
     deadlineMs:
       q.deadlineMs === undefined ? 0 : validateInt(`queues.${name}.deadlineMs`, q.deadlineMs, 1_000, 7 * DAY),
     description: resolveDescription(`queues.${name}.describe`, q.describe),
+    resultRetentionMs:
+      q.resultRetentionMs === undefined
+        ? null
+        : validateInt(
+            `queues.${name}.resultRetentionMs`,
+            q.resultRetentionMs,
+            INT_OPTIONS.completedRetentionMs.min,
+            INT_OPTIONS.completedRetentionMs.max,
+          ),
   };
 }
 
@@ -361,4 +389,12 @@ function resolveCronMissedAfter(value: unknown, cronIntervalMs: number): number 
     );
   }
   return ms;
+}
+
+/** The queues whose stored results are kept for a time of their own (queues.<name>.resultRetentionMs); the
+ * others keep theirs for completedRetentionMs. */
+export function resultRetentionByQueue(c: Pick<HostConfig, 'queues'>): Map<string, number> {
+  const byQueue = new Map<string, number>();
+  for (const [name, q] of c.queues) if (q.resultRetentionMs !== null) byQueue.set(name, q.resultRetentionMs);
+  return byQueue;
 }

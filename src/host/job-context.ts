@@ -1,13 +1,20 @@
 import { AwaError } from '../model/errors.js';
-import type { JobContext } from '../model/job.js';
+import type { ClientBase } from 'pg';
+import type { DependencyOutcome } from '../model/flow.js';
+import type { ChildJobInput, JobContext } from '../model/job.js';
 import { encodeProgress } from '../model/payload.js';
+import { wakeAfter, wakeAt } from '../model/steps.js';
 import type { AttemptRef, ProgressWrite } from '../storage/index.js';
 import type { Attempt } from './attempts.js';
+import { inTransaction, spawnChildren, waitForChildren, type FlowDeps } from './job-flow.js';
+import { AttemptSteps, type StepDeps } from './job-steps.js';
 
-// The context a handler gets beside its job: its attempt's abort signal, progress reporting, and external
-// callbacks (registration through the attempt's fence, waits served by CallbackWaits).
+// The context a handler gets beside its job: its attempt's abort signal, progress reporting, external
+// callbacks (registration through the attempt's fence, waits served by CallbackWaits), durable steps and
+// sleeps (AttemptSteps, made at the attempt's first step), and its reach into its own transaction and its flow
+// (job-flow.ts).
 
-export interface ContextDeps {
+export interface ContextDeps extends StepDeps, FlowDeps {
   reportProgress(w: ProgressWrite): void;
   registerCallback(a: AttemptRef, timeoutMs: number): Promise<string | null>;
   /** A callback was registered for this attempt (telemetry). */
@@ -22,6 +29,8 @@ export interface ContextDeps {
  * functions that need no `this`.
  */
 class AttemptContext implements JobContext {
+  private steps: AttemptSteps | null = null;
+
   constructor(
     private readonly attempt: Attempt,
     private readonly deps: ContextDeps,
@@ -73,6 +82,39 @@ class AttemptContext implements JobContext {
         attempt.signal,
       );
     };
+  }
+
+  get step(): <T>(name: string, fn: () => T | PromiseLike<T>) => Promise<T> {
+    return (name, fn) => this.stepsOf().step(name, fn);
+  }
+
+  get sleep(): (ms: number, options?: { name?: string }) => Promise<void> {
+    return async (ms, options) => this.stepsOf().sleepUntil(wakeAfter(ms, Date.now()), options?.name);
+  }
+
+  get sleepUntil(): (at: Date, options?: { name?: string }) => Promise<void> {
+    return async (at, options) => this.stepsOf().sleepUntil(wakeAt(at, Date.now()), options?.name);
+  }
+
+  get transaction(): <T>(fn: (tx: ClientBase) => Promise<T>) => Promise<T> {
+    return (fn) => inTransaction(this.attempt, this.deps, fn);
+  }
+
+  get dependencies(): () => Promise<DependencyOutcome[]> {
+    return async () => (await this.deps.dependenciesOf(this.attempt.job.id)).filter((d) => !d.spawned);
+  }
+
+  get spawn(): (name: string, jobs: readonly ChildJobInput[]) => Promise<string[]> {
+    return (name, jobs) => spawnChildren(this.attempt, attemptRef(this.attempt), this.deps, name, jobs);
+  }
+
+  get waitForChildren(): () => Promise<DependencyOutcome[]> {
+    return () => waitForChildren(this.attempt, this.deps);
+  }
+
+  private stepsOf(): AttemptSteps {
+    this.steps ??= new AttemptSteps(this.attempt, attemptRef(this.attempt), this.deps);
+    return this.steps;
   }
 }
 

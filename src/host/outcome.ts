@@ -7,6 +7,7 @@ import {
   Snooze,
   unreadableThrow,
   WaitForCallback,
+  WaitForChildren,
 } from '../model/outcomes.js';
 import type { Outcome } from '../storage/index.js';
 
@@ -54,6 +55,7 @@ function decideFor(
   }
   if (thrown instanceof Snooze) return { outcome: 'snooze', runAt: new Date(now + thrown.delayMs) };
   if (thrown instanceof WaitForCallback) return { outcome: 'wait' };
+  if (thrown instanceof WaitForChildren) return { outcome: 'block' };
   const error = errorRecord(thrown, attempt, now);
   if (thrown instanceof CancelJob) return { outcome: 'cancelled', error };
   if (thrown instanceof FailJob || attempt >= maxAttempts) return { outcome: 'failed', error };

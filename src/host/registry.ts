@@ -9,7 +9,7 @@ import { isHttpTarget } from './http-target.js';
 export class HandlerRegistry {
   private readonly byKind = new Map<string, HandlerEntry>();
 
-  add<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): void {
+  add<Args, Result>(kind: JobKind<Args, Result>, handle: JobHandler<Args, Result>): void {
     if (!kind || typeof kind.kind !== 'string')
       throw new InvalidOptionError('kind', 'must be a definition from defineJob()');
     if (typeof handle !== 'function')

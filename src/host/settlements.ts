@@ -21,6 +21,7 @@ export function settlementOf(
   outcome: Settlement['outcome'],
   runAt?: Date,
   error?: Record<string, unknown>,
+  result?: string,
 ): HostSettlement {
   return {
     queue,
@@ -33,6 +34,7 @@ export function settlementOf(
     outcome,
     runAt,
     error,
+    result,
   };
 }
 
@@ -64,10 +66,11 @@ export function settleBatcher(
       onError: (err) => sink.onError(err),
       isPoison: isDataError,
       // The attempt still ends as it asked (retry, fail…), only without what PostgreSQL refused: its
-      // own run time (a retry then waits out the backoff rule) and error details.
+      // own run time (a retry then waits out the backoff rule), error details, and a completion's result.
       quarantine: (item, err) => ({
         ...item,
         runAt: undefined,
+        result: undefined,
         error: {
           attempt: item.error?.attempt,
           at: new Date().toISOString(),

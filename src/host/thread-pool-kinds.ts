@@ -1,4 +1,5 @@
 import type { JobContext } from '../model/job.js';
+import { EncodedResult } from '../model/result.js';
 import type { ResolvedThreadPool } from '../threads/config.js';
 import { PoolExecutor } from '../threads/pool-executor.js';
 import type { HandlerRegistry } from './registry.js';
@@ -44,7 +45,9 @@ export async function startThreadPoolKinds(
       registry.add(kind, async (job, ctx) => {
         running.set(job.id, { runLease: job.runLease, ctx });
         try {
-          await executor.run(job, ctx.signal);
+          const result = await executor.run(job, ctx.signal);
+          // Encoded in the thread: the attempt runner stores the text as it is.
+          return result === undefined ? undefined : new EncodedResult(result);
         } finally {
           if (running.get(job.id)?.ctx === ctx) running.delete(job.id);
         }

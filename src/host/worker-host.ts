@@ -31,18 +31,20 @@ import { AttemptTracker } from './attempts.js';
 import { CallbackWaits } from './callback-waits.js';
 import { Claimer } from './claimer.js';
 import type { SettleBatcher } from './settle-batcher.js';
-import { resolveHostConfig, type HostConfig, type WorkerOptions } from './config.js';
+import { resolveHostConfig, resultRetentionByQueue, type HostConfig, type WorkerOptions } from './config.js';
 import { syncCronDefinitions } from './cron-sync.js';
 import { hostDescriptors } from './descriptors.js';
 import { Dispatcher } from './dispatcher.js';
 import { HostEmitter } from './events.js';
 import type { ContextDeps } from './job-context.js';
+import type { FlowDeps } from './job-flow.js';
 import { Liveness } from './liveness.js';
 import { LoopWatch } from './loop-watch.js';
 import { ProgressWriter } from './progress-writer.js';
+import { StepRecorder } from './step-recorder.js';
 import { ReceiptBook } from './receipt-book.js';
 import { HandlerRegistry } from './registry.js';
-import { settleBatcher } from './settlements.js';
+import { settleBatcher, settlementOf } from './settlements.js';
 import { HostStats } from './stats.js';
 import { startThreadPoolKinds } from './thread-pool-kinds.js';
 import { callbackPollMs, pollingFallbackWarning, PollingWakeup, sessionSource } from './sessions.js';
@@ -67,6 +69,7 @@ export class WorkerHost extends HostEmitter {
   private readonly batcher: SettleBatcher<HostSettlement>;
   private readonly attempts = new AttemptTracker();
   private readonly progress: ProgressWriter;
+  private readonly steps: StepRecorder;
   private readonly receipts = new ReceiptBook();
   private readonly callbackWaits: CallbackWaits;
   private readonly contextDeps: ContextDeps;
@@ -134,6 +137,7 @@ export class WorkerHost extends HostEmitter {
       (w) => this.store.settler.setProgress(this.pool, w),
       (err) => this.reportError(err),
     );
+    this.steps = new StepRecorder((items) => this.store.settler.recordSteps(this.pool, items));
     this.callbackWaits = new CallbackWaits(
       (jobId, runLease) => this.store.settler.callbackResult(this.pool, jobId, runLease),
       (err) => this.reportError(err),
@@ -145,6 +149,10 @@ export class WorkerHost extends HostEmitter {
       callbackRegistered: (attempt) => this.telemetry.registeredCallback(attempt.queue, attempt.job.kind),
       waitForCallback: (jobId, runLease, timeoutMs, signal) =>
         this.callbackWaits.wait(jobId, runLease, timeoutMs, signal),
+      recordedSteps: (jobId) => this.store.settler.recordedSteps(this.pool, jobId),
+      recordStep: (a, w) => this.steps.record(a, w),
+      park: (attempt, wakeAt) => this.runner.park(attempt, wakeAt),
+      ...this.flowDeps(),
     };
     this.liveness = this.newLiveness();
     this.wakeup = this.sessions
@@ -219,6 +227,25 @@ export class WorkerHost extends HostEmitter {
     );
   }
 
+  /** What ctx.transaction(), ctx.dependencies(), ctx.spawn() and ctx.waitForChildren() reach (job-flow.ts). */
+  private flowDeps(): FlowDeps {
+    const settler = this.store.settler;
+    return {
+      pool: this.pool,
+      completeOn: async (tx, attempt, resultJson) => {
+        const { queue, batch, job } = attempt;
+        const s = settlementOf(queue, batch, job, 'completed', undefined, undefined, resultJson);
+        return (await settler.settleAttempts(tx, [s])).has(job.id);
+      },
+      completedInTransaction: (attempt) => this.runner.completedInTransaction(attempt),
+      dependenciesOf: (jobId) => settler.dependenciesOf(this.pool, jobId),
+      prepareLanes: (rows) =>
+        this.store.producer.ensureLanes(this.pool, [...new Set(rows.map((r) => r.queue))], false),
+      spawnChildren: (a, spawn) => settler.spawnChildren(this.pool, a, spawn),
+      block: (attempt) => this.runner.block(attempt),
+    };
+  }
+
   private newRunner(): AttemptRunner {
     const c = this.config;
     return new AttemptRunner({
@@ -259,6 +286,7 @@ export class WorkerHost extends HostEmitter {
         failedRetentionMs: c.failedRetentionMs,
         dlqRetentionMs: c.dlqRetentionMs,
         auditRetentionMs: c.auditRetentionMs,
+        resultRetentionByQueue: resultRetentionByQueue(c),
         cronIntervalMs: c.cronIntervalMs,
         cronMissedAfterMs: c.cronMissedAfterMs,
       },
@@ -288,7 +316,7 @@ export class WorkerHost extends HostEmitter {
   }
 
   /** Registers the handler for a kind. Call before start(). */
-  register<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): this {
+  register<Args, Result = unknown>(kind: JobKind<Args, Result>, handle: JobHandler<Args, Result>): this {
     this.registry.add(kind, handle);
     return this;
   }
@@ -387,6 +415,7 @@ export class WorkerHost extends HostEmitter {
     // Handlers that ignored their abort may still return; their receipts stay open for rescue.
     this.batcher.close();
     await settlesWithin(this.progress.flush(), STOP_STEP_MS);
+    await settlesWithin(this.steps.drain(), STOP_STEP_MS);
     await settlesWithin(this.liveness.stop(), STOP_STEP_MS);
     // Receipts still open now belong to handlers that did not finish: mark this instance stopped so
     // the leader rescues them at once instead of waiting out the staleness window.

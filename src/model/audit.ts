@@ -24,6 +24,7 @@ export type AuditAction =
   | 'queue.shards'
   | 'queue.remove'
   | 'job.cancel'
+  | 'flow.cancel'
   | 'job.retry'
   | 'dlq.retry'
   | 'dlq.purge'

@@ -30,6 +30,14 @@ export type AwaErrorCode =
   | 'AWA_UNKNOWN_QUEUE'
   | 'AWA_QUEUE_IN_USE'
   | 'AWA_EMBEDDED_START_FAILED'
+  | 'AWA_JOB_NOT_FOUND'
+  | 'AWA_JOB_NOT_COMPLETED'
+  | 'AWA_RESULT_TIMEOUT'
+  // Durable steps (ctx.step, ctx.sleep: src/model/steps.ts).
+  | 'AWA_INVALID_STEP'
+  | 'AWA_DUPLICATE_STEP'
+  | 'AWA_STEP_LIMIT'
+  | 'AWA_STEPS_NEED_INLINE'
   // The test helpers' (awa-node/testing, src/testing/errors.ts).
   | 'AWA_TEST_ASSERTION'
   | 'AWA_TEST_TIMEOUT'
@@ -111,8 +119,9 @@ export class InvalidOptionError extends AwaError {
   }
 }
 
-/** What a payload error is about: a job's args (the default) or a handler's progress report. */
-export type PayloadSubject = 'Args' | 'Progress';
+/** What a payload error is about: a job's args (the default), a handler's progress report, its result, or the
+ * value of one of its durable steps. */
+export type PayloadSubject = 'Args' | 'Progress' | 'Result' | 'Step result';
 
 export class PayloadTooLargeError extends AwaError {
   constructor(kind: string, bytes: number, limit: number, subject: PayloadSubject = 'Args') {
@@ -121,7 +130,9 @@ export class PayloadTooLargeError extends AwaError {
       `${subject} for job kind "${kind}" ${subject === 'Args' ? 'are' : 'is'} ${bytes} bytes encoded; the limit is ${limit}. ` +
         (subject === 'Args'
           ? 'Store large data elsewhere and pass a reference, or raise maxPayloadBytes.'
-          : 'Report a small status (counts, a percentage, a stage name) and keep results elsewhere.'),
+          : subject === 'Progress'
+            ? 'Report a small status (counts, a percentage, a stage name) and keep results elsewhere.'
+            : 'Store large results elsewhere and return a reference (a key, a URL).'),
     );
   }
 }
@@ -330,5 +341,58 @@ export class QueueInUseError extends AwaError {
     this.holds = detail.holds;
     this.servedBy = detail.servedBy;
     this.busy = detail.busy;
+  }
+}
+
+/** The newest error record of a job that ended without completing, as result() reports it. */
+export interface JobLastError {
+  attempt: number;
+  at: string;
+  error: string;
+  name?: string;
+}
+
+/** result(): no job has this id, or its history passed retention (completedRetentionMs, failedRetentionMs…). */
+export class JobNotFoundError extends AwaError {
+  constructor(readonly jobId: string) {
+    super(
+      'AWA_JOB_NOT_FOUND',
+      `No job ${jobId}: it never existed, or its history passed retention. Check the id; to read results later, ` +
+        'keep completed history longer (completedRetentionMs, queues.<name>.resultRetentionMs).',
+    );
+  }
+}
+
+/** result(): the job ended without a result: it failed, went to the dead-letter queue, or was cancelled.
+ * `state` says which; `lastError` is its newest error record (what the handler threw, the cancel reason). */
+export class JobNotCompletedError extends AwaError {
+  constructor(
+    readonly jobId: string,
+    readonly state: 'failed' | 'dlq' | 'cancelled',
+    readonly lastError: JobLastError | null,
+  ) {
+    const how =
+      state === 'dlq' ? 'went to the dead-letter queue' : state === 'failed' ? 'failed' : 'was cancelled';
+    super(
+      'AWA_JOB_NOT_COMPLETED',
+      `Job ${jobId} ${how}, so it has no result` +
+        (lastError ? `: ${lastError.name ? `${lastError.name}: ` : ''}${lastError.error}` : '') +
+        ". Its history (`awa job show`) has every attempt's error.",
+    );
+  }
+}
+
+/** result(): the job had not ended within `timeoutMs`; it may still. `state` is the last state seen. */
+export class ResultTimeoutError extends AwaError {
+  constructor(
+    readonly jobId: string,
+    readonly timeoutMs: number,
+    readonly state: string,
+  ) {
+    super(
+      'AWA_RESULT_TIMEOUT',
+      `Job ${jobId} had not ended within ${timeoutMs} ms (it was ${state}). It may still complete: wait again, ` +
+        'or look at it (`awa job show`).',
+    );
   }
 }

@@ -3,9 +3,9 @@ import type { JobKind } from './job-kind.js';
 
 // A kind paired with its handler: what a handlers module exports for `awa work` and the thread pool.
 
-export interface HandlerEntry<Args = unknown> {
-  kind: JobKind<Args>;
-  handle: JobHandler<Args>;
+export interface HandlerEntry<Args = unknown, Result = unknown> {
+  kind: JobKind<Args, Result>;
+  handle: JobHandler<Args, Result>;
 }
 
 /** An entry of any kind, whatever its args: what a list of handlers holds. (HandlerEntry<never> would refuse
@@ -16,6 +16,9 @@ export interface AnyHandlerEntry {
 }
 
 /** Pairs a kind with its handler, e.g. for the handlers module `awa work` loads. */
-export function defineHandler<Args>(kind: JobKind<Args>, handle: JobHandler<Args>): HandlerEntry<Args> {
+export function defineHandler<Args, Result = unknown>(
+  kind: JobKind<Args, Result>,
+  handle: JobHandler<Args, Result>,
+): HandlerEntry<Args, Result> {
   return { kind, handle };
 }

@@ -33,8 +33,10 @@ export interface JobKindOptions<Args> {
   describe?: Description;
 }
 
-/** A typed job kind: the contract between producers and the handler. */
-export interface JobKind<Args = unknown> {
+/** A typed job kind: the contract between producers and the handler. `Result` is what its handler returns, stored
+ * with the completion (docs/flows.md, "Results"); give it as the second type argument of defineJob to have
+ * handlers checked against it and `result()` typed by it. */
+export interface JobKind<Args = unknown, Result = unknown> {
   readonly kind: string;
   readonly queue: string;
   readonly priority: Priority;
@@ -48,6 +50,8 @@ export interface JobKind<Args = unknown> {
   readonly schema?: StandardSchemaV1<unknown, Args>;
   /** Checks args against the schema (if any) and returns the validated value. */
   validate(args: unknown): Promise<Args>;
+  /** The result type, for the type checker only: never set. */
+  readonly '~result'?: Result;
 }
 
 export const DEFAULT_QUEUE = 'default';
@@ -56,7 +60,9 @@ export const DEFAULT_MAX_ATTEMPTS = 25;
 /** Most enqueue shards (lanes per priority) a queue may be split into; sql/migrations/009 checks the same. */
 export const MAX_ENQUEUE_SHARDS = 64;
 
-export function defineJob<Args = unknown>(options: JobKindOptions<Args>): JobKind<Args> {
+export function defineJob<Args = unknown, Result = unknown>(
+  options: JobKindOptions<Args>,
+): JobKind<Args, Result> {
   const kind = validateName('kind', options.kind);
   const queue = validateName('queue', options.queue ?? DEFAULT_QUEUE);
   const priority = validatePriority('priority', options.priority ?? DEFAULT_PRIORITY);
@@ -116,4 +122,7 @@ export function issuePath(path: StandardSchemaV1.Issue['path']): string | undefi
 }
 
 /** The args type a JobKind carries, for typing handlers and enqueue calls. */
-export type ArgsOf<K> = K extends JobKind<infer A> ? A : never;
+export type ArgsOf<K> = K extends JobKind<infer A, unknown> ? A : never;
+
+/** The result type a JobKind carries: what its handler returns, and result() resolves with. */
+export type ResultOf<K> = K extends { readonly '~result'?: infer R } ? R : never;

@@ -77,6 +77,18 @@ export class WaitForCallback extends Error {
   }
 }
 
+/**
+ * What ctx.waitForChildren() rejects with while children it spawned have not all ended: the attempt has ended
+ * already (blocked, no attempt spent, its permit given back) and the handler runs again from the top once they
+ * have. Let it propagate. See docs/flows.md, "Children".
+ */
+export class WaitForChildren extends Error {
+  constructor(open: number) {
+    super(`waiting for ${open} child job(s) to end`);
+    this.name = 'WaitForChildren';
+  }
+}
+
 /** What ctx.waitForCallback() rejects with when the callback reports a failure: a FailJob, so the job fails
  * for good unless the handler catches it. */
 export class ExternalFailure extends FailJob {

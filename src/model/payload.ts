@@ -48,6 +48,33 @@ export function encodeProgress(kind: string, value: unknown): string {
   return text;
 }
 
+/** Longest result a handler may return, encoded (it is stored with the completion: docs/flows.md, "Results"). */
+export const MAX_RESULT_BYTES = 64 * 1024;
+
+/**
+ * A handler's return value → JSON text to store with its completion, or undefined when it returned nothing
+ * (undefined or null: no result is stored, and a drain whose handlers return nothing does no work here). The
+ * rules of args: what JSON cannot hold exactly, or jsonb cannot store, is refused rather than changed; so is a
+ * result over MAX_RESULT_BYTES. The error thrown fails the attempt as if the handler had thrown it.
+ */
+export function encodeResult(kind: string, value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  const text = stringifyStrict(kind, value, 'Result');
+  if (hasUnstorable(text)) {
+    const where = unstorablePath(value, 'result') ?? 'result';
+    throw new PayloadNotSerialisableError(
+      kind,
+      `${where} holds U+0000 or a lone UTF-16 surrogate, which PostgreSQL's jsonb cannot store`,
+      'Result',
+    );
+  }
+  if (text.length * 3 > MAX_RESULT_BYTES) {
+    const bytes = Buffer.byteLength(text);
+    if (bytes > MAX_RESULT_BYTES) throw new PayloadTooLargeError(kind, bytes, MAX_RESULT_BYTES, 'Result');
+  }
+  return text;
+}
+
 function stringifyStrict(kind: string, value: unknown, subject: PayloadSubject): string {
   let text: string | undefined;
   try {
@@ -125,4 +152,27 @@ function strictReplacer(this: unknown, key: string, value: unknown): unknown {
 
 function unserialisable(key: string, what: string): Unserialisable {
   return new Unserialisable(`${key ? `"${key}" is ` : ''}${what}`);
+}
+
+/**
+ * What a durable step's function resolved with (ctx.step) → JSON text to record, or null for undefined (recorded
+ * as "no value", returned on a replay as undefined). The rules and bound of a result: what JSON cannot hold
+ * exactly, or jsonb cannot store, is refused rather than changed, so a replay returns what the first run did.
+ */
+export function encodeStepResult(kind: string, value: unknown): string | null {
+  if (value === undefined) return null;
+  const text = stringifyStrict(kind, value, 'Step result');
+  if (hasUnstorable(text)) {
+    throw new PayloadNotSerialisableError(
+      kind,
+      `${unstorablePath(value, 'step result') ?? 'the step result'} holds U+0000 or a lone UTF-16 surrogate, which PostgreSQL's jsonb cannot store`,
+      'Step result',
+    );
+  }
+  if (text.length * 3 > MAX_RESULT_BYTES) {
+    const bytes = Buffer.byteLength(text);
+    if (bytes > MAX_RESULT_BYTES)
+      throw new PayloadTooLargeError(kind, bytes, MAX_RESULT_BYTES, 'Step result');
+  }
+  return text;
 }

@@ -21,6 +21,10 @@ import {
   resolveSchema,
   withClient,
   withOwnConnection,
+  validateConnectionString,
+  primaryWalPosition,
+  readServerLag,
+  replayedUpTo,
   ClientPool,
   ringStorage,
   type Storage,
@@ -41,11 +45,15 @@ import {
   type EnqueueResult,
   type JobRecord,
   type JobProgress,
+  type RecordedStep,
   type MigrateResult,
   type Pooler,
   type MigrationPlan,
   type QueueCounts,
   type QueueRemoval,
+  type FlowRecord,
+  type FlowSummary,
+  type ReadLag,
   type RetryOutcome,
   type RingSlot,
   type Schema,
@@ -62,7 +70,9 @@ import { AuditTrail, auditEntry, auditFilter } from './audit-trail.js';
 import { dlqCountFilter, dlqPageFilter, dlqTarget, jobListFilter } from './filters.js';
 import { ProducerTelemetry, telemetryScope } from '../telemetry/index.js';
 import type { CopyEnqueueResult, JobInput } from '../producer/copy-load.js';
+import type { FlowInput } from '../model/flow.js';
 import { Producer, type CopyEnqueueOptions, type EnqueueOptions } from '../producer/producer.js';
+import { resultWaitOptions, resultWaitSource, ResultWaits, type ResultOptions } from './result-wait.js';
 
 // AwaClient, the handle an application holds: migrate, enqueue (the producer, src/producer), deliver external
 // callbacks, and the operator's reads and actions, each action audited. It owns its pool unless the caller
@@ -78,6 +88,12 @@ export interface ClientOptions {
   /** A direct connection to PostgreSQL for migrate(), whose advisory lock needs a session of its own.
    * Required for migrate() when pooler is 'transaction'. */
   sessionConnectionString?: string;
+  /** A hot standby (streaming replica) of the same database for the operator's reads: queue health and counts,
+   * job pages and getJob(), the DLQ, runtimes, cron, the audit trail. They then lag the primary by the
+   * standby's replay delay (readLag() says how much); every write, and the storage and ring reads (table
+   * statistics are the primary's own), stay on the primary. A pool of its own, sized and timed like the main
+   * one, through the same `pooler`. See docs/deployment.md, "Read replicas". */
+  readConnectionString?: string;
   schema?: string;
   /** Pool size when the client creates its pool. Default 10. */
   poolSize?: number;
@@ -99,6 +115,7 @@ const CLIENT_OPTION_KEYS = [
   'pool',
   'pooler',
   'sessionConnectionString',
+  'readConnectionString',
   'schema',
   'poolSize',
   'maxPayloadBytes',
@@ -106,6 +123,12 @@ const CLIENT_OPTION_KEYS = [
   'actor',
   'onAudit',
 ] as const;
+
+/** What enqueueFlow() wrote: the flow's id and each job's id by its name in the flow. */
+export interface FlowEnqueueResult {
+  flowId: string;
+  jobs: Record<string, string>;
+}
 
 /** Options of pauseQueue(), resumeQueue() and setEnqueueShards(). */
 export interface QueueSettingOptions extends ActorOptions {
@@ -122,10 +145,15 @@ function createOption(options: QueueSettingOptions | undefined): boolean {
   return create === true;
 }
 
+/** How long an action waits for the read replica to replay it before returning (see readsCatchUp). */
+const READ_YOUR_WRITES_MS = 2_000;
+
 export class AwaClient {
   readonly schema: Schema;
   readonly pool: pg.Pool;
   private readonly conn: ClientPool;
+  /** Where operator reads go: a read replica's pool, or `conn`. */
+  private readonly reader: ClientPool;
   /** Every storage operation of this client, bound to its schema once. */
   private readonly store: Storage;
   private readonly producer: Producer;
@@ -135,6 +163,8 @@ export class AwaClient {
   /** Where migrate() runs: a direct URL, the client's own URL, the pool passed in, or nowhere (a transaction
    * pooler and no direct URL). */
   private readonly migrateOn: { url: string } | 'pool' | null;
+  /** The waits of result(), on a LISTEN session of their own: made at the first call. */
+  private resultWaits: ResultWaits | null = null;
 
   constructor(options: ClientOptions) {
     validatePlainObject('options', options);
@@ -150,6 +180,21 @@ export class AwaClient {
     this.store = ringStorage(this.schema, { pooler });
     this.conn = new ClientPool({ ...options, pooler }, 'awa-client');
     this.pool = this.conn.pool;
+    this.reader =
+      options.readConnectionString === undefined
+        ? this.conn
+        : new ClientPool(
+            {
+              ...options,
+              pool: undefined,
+              connectionString: validateConnectionString(
+                options.readConnectionString,
+                'readConnectionString',
+              ),
+              pooler,
+            },
+            'awa-client-read',
+          );
     this.migrateOn = session
       ? { url: session }
       : pooler === 'transaction'
@@ -238,6 +283,41 @@ export class AwaClient {
     options: CopyEnqueueOptions = {},
   ): Promise<CopyEnqueueResult> {
     return this.producer.copyEnqueue(jobs, options);
+  }
+
+  /** Enqueues a flow: jobs that run after the jobs they depend on, written in one statement (on `client`, inside
+   * its open transaction). Returns the flow's id and each job's id by its name. See docs/flows.md,
+   * "Dependencies". */
+  async enqueueFlow(flow: FlowInput, options?: { client?: pg.ClientBase }): Promise<FlowEnqueueResult> {
+    const { flowId, ids } = await this.producer.enqueueFlow(flow, options);
+    return { flowId, jobs: Object.fromEntries(flow.jobs.map((j, i) => [j.name, ids[i]!])) };
+  }
+
+  /** A flow with each of its jobs' state and dependencies, or null when there is no such flow (or it was
+   * removed with its history). */
+  async getFlow(flowId: string): Promise<FlowRecord | null> {
+    const id = validateJobId('flowId', flowId);
+    return this.read('getFlow', (db) => this.store.reads.flowState(db, id));
+  }
+
+  /** A page of flows, newest first (pass the last flowId shown as `beforeId`), each with its name and size. */
+  async listFlows(options: { beforeId?: string; limit?: number } = {}): Promise<FlowSummary[]> {
+    const limit = options.limit === undefined ? 50 : validateInt('limit', options.limit, 1, 1000);
+    const beforeId = options.beforeId === undefined ? undefined : validateJobId('beforeId', options.beforeId);
+    return this.read('listFlows', (db) => this.store.reads.flowList(db, { beforeId, limit }));
+  }
+
+  /** Cancels every job of the flow that has not ended (blocked, waiting, running); audited. Returns how many it
+   * cancelled, or null when there is no such flow. */
+  async cancelFlow(
+    flowId: string,
+    reason = 'flow cancelled',
+    options?: ActorOptions,
+  ): Promise<number | null> {
+    const id = validateJobId('flowId', flowId);
+    return this.audited('cancelFlow', this.actorOf(options), (db, by) =>
+      this.store.actions.cancelFlow(db, id, reason, by),
+    );
   }
 
   /** Pauses a queue fleet-wide: hosts stop claiming its jobs (running ones finish); enqueues are still
@@ -355,11 +435,16 @@ export class AwaClient {
     // A callback is the job's external system answering, not an operator action, unless this client acts for
     // someone (the CLI's `awa callback`).
     const by = this.audit.auditsCallbacks ? this.actorOf(undefined) : null;
-    return this.audited(`callback ${action}`, by ?? this.actorOf(undefined), async (db) => {
-      const delivery = await this.store.actions.resolveCallback(db, token, action, json, runAt, record, by);
-      this.telemetry.callbackDelivered(action, delivery.value);
-      return delivery;
-    });
+    return this.audited(
+      `callback ${action}`,
+      by ?? this.actorOf(undefined),
+      async (db) => {
+        const delivery = await this.store.actions.resolveCallback(db, token, action, json, runAt, record, by);
+        this.telemetry.callbackDelivered(action, delivery.value);
+        return delivery;
+      },
+      false,
+    );
   }
 
   /** Per-queue health: counts, completions and failures in the last `windowMs` (default 5 min), the age of
@@ -367,22 +452,20 @@ export class AwaClient {
   async queueHealth(options: { windowMs?: number } = {}): Promise<QueueHealth[]> {
     const windowMs =
       options.windowMs === undefined ? 300_000 : validateInt('windowMs', options.windowMs, 1_000, 86_400_000);
-    return this.run('queueHealth', undefined, (db) => this.store.reads.queueHealth(db, windowMs / 1000));
+    return this.read('queueHealth', (db) => this.store.reads.queueHealth(db, windowMs / 1000));
   }
 
   /** A page of jobs in one state (see JobListFilter for the paging keys). */
   async listJobs(filter: Omit<JobListFilter, 'limit'> & { limit?: number }): Promise<JobSummary[]> {
     const valid = jobListFilter(filter);
-    return this.run('listJobs', undefined, (db) => this.store.reads.listJobs(db, valid));
+    return this.read('listJobs', (db) => this.store.reads.listJobs(db, valid));
   }
 
   /** When the completions of a queue (or of all) that are kept only in compact history closed: those keep no
    * kind or args, so a kind filter on completed jobs cannot find them. Null when there are none. */
   async compactHistorySpan(queue?: string): Promise<{ oldest: Date; newest: Date } | null> {
     if (queue !== undefined) validateName('queue', queue);
-    return this.run('compactHistorySpan', undefined, (db) =>
-      this.store.reads.compactHistorySpan(db, queue ?? null),
-    );
+    return this.read('compactHistorySpan', (db) => this.store.reads.compactHistorySpan(db, queue ?? null));
   }
 
   /** Runs a failed, cancelled, dead-lettered, scheduled or retryable job again now (fresh attempt counter
@@ -400,40 +483,72 @@ export class AwaClient {
   async runtimeList(options: { liveMs?: number } = {}): Promise<RuntimeInstance[]> {
     const liveMs =
       options.liveMs === undefined ? 30_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
-    return this.run('runtimeList', undefined, (db) => this.store.reads.runtimeList(db, liveMs / 1000));
+    return this.read('runtimeList', (db) => this.store.reads.runtimeList(db, liveMs / 1000));
   }
 
   /** Queue and kind descriptors as live hosts report them, with stale and drift flags. */
   async descriptors(options: { liveMs?: number } = {}): Promise<Descriptor[]> {
     const liveMs =
       options.liveMs === undefined ? 120_000 : validateInt('liveMs', options.liveMs, 1_000, 86_400_000);
-    return this.run('descriptors', undefined, (db) => this.store.reads.descriptors(db, liveMs / 1000));
+    return this.read('descriptors', (db) => this.store.reads.descriptors(db, liveMs / 1000));
   }
 
-  /** Sizes, live and dead tuples of the schema's tables (ring families summed over their slots). */
+  /** Sizes, live and dead tuples of the schema's tables (ring families summed over their slots). Read on the
+   * primary even with a readConnectionString: a standby's table statistics count its own activity, not the
+   * primary's, and would show every table empty. */
   async storageStatus(): Promise<StorageFamily[]> {
     return this.run('storageStatus', undefined, (db) => this.store.reads.storageStatus(db));
   }
 
   async counts(): Promise<QueueCounts[]> {
-    return this.run('counts', undefined, (db) => this.store.reads.queueCounts(db));
+    return this.read('counts', (db) => this.store.reads.queueCounts(db));
   }
 
-  /** The ring's slots that hold rows, oldest first, and what keeps the oldest from being pruned. */
+  /** The ring's slots that hold rows, oldest first, and what keeps the oldest from being pruned. On the primary,
+   * as storageStatus(). */
   async ringStatus(): Promise<RingSlot[]> {
     return this.run('ringStatus', undefined, (db) => this.store.reads.ringStatus(db));
   }
 
   async getJob(job: string | { id: string }): Promise<JobRecord | null> {
     const id = validateJobId('id', job);
-    return this.run('getJob', undefined, (db) => this.store.reads.jobState(db, id));
+    return this.read('getJob', (db) => this.store.reads.jobState(db, id));
+  }
+
+  /**
+   * Waits for job `job` to end and resolves with its result: what its handler returned (null when it returned
+   * nothing), at once when it has completed already. Rejects with JobNotCompletedError when it failed, went to the
+   * DLQ or was cancelled, JobNotFoundError when no such job is known (or its history passed retention), and
+   * ResultTimeoutError after `timeoutMs` (default 60 s). Woken by NOTIFY on a LISTEN session of this client's own
+   * (its connection string, or sessionConnectionString behind a transaction pooler), opened at the first call and
+   * shared by all. Pass the job's kind first to have the result typed by it. See docs/flows.md, "Results".
+   */
+  async result<R = unknown>(job: string | { id: string }, options?: ResultOptions): Promise<R>;
+  async result<R>(
+    kind: Pick<JobKind<unknown, R>, 'kind' | '~result'>,
+    job: string | { id: string },
+    options?: ResultOptions,
+  ): Promise<R>;
+  async result(...args: unknown[]): Promise<unknown> {
+    const [job, options] = resultWaitOptions(args);
+    // Behind a transaction pooler with no direct URL there is no session to LISTEN on: refused, not polled.
+    const source = resultWaitSource(this.migrateOn, this.pool);
+    this.resultWaits ??= new ResultWaits(source, this.store.results, (op, fn) => this.run(op, undefined, fn));
+    return this.resultWaits.wait(job, options.timeoutMs);
   }
 
   /** The newest progress an attempt of job `id` recorded, while it is held (usually until the attempt
    * closes), or null. */
   async jobProgress(job: string | { id: string }): Promise<JobProgress | null> {
     const id = validateJobId('id', job);
-    return this.run('jobProgress', undefined, (db) => this.store.reads.jobProgress(db, id));
+    return this.read('jobProgress', (db) => this.store.reads.jobProgress(db, id));
+  }
+
+  /** The durable steps job `id` recorded (ctx.step, and ctx.sleep's wake times), oldest first, with their values;
+   * empty once its history is gone (docs/durable-steps.md). */
+  async jobSteps(job: string | { id: string }): Promise<RecordedStep[]> {
+    const id = validateJobId('id', job);
+    return this.read('jobSteps', (db) => this.store.reads.jobSteps(db, id));
   }
 
   /**
@@ -454,9 +569,7 @@ export class AwaClient {
 
   async listDlq(options: { queue?: string; limit?: number } = {}): Promise<DlqEntry[]> {
     const limit = options.limit === undefined ? 100 : validateInt('limit', options.limit, 1, 100_000);
-    return this.run('listDlq', undefined, (db) =>
-      this.store.reads.dlqList(db, { queue: options.queue, limit }),
-    );
+    return this.read('listDlq', (db) => this.store.reads.dlqList(db, { queue: options.queue, limit }));
   }
 
   /** A page of DLQ entries of a queue or kind (or all), newest first: pass the last id shown as `beforeId` for
@@ -465,7 +578,7 @@ export class AwaClient {
     filter: { queue?: string; kind?: string; beforeId?: string; limit?: number } = {},
   ): Promise<DlqSummary[]> {
     const valid = dlqPageFilter(filter);
-    return this.run('dlqPage', undefined, (db) => this.store.reads.dlqPage(db, valid));
+    return this.read('dlqPage', (db) => this.store.reads.dlqPage(db, valid));
   }
 
   /** How many DLQ entries there are, of a queue or kind (or all), counted up to `atMost` (default 10,000) so the
@@ -477,9 +590,7 @@ export class AwaClient {
     dlqCountFilter(filter);
     const atMost =
       options.atMost === undefined ? 10_000 : validateInt('atMost', options.atMost, 1, 1_000_000_000);
-    const count = await this.run('countDlq', undefined, (db) =>
-      this.store.reads.dlqCount(db, filter, atMost),
-    );
+    const count = await this.read('countDlq', (db) => this.store.reads.dlqCount(db, filter, atMost));
     return { count, capped: count >= atMost };
   }
 
@@ -497,7 +608,7 @@ export class AwaClient {
   async purgeDlq(target: DlqTarget, options: { dryRun?: boolean } & ActorOptions = {}): Promise<number> {
     dlqTarget(target);
     const by = this.actorOf(options, ['dryRun']);
-    if (options.dryRun) return this.run('purgeDlq', undefined, (db) => this.store.reads.dlqCount(db, target));
+    if (options.dryRun) return this.read('purgeDlq', (db) => this.store.reads.dlqCount(db, target));
     const purged = await this.audited('purgeDlq', by, (db, by) =>
       this.store.actions.dlqPurge(db, target, by),
     );
@@ -512,7 +623,7 @@ export class AwaClient {
       options.stalenessMs === undefined
         ? 30_000
         : validateInt('stalenessMs', options.stalenessMs, 1_000, 86_400_000);
-    return this.run('listCron', undefined, (db) => listCronSchedules(db, this.store, staleness));
+    return this.read('listCron', (db) => listCronSchedules(db, this.store, staleness));
   }
 
   /** Pauses a cron schedule: no occurrence fires until it is resumed (a fire in flight commits first).
@@ -563,28 +674,63 @@ export class AwaClient {
   /** A page of the audit trail, newest first: pass the last record's id as `beforeId` for the next page. */
   async auditLog(filter: AuditFilter = {}): Promise<AuditRecord[]> {
     const page = auditFilter(filter);
-    return this.run('auditLog', undefined, (db) => this.store.reads.auditPage(db, page));
+    return this.read('auditLog', (db) => this.store.reads.auditPage(db, page));
   }
 
-  /** Ends the client's own pool (a pool passed in stays the caller's). Safe to call more than once; every
+  /** Where this client's operator reads go: 'replica' with a readConnectionString, else 'primary'. */
+  get readsFrom(): 'primary' | 'replica' {
+    return this.reader === this.conn ? 'primary' : 'replica';
+  }
+
+  /** Where this client's reads are served and how far they lag the primary: with a readConnectionString, the
+   * standby's replay delay (0 when it has replayed all the primary has written); without one, the primary. */
+  async readLag(): Promise<ReadLag> {
+    if (this.reader === this.conn) return { reads: 'primary', bytesBehind: 0, lagMs: 0, replayedAt: null };
+    const position = await this.conn.wrap('readLag', () => primaryWalPosition(this.pool));
+    return this.reader.wrap('readLag', () => readServerLag(this.reader.pool, position));
+  }
+
+  /** Ends the client's own pools (a pool passed in stays the caller's). Safe to call more than once; every
    * call after the first waits for the same end. Calls made after it fail with ClientClosedError. */
-  close(): Promise<void> {
-    return this.conn.close();
+  async close(): Promise<void> {
+    await this.resultWaits?.close();
+    await Promise.all([this.conn.close(), this.reader.close()]);
   }
 
   private actorOf(options: ActorOptions | undefined, extraKeys: readonly string[] = []): Actor {
     return this.audit.actorOf(options, extraKeys);
   }
 
-  /** Runs an operator action whose storage call writes its audit record, then reports the record. */
+  /** Runs an operator action whose storage call writes its audit record, then reports the record. Unless told
+   * otherwise (a callback delivery: no one reads its result next), waits for the read replica to show it. */
   private async audited<T>(
     op: string,
     by: Actor,
     fn: (db: pg.Pool | pg.ClientBase, by: Actor) => Promise<Audited<T>>,
+    readsCatchUp = true,
   ): Promise<T> {
     const { value, record } = await this.run(op, undefined, (db) => fn(db, by));
     if (record) this.audit.report(record);
+    if (readsCatchUp) await this.readsCatchUp(op);
     return value;
+  }
+
+  /** A read on the read replica when there is one, else on the primary. */
+  private read<T>(op: string, fn: (db: pg.Pool | pg.ClientBase) => Promise<T>): Promise<T> {
+    return this.reader.run(op, undefined, fn);
+  }
+
+  /** After an action on the primary, waits (at most READ_YOUR_WRITES_MS) for the read replica to replay it, so
+   * the read that follows (the dashboard's next page) shows the action. A replica further behind than that is
+   * not waited for: the action stands, and readLag() says how far behind the reads are. */
+  private async readsCatchUp(op: string): Promise<void> {
+    if (this.reader === this.conn) return;
+    const position = await this.conn.wrap(op, () => primaryWalPosition(this.pool));
+    const deadline = Date.now() + READ_YOUR_WRITES_MS;
+    while (!(await this.reader.wrap(op, () => replayedUpTo(this.reader.pool, position)))) {
+      if (Date.now() >= deadline) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
   }
 
   private run<T>(

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
+import { checkFlow, type FlowInput } from '../model/flow.js';
 import { defineJob, type JobKind } from '../model/job-kind.js';
 import { validateInt, validatePlainObject } from '../model/validation.js';
 import {
@@ -8,6 +9,7 @@ import {
   withTransaction,
   type ClientPool,
   type EnqueueResult,
+  type EnqueuedFlow,
   type ProducerStore,
 } from '../storage/index.js';
 import type { ProducerTelemetry } from '../telemetry/index.js';
@@ -84,6 +86,29 @@ export class Producer {
       for (const r of results) if (!r.inserted) duplicates++;
       send.sent(rows, duplicates);
       return results;
+    });
+  }
+
+  /** Enqueues a flow's jobs and their dependencies in one statement (docs/flows.md, "Dependencies"). */
+  async enqueueFlow(flow: FlowInput, options?: { client?: pg.ClientBase }): Promise<EnqueuedFlow> {
+    const checked = checkFlow(flow);
+    const built = checked.jobs.map((j) => this.toRow(j));
+    const rows = built.some((r) => r instanceof Promise) ? await Promise.all(built) : (built as JobRow[]);
+    const send = this.telemetry.begin('enqueueFlow', null);
+    return send.run(async () => {
+      send.inject(rows);
+      const enqueued = await this.conn.run('enqueueFlow', options?.client, async (db) => {
+        await this.prepareLanes(rows, 'live', options?.client !== undefined);
+        return this.store.enqueueFlow(
+          db,
+          checked.name,
+          checked.jobs.map((j) => j.name),
+          rows,
+          checked.edges,
+        );
+      });
+      send.sent(rows, 0);
+      return enqueued;
     });
   }
 

@@ -23,6 +23,8 @@ export interface QueueCounts {
   cancelled: number;
   /** Entries held in the dead-letter queue. */
   dlq: number;
+  /** Jobs of a flow waiting for their dependencies (docs/flows.md). */
+  blocked: number;
 }
 
 type CountsRow = Record<Exclude<keyof QueueCounts, 'paused'>, string> & { paused: boolean };
@@ -41,6 +43,7 @@ function countsOf(r: CountsRow): QueueCounts {
     failed: Number(r.failed),
     cancelled: Number(r.cancelled),
     dlq: Number(r.dlq),
+    blocked: Number(r.blocked),
   };
 }
 
@@ -89,12 +92,24 @@ export interface JobRecord {
     /** The payload of the callback that resumed a parked job into its handler, and when it came. */
     callback?: { payload: unknown; at: string };
   } | null;
+  /** A completed job's stored result: what its handler returned (or the payload of the callback that completed
+   * it), kept for its queue's result retention (resultRetentionMs). Null when there is none: the job is not
+   * completed, returned nothing (or null), or its result passed retention. See docs/flows.md, "Results". */
+  result: unknown;
 }
 
 /** Where job `id` stands now, or null if it never existed or its history passed retention. */
 export async function findJob(db: Queryable, schema: Schema, id: string): Promise<JobRecord | null> {
   if (!isJobId(id)) return null;
-  const read = () => db.query(`select * from ${schema.ident}.job_state($1::bigint)`, [id]);
+  // The stored result of a completed job (job_results) beside its state, in the same snapshot.
+  const read = () =>
+    db.query(
+      `select s.*, case when s.state = 'completed'
+                        then (select r.result from ${schema.ident}.job_results r where r.job_id = $1::bigint) end
+                     as result
+         from ${schema.ident}.job_state($1::bigint) s`,
+      [id],
+    );
   let r = (await read()).rows[0];
   // TRUNCATE is not MVCC-safe: a read whose snapshot began just before a prune committed sees the pruned
   // slot's partitions empty but not yet the compact history that prune wrote, so a completed job can read as
@@ -117,6 +132,7 @@ export async function findJob(db: Queryable, schema: Schema, id: string): Promis
       ? { at: r.claimed_at, instanceId: r.claimed_by, hostname: r.claimed_host, pid: r.claimed_pid }
       : null,
     meta: r.meta,
+    result: r.result ?? null,
   };
 }
 

@@ -7,7 +7,8 @@ import type { Schema } from './schema.js';
 // Operator cancel: see cancel_job() in sql/002_recovery.sql. The cancel channel carries "<job id>:<run
 // lease>" so the process running that attempt can abort its handler.
 
-export type CancelledFrom = 'scheduled' | 'retryable' | 'available' | 'running' | 'waiting_external';
+export type CancelledFrom =
+  'scheduled' | 'retryable' | 'blocked' | 'available' | 'running' | 'waiting_external';
 
 /** Returns the state the job was cancelled from, or null when it had already finished or never existed;
  * audited. */

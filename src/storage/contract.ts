@@ -9,6 +9,7 @@ import type * as cron from './cron.js';
 import type { Queryable } from './database.js';
 import type * as dlq from './dlq.js';
 import type * as enqueue from './enqueue.js';
+import type * as flows from './flows.js';
 import type * as settle from './settle.js';
 import type * as instances from './instances.js';
 import type * as jobProgress from './job-progress.js';
@@ -19,7 +20,9 @@ import type * as progress from './progress.js';
 import type * as promote from './promote.js';
 import type * as queues from './queues.js';
 import type * as rescue from './rescue.js';
+import type * as resultWaits from './result-waits.js';
 import type * as ring from './ring.js';
+import type * as steps from './steps.js';
 import type { Schema } from './schema.js';
 
 // The storage contract: what each role may ask of storage, one interface per role, built once for a schema
@@ -38,6 +41,8 @@ export interface ProducerStore {
   ensureLanes: Op<typeof lanes.ensureLanes>;
   enqueue: Op<typeof enqueue.enqueueRows>;
   copyEnqueue: Op<typeof copy.copyEnqueueChunk>;
+  /** A flow's jobs and their dependencies, in one statement. */
+  enqueueFlow: Op<typeof flows.enqueueFlow>;
 }
 
 /** The worker host's claims: take a batch, hear wake-ups. */
@@ -52,6 +57,14 @@ export interface SettlerStore {
   setProgress: Op<typeof progress.writeProgress>;
   registerCallback: Op<typeof callbacks.registerCallback>;
   callbackResult: Op<typeof callbacks.callbackResult>;
+  /** Durable steps: the job's recorded steps, and a step recorded through the attempt's fence. */
+  recordedSteps: Op<typeof steps.recordedSteps>;
+  recordStep: Op<typeof steps.recordStep>;
+  recordSteps: Op<typeof steps.recordSteps>;
+  /** The jobs this job depends on, how each ended and its result (ctx.dependencies()). */
+  dependenciesOf: Op<typeof flows.dependenciesOf>;
+  /** A running job's children, enqueued once per job under a step of its own, fenced by its attempt. */
+  spawnChildren: Op<typeof flows.spawnChildren>;
 }
 
 /** A host's presence: registration, heartbeat, descriptors, stop, the cron schedules it declares, and the
@@ -70,6 +83,7 @@ export interface MaintenanceStore {
   standForLeader: Op<typeof leader.standForLeader>;
   releaseLeadership: Op<typeof leader.releaseLeadership>;
   promoteDue: Op<typeof promote.promoteDue>;
+  resolveExternalDependencies: Op<typeof flows.resolveExternalDependencies>;
   rotate: Op<typeof ring.rotateRing>;
   prune: Op<typeof ring.pruneRing>;
   tallySlots: Op<typeof ring.tallySlots>;
@@ -77,6 +91,8 @@ export interface MaintenanceStore {
   expireCallbacks: Op<typeof callbacks.expireCallbacks>;
   nextCallbackTimeoutMs: Op<typeof callbacks.nextCallbackTimeoutMs>;
   cleanup: Op<typeof cleanup.cleanupHistory>;
+  pruneSteps: Op<typeof steps.pruneSteps>;
+  pruneFlows: Op<typeof flows.pruneFlows>;
   auditPrune: Op<typeof audit.pruneAudit>;
   cronPending: Op<typeof cron.pendingCron>;
   cronFire: Op<typeof cron.fireCron>;
@@ -89,6 +105,7 @@ export interface OperatorReads {
   listJobs: Op<typeof admin.listJobs>;
   jobState: Op<typeof admin.findJob>;
   jobProgress: Op<typeof jobProgress.jobProgress>;
+  jobSteps: Op<typeof steps.recordedSteps>;
   compactHistorySpan: Op<typeof admin.compactHistorySpan>;
   ringStatus: Op<typeof ring.ringStatus>;
   storageStatus: Op<typeof admin.storageStatus>;
@@ -99,6 +116,8 @@ export interface OperatorReads {
   dlqCount: Op<typeof dlq.countDlq>;
   auditPage: Op<typeof audit.auditPage>;
   cronList: Op<typeof cron.listCron>;
+  flowState: Op<typeof flows.flowState>;
+  flowList: Op<typeof flows.listFlows>;
 }
 
 /** What operators (and external callbacks) change. Each writes its audit record in the same transaction. */
@@ -115,6 +134,16 @@ export interface OperatorActions {
   cronSetPaused: Op<typeof cron.setCronPaused>;
   cronRemove: Op<typeof cron.removeCron>;
   auditInsert: Op<typeof audit.insertAudit>;
+  cancelFlow: Op<typeof flows.cancelFlow>;
+}
+
+/** A producer's waits for jobs to end (AwaClient.result()): LISTEN on the waiting client's own session, its
+ * waiter rows, and the job's outcome read after each notification. */
+export interface ResultWaitStore {
+  listen: Op<typeof listen.listenForResults>;
+  resultWaitBegin: Op<typeof resultWaits.resultWaitBegin>;
+  resultWaitEnd: Op<typeof resultWaits.resultWaitEnd>;
+  jobOutcome: Op<typeof resultWaits.jobOutcome>;
 }
 
 /** Every role's interface, for one schema. */
@@ -127,6 +156,7 @@ export interface Storage {
   readonly maintenance: MaintenanceStore;
   readonly reads: OperatorReads;
   readonly actions: OperatorActions;
+  readonly results: ResultWaitStore;
 }
 
 export type { Queryable };

@@ -39,17 +39,23 @@ export async function enqueueRows(
   const { rows: out } = await db.query<{ id: string; inserted: boolean }>({
     name: named ? `awa-enqueue-${schema.name}` : undefined,
     text: `select job_id::text as id, inserted from ${schema.ident}.enqueue($1, $2, $3, $4::jsonb[], $5, $6, $7::jsonb[])`,
-    values: [
-      rows.map((r) => r.kind),
-      rows.map((r) => r.queue),
-      rows.map((r) => r.priority),
-      rows.map((r) => r.argsJson),
-      rows.map((r) => r.maxAttempts),
-      rows.map((r) => r.runAt),
-      rows.map((r) => r.metaJson),
-    ],
+    values: jobRowArrays(rows),
   });
   return out;
+}
+
+/** The parallel arrays enqueue() takes (and enqueue_flow(), spawn_children()): kinds, queues, priorities, args,
+ * max attempts, run times, metas. */
+export function jobRowArrays(rows: readonly JobRow[]): unknown[] {
+  return [
+    rows.map((r) => r.kind),
+    rows.map((r) => r.queue),
+    rows.map((r) => r.priority),
+    rows.map((r) => r.argsJson),
+    rows.map((r) => r.maxAttempts),
+    rows.map((r) => r.runAt),
+    rows.map((r) => r.metaJson),
+  ];
 }
 
 /** One runnable job: a position in its lane (reserve_lane() in sql/functions/engine/lanes.sql), then its row. */

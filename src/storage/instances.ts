@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import type { Queryable } from './database.js';
+import { LATEST_VERSION } from './migrations.js';
 import type { Schema } from './schema.js';
 
 // Worker liveness: one runtime_instances row per worker process. Its heartbeat vouches for every
@@ -19,11 +20,13 @@ export async function registerInstance(
   version: string,
 ): Promise<void> {
   await db.query(
-    `insert into ${schema.ident}.runtime_instances (instance_id, hostname, pid, queues, version, concurrency)
-       values ($1, $2, $3, $4, $5, $6)
+    `insert into ${schema.ident}.runtime_instances
+       (instance_id, hostname, pid, queues, version, concurrency, schema_version)
+       values ($1, $2, $3, $4, $5, $6, $7)
      on conflict (instance_id) do update
        set hostname = excluded.hostname, pid = excluded.pid, queues = excluded.queues, version = excluded.version,
-           concurrency = excluded.concurrency, started_at = now(), heartbeat_at = now(), stopped_at = null`,
+           concurrency = excluded.concurrency, schema_version = excluded.schema_version, started_at = now(),
+           heartbeat_at = now(), stopped_at = null`,
     [
       instanceId,
       hostname(),
@@ -31,6 +34,9 @@ export async function registerInstance(
       queues.map((q) => q.queue),
       version,
       JSON.stringify(Object.fromEntries(queues.map((q) => [q.queue, q.concurrency]))),
+      // The schema version this build runs on (it refused to start on any other): what `migrate --check` judges
+      // the host by.
+      LATEST_VERSION(),
     ],
   );
   // Written only when it changes: hosts start often, settings rarely change.

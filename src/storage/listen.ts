@@ -35,3 +35,23 @@ export async function listenForJobs(client: pg.ClientBase, schema: Schema, on: N
 export async function pingSession(client: pg.ClientBase): Promise<void> {
   await client.query('select 1');
 }
+
+/** The channel that names jobs that ended while a producer waited for them (notify_results() in
+ * sql/functions/core/results.sql): "<job id>". */
+export function resultChannel(schema: Schema): string {
+  return `awa:${schema.ident}:result`;
+}
+
+/** LISTENs on a waiting client's own session for the end of the jobs it waits for (AwaClient.result()). A hint
+ * like the others: the waiter reads the job again when it hears its id, and after every reconnect. */
+export async function listenForResults(
+  client: pg.ClientBase,
+  schema: Schema,
+  onEnded: (jobId: string) => void,
+): Promise<void> {
+  const channel = resultChannel(schema);
+  client.on('notification', (msg) => {
+    if (msg.channel === channel && msg.payload) onEnded(msg.payload);
+  });
+  await client.query(`listen ${client.escapeIdentifier(channel)}`);
+}

@@ -85,8 +85,12 @@ async function runningHosts(
     started_at: Date;
     built_for: number | null;
   }>(
+    // What the host recorded (migration 022); a host of an earlier release recorded nothing, and was built for
+    // the schema's version when it started, as hosts refuse any other. Read through to_jsonb: before 022 is
+    // applied the column does not exist, and the check runs before migrating.
     `select ri.instance_id, ri.hostname, ri.pid, ri.version, ri.started_at,
-            (select max(v.version) from ${schema.ident}.schema_version v where v.applied_at <= ri.started_at)
+            coalesce((to_jsonb(ri) ->> 'schema_version')::int,
+                     (select max(v.version) from ${schema.ident}.schema_version v where v.applied_at <= ri.started_at))
               as built_for
        from ${schema.ident}.runtime_instances ri
       where ri.stopped_at is null and ri.heartbeat_at > now() - make_interval(secs => $1)

@@ -23,3 +23,6 @@ export * from './callbacks.js';
 export * from './cron.js';
 export * from './job-progress.js';
 export * from './audit.js';
+export * from './flows.js';
+export * from './result-waits.js';
+export * from './steps.js';

@@ -25,17 +25,29 @@ import { copyEnqueueChunk } from './copy-enqueue.js';
 import { fireCron, listCron, pendingCron, removeCron, setCronPaused, syncCron, triggerCron } from './cron.js';
 import { countDlq, dlqPage, listDlq, purgeDlq, retryDlq } from './dlq.js';
 import { enqueueRows } from './enqueue.js';
+import {
+  cancelFlow,
+  dependenciesOf,
+  enqueueFlow,
+  flowState,
+  listFlows,
+  pruneFlows,
+  resolveExternalDependencies,
+  spawnChildren,
+} from './flows.js';
 import { settleAttempts } from './settle.js';
 import { heartbeat, markStopped, registerInstance, reportDescriptors } from './instances.js';
 import { jobProgress } from './job-progress.js';
 import { ensureLanes } from './lanes.js';
 import { releaseLeadership, standForLeader } from './leader-lock.js';
-import { listenForJobs } from './listen.js';
+import { listenForJobs, listenForResults } from './listen.js';
 import { writeProgress } from './progress.js';
 import { promoteDue } from './promote.js';
 import { setEnqueueShards, setQueuePaused, removeQueue } from './queues.js';
 import { releaseUnknownReceipts, rescueAbandoned } from './rescue.js';
+import { jobOutcome, resultWaitBegin, resultWaitEnd } from './result-waits.js';
 import { pruneRing, ringStatus, rotateRing, tallySlots } from './ring.js';
+import { pruneSteps, recordedSteps, recordStep, recordSteps } from './steps.js';
 import { namedStatements, type Pooler } from './pooler.js';
 import type { Schema } from './schema.js';
 
@@ -58,6 +70,7 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       ensureLanes: op(ensureLanes),
       enqueue: (db, rows) => enqueueRows(db, schema, rows, named),
       copyEnqueue: (client, rows) => copyEnqueueChunk(client, schema, rows, named),
+      enqueueFlow: op(enqueueFlow),
     },
     claimer: {
       claim: (db, req) => claimJobs(db, schema, req, named),
@@ -68,6 +81,11 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       setProgress: op(writeProgress),
       registerCallback: op(registerCallback),
       callbackResult: op(callbackResult),
+      recordedSteps: op(recordedSteps),
+      recordStep: op(recordStep),
+      recordSteps: op(recordSteps),
+      dependenciesOf: op(dependenciesOf),
+      spawnChildren: op(spawnChildren),
     },
     instances: {
       releaseUnknownReceipts: op(releaseUnknownReceipts),
@@ -81,6 +99,7 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       standForLeader: op(standForLeader),
       releaseLeadership: op(releaseLeadership),
       promoteDue: op(promoteDue),
+      resolveExternalDependencies: op(resolveExternalDependencies),
       rotate: op(rotateRing),
       prune: op(pruneRing),
       tallySlots: op(tallySlots),
@@ -88,6 +107,8 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       expireCallbacks: op(expireCallbacks),
       nextCallbackTimeoutMs: op(nextCallbackTimeoutMs),
       cleanup: op(cleanupHistory),
+      pruneSteps: op(pruneSteps),
+      pruneFlows: op(pruneFlows),
       auditPrune: op(pruneAudit),
       cronPending: op(pendingCron),
       cronFire: op(fireCron),
@@ -98,6 +119,7 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       listJobs: op(listJobs),
       jobState: op(findJob),
       jobProgress: op(jobProgress),
+      jobSteps: op(recordedSteps),
       compactHistorySpan: op(compactHistorySpan),
       ringStatus: op(ringStatus),
       storageStatus: op(storageStatus),
@@ -108,6 +130,8 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       dlqCount: op(countDlq),
       auditPage: op(auditPage),
       cronList: op(listCron),
+      flowState: op(flowState),
+      flowList: op(listFlows),
     },
     actions: {
       cancelJob: op(cancelJob),
@@ -122,6 +146,13 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       cronSetPaused: op(setCronPaused),
       cronRemove: op(removeCron),
       auditInsert: op(insertAudit),
+      cancelFlow: op(cancelFlow),
+    },
+    results: {
+      listen: op(listenForResults),
+      resultWaitBegin: op(resultWaitBegin),
+      resultWaitEnd: op(resultWaitEnd),
+      jobOutcome: op(jobOutcome),
     },
   };
 }

@@ -5,10 +5,11 @@ import type { Schema } from './schema.js';
 // Settling attempts: one call of the settle_attempts() SQL function per settle flush, whatever the mix of
 // outcomes. Every row carries its receipt and fencing token; the database accepts only rows whose
 // receipt is still open, so a stale writer (rescued, cancelled, or already settled) is a no-op. Plain
-// completions travel as one member range per receipt (what a drain flushes), the rest row by row.
+// completions travel as one member range per receipt (what a drain flushes), the rest row by row. A completion's
+// result travels beside the ranges, named by receipt and member; a flush without one sends no results at all.
 
 /** 'wait': park the job for the callback its attempt registered (see sql/functions/engine/callbacks.sql). */
-export type Outcome = 'completed' | 'retry' | 'snooze' | 'failed' | 'cancelled' | 'wait';
+export type Outcome = 'completed' | 'retry' | 'snooze' | 'failed' | 'cancelled' | 'wait' | 'block';
 
 export interface Settlement {
   claimSlot: number;
@@ -22,6 +23,9 @@ export interface Settlement {
   runAt?: Date;
   /** Appended to the job's error history (retry, failed, cancelled). */
   error?: Record<string, unknown>;
+  /** A completion's result, as JSON text (encodeResult()): stored in job_results with the completion. Absent
+   * when the handler returned nothing: then nothing about results is sent. */
+  result?: string;
 }
 
 /** Returns the ids whose settlement was accepted. `named`: prepared once per connection (not through a
@@ -33,14 +37,14 @@ export async function settleAttempts(
   named = true,
 ): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  const { rows: single, groups } = splitPlainCompletions(items);
+  const { rows: single, groups, results } = splitPlainCompletions(items);
   const { rows } = await db.query<{
     job_id: string | null;
     group_batch: string | null;
     group_idxs: string | null;
   }>({
     name: named ? `awa-settle-${schema.name}` : undefined,
-    text: `select job_id::text, group_batch::text, group_idxs::text from ${schema.ident}.settle_attempts($1::smallint[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::smallint[], $10::bigint[], $11::bigint[], $12::int4multirange[])`,
+    text: `select job_id::text, group_batch::text, group_idxs::text from ${schema.ident}.settle_attempts($1::smallint[], $2::bigint[], $3::int[], $4::bigint[], $5::bigint[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::smallint[], $10::bigint[], $11::bigint[], $12::int4multirange[], $13::bigint[], $14::int[], $15::bigint[], $16::jsonb)`,
     values: [
       single.map((s) => s.claimSlot),
       single.map((s) => s.batchId),
@@ -54,6 +58,7 @@ export async function settleAttempts(
       groups.map((g) => g.batchId),
       groups.map((g) => g.runLease),
       groups.map((g) => multirange(g.members.map((m) => m.idx))),
+      ...resultParams(results),
     ],
   });
   const accepted = new Set<string>();
@@ -84,18 +89,22 @@ interface CompletionGroup {
   members: { idx: number; jobId: string }[];
 }
 
-/** Plain completions (no error, no run time) grouped per receipt and run lease; everything else row by row. */
+/** Plain completions (no error, no run time) grouped per receipt and run lease, with the results some of them
+ * carry; everything else row by row. */
 function splitPlainCompletions(items: readonly Settlement[]): {
   rows: Settlement[];
   groups: CompletionGroup[];
+  results: Settlement[];
 } {
   const rows: Settlement[] = [];
   const groups = new Map<string, CompletionGroup>();
+  const results: Settlement[] = [];
   for (const s of items) {
     if (s.outcome !== 'completed' || s.error || s.runAt) {
       rows.push(s);
       continue;
     }
+    if (s.result !== undefined) results.push(s);
     const key = `${s.batchId}:${s.runLease}:${s.claimSlot}`;
     let g = groups.get(key);
     if (!g)
@@ -105,7 +114,19 @@ function splitPlainCompletions(items: readonly Settlement[]): {
       );
     g.members.push({ idx: s.idx, jobId: s.jobId });
   }
-  return { rows, groups: [...groups.values()] };
+  return { rows, groups: [...groups.values()], results };
+}
+
+/** settle_attempts()'s result arguments: receipts, members and job ids, and the results as one JSON array in the
+ * same order (joined as they are: each is JSON text already). All null when no completion carries one. */
+function resultParams(results: readonly Settlement[]): unknown[] {
+  if (results.length === 0) return [null, null, null, null];
+  return [
+    results.map((s) => s.batchId),
+    results.map((s) => s.idx),
+    results.map((s) => s.jobId),
+    `[${results.map((s) => s.result).join(',')}]`,
+  ];
 }
 
 /** An int4multirange literal of member indexes: `{[1,4),[6,7)}`. */

@@ -104,7 +104,7 @@ export class MaintenanceTelemetry {
     if (r.failed > 0) this.cleaned.add(r.failed, { [ATTR.state]: 'failed' });
     if (r.dlq > 0) this.cleaned.add(r.dlq, { [ATTR.state]: 'dlq' });
     if (r.completed > 0) this.cleaned.add(r.completed, { [ATTR.state]: 'completed' });
-    this.finish('cleanup', clock, r.failed + r.dlq + r.completed > 0, {});
+    this.finish('cleanup', clock, r.failed + r.dlq + r.completed + r.results > 0, {});
   }
 
   cronEvaluated(clock: StepClock, fires: number): void {

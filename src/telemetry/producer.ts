@@ -18,7 +18,7 @@ import { runInSpan, traceCarrier, withTraceMeta } from './trace-context.js';
 // What a client (producer and operator handle) records: jobs sent, the duration of each send, a `send` span
 // per call that carries its context into the jobs, external callbacks delivered, DLQ operator actions.
 
-export type SendOperation = 'enqueue' | 'enqueueMany' | 'copyEnqueue';
+export type SendOperation = 'enqueue' | 'enqueueMany' | 'enqueueFlow' | 'copyEnqueue';
 
 export class ProducerTelemetry {
   private readonly sentCounter: Counter;

@@ -46,7 +46,16 @@ export interface DrainResult {
 
 export function emptyResult(): DrainResult {
   return {
-    outcomes: { completed: 0, retry: 0, snooze: 0, failed: 0, cancelled: 0, parked: 0, handedBack: 0 },
+    outcomes: {
+      completed: 0,
+      retry: 0,
+      snooze: 0,
+      failed: 0,
+      cancelled: 0,
+      parked: 0,
+      blocked: 0,
+      handedBack: 0,
+    },
     settled: [],
     advancedMs: 0,
     left: {
@@ -66,9 +75,11 @@ export function record(result: DrainResult, s: SettledAttempt, handled: Readonly
   const outcome: DrainOutcome =
     s.outcome === 'wait'
       ? 'parked'
-      : s.outcome === 'snooze' && !handled.has(s.kind)
-        ? 'handedBack'
-        : s.outcome;
+      : s.outcome === 'block'
+        ? 'blocked'
+        : s.outcome === 'snooze' && !handled.has(s.kind)
+          ? 'handedBack'
+          : s.outcome;
   result.settled.push({ jobId: s.jobId, kind: s.kind, queue: s.queue, outcome, accepted: s.accepted });
   if (s.accepted) result.outcomes[outcome]++;
 }

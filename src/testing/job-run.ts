@@ -16,7 +16,9 @@ export type JobRun =
   /** CancelJob, or cancelled by an operator while it ran (`error` is null then). */
   | { outcome: 'cancelled'; error: AttemptError | null; job: JobRecord }
   /** WaitForCallback: parked until a callback with `token` arrives (client.completeExternal(token, …)). */
-  | { outcome: 'parked'; token: string; job: JobRecord };
+  | { outcome: 'parked'; token: string; job: JobRecord }
+  /** ctx.waitForChildren() while its children run: blocked until they have all ended, no attempt spent. */
+  | { outcome: 'blocked'; job: JobRecord };
 
 export type JobRunOutcome = JobRun['outcome'];
 
@@ -35,6 +37,8 @@ export function jobRun(settled: SettledAttempt, job: JobRecord, token: string | 
       return { outcome: 'failed', error: error!, job };
     case 'wait':
       return { outcome: 'parked', token: token!, job };
+    case 'block':
+      return { outcome: 'blocked', job };
     default:
       return { outcome: 'cancelled', error: settled.accepted ? (error ?? null) : null, job };
   }

@@ -56,7 +56,8 @@ export class PoolThreadError extends Error {
 interface Run {
   job: Job;
   signal: AbortSignal;
-  resolve: () => void;
+  /** With the result the thread encoded (encodeResult()), or undefined when the handler returned nothing. */
+  resolve: (result: string | undefined) => void;
   reject: (err: unknown) => void;
   onAbort: () => void;
   task: Task | null;
@@ -142,13 +143,14 @@ export class PoolExecutor {
   }
 
   /**
-   * Runs `job` on a pool thread. Resolves when its handler succeeded; rejects with what it threw,
-   * rebuilt as the same outcome class (RetryAfter, Snooze, CancelJob, FailJob or an Error).
+   * Runs `job` on a pool thread. Resolves when its handler succeeded, with its result as JSON text (undefined
+   * when it returned nothing); rejects with what it threw, rebuilt as the same outcome class (RetryAfter,
+   * Snooze, CancelJob, FailJob or an Error).
    */
-  run(job: Job, signal: AbortSignal): Promise<void> {
+  run(job: Job, signal: AbortSignal): Promise<string | undefined> {
     if (this.closed) return Promise.reject(new PoolThreadError('the worker-thread pool is closed'));
     if (signal.aborted) return Promise.reject(signal.reason);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<string | undefined>((resolve, reject) => {
       const run: Run = {
         job,
         signal,
@@ -274,7 +276,7 @@ export class PoolExecutor {
     for (const [i, outcome] of outcomes) {
       const run = task.runs[i]!;
       if (outcome.failed) this.settle(run, outcome.error, true);
-      else this.settle(run, undefined, false);
+      else this.settle(run, undefined, false, outcome.result);
     }
     for (const problem of problems) this.protocolProblem(task, problem);
   }
@@ -324,13 +326,13 @@ export class PoolExecutor {
     return new PoolThreadError('the worker thread finished its batch without an outcome for this job');
   }
 
-  private settle(run: Run, err: unknown, failed: boolean): void {
+  private settle(run: Run, err: unknown, failed: boolean, result?: string): void {
     if (run.settled) return;
     run.settled = true;
     if (run.graceTimer) clearTimeout(run.graceTimer);
     run.signal.removeEventListener('abort', run.onAbort);
     if (failed) run.reject(err);
-    else run.resolve();
+    else run.resolve(result);
   }
 
   /** The job's signal aborted: drop it if it never left, else tell its thread and start the grace clock. */

@@ -6,7 +6,8 @@ import { receiveMessageOnPort, workerData, type MessagePort } from 'node:worker_
 import { Packr, Unpackr } from 'msgpackr';
 import { move } from 'piscina';
 import type { Job } from '../model/job.js';
-import { encodeProgress } from '../model/payload.js';
+import { encodeProgress, encodeResult } from '../model/payload.js';
+import { StepsNeedInlineError } from '../model/steps.js';
 import {
   ownBytes,
   toWireError,
@@ -81,10 +82,20 @@ export default async function runBatch(task: PoolTask): Promise<Uint8Array | nul
     port.postMessage({ t: 'done', b } satisfies ThreadMessage, [b.buffer]);
     lastFlush = performance.now();
   };
-  const settle = (i: number, thrown: unknown, failed: boolean): void => {
+  const settle = (i: number, thrown: unknown, failed: boolean, value?: unknown): void => {
     if (done[i]) return;
+    let result: string | undefined;
+    if (!failed && value !== undefined && !(value instanceof Error)) {
+      // Encoded and checked here, as inline: a result that cannot be stored fails the job with the reason.
+      try {
+        result = encodeResult(jobs[i]!.kind, value);
+      } catch (err) {
+        thrown = err;
+        failed = true;
+      }
+    }
     done[i] = 1;
-    pending.push([i, failed ? toWireError(thrown) : null]);
+    pending.push(failed ? [i, toWireError(thrown)] : result === undefined ? [i, null] : [i, null, result]);
     if (performance.now() - lastFlush >= EARLY_FLUSH_MS) flush();
   };
   const onMessage = (m: AbortMessage): void => {
@@ -137,12 +148,12 @@ export default async function runBatch(task: PoolTask): Promise<Uint8Array | nul
       if (isPromiseLike(result)) {
         running.push(
           Promise.resolve(result).then(
-            () => settle(i, undefined, false),
+            (value) => settle(i, undefined, false, value),
             (err: unknown) => settle(i, err, true),
           ),
         );
       } else {
-        settle(i, undefined, false);
+        settle(i, undefined, false, result);
       }
     }
     await Promise.all(running);
@@ -153,7 +164,7 @@ export default async function runBatch(task: PoolTask): Promise<Uint8Array | nul
 }
 
 function jobContext(port: MessagePort, i: number, kind: string, signal: AbortSignal): PoolJobContext {
-  return {
+  const ctx: PoolJobContext = {
     signal,
     log(...args: unknown[]) {
       port.postMessage({ t: 'log', i, line: format(...args) } satisfies ThreadMessage);
@@ -164,6 +175,13 @@ function jobContext(port: MessagePort, i: number, kind: string, signal: AbortSig
       port.postMessage({ t: 'progress', i, v: value } satisfies ThreadMessage);
     },
   };
+  // Not in PoolJobContext's type (durable steps need execution: 'inline'): here so a handler that calls one
+  // anyway (plain JavaScript, a cast) gets that said rather than "is not a function".
+  return Object.assign(ctx, {
+    step: () => Promise.reject(new StepsNeedInlineError(kind, 'step')),
+    sleep: () => Promise.reject(new StepsNeedInlineError(kind, 'sleep')),
+    sleepUntil: () => Promise.reject(new StepsNeedInlineError(kind, 'sleepUntil')),
+  });
 }
 
 /** The outcomes not posted early travel back as the task's result, moved rather than copied. */

@@ -10,9 +10,21 @@ import { CancelJob, FailJob, MAX_DELAY_MS, RetryAfter, Snooze, unreadableThrow }
 // early ones on the port as soon as they are known (so a long batch does not hold finished jobs), the
 // rest in the buffer the task returns. Both sides import this file; it depends on src/model only.
 
-/** The handler context inside a pool thread: the inline context (external callbacks excepted: they are for
- * inline kinds) plus log lines forwarded to the host. */
-export interface PoolJobContext extends Omit<JobContext, 'registerCallback' | 'waitForCallback'> {
+/** The handler context inside a pool thread: the inline context (external callbacks, durable steps and sleeps,
+ * the job's transaction, its dependencies and children excepted: they are for inline kinds) plus log lines
+ * forwarded to the host. */
+export interface PoolJobContext extends Omit<
+  JobContext,
+  | 'registerCallback'
+  | 'waitForCallback'
+  | 'step'
+  | 'sleep'
+  | 'sleepUntil'
+  | 'transaction'
+  | 'dependencies'
+  | 'spawn'
+  | 'waitForChildren'
+> {
   /** Formats its arguments like console.log and sends the line to the coordinator (WorkerHost 'log'). */
   log(...args: unknown[]): void;
 }
@@ -37,8 +49,10 @@ export interface WireError {
   delayMs?: number | string;
 }
 
-/** [job index in the batch, null on success or the error]. */
-export type WireOutcome = [index: number, error: WireError | null];
+/** [job index in the batch, null on success or the error, and on success the result as JSON text when the
+ * handler returned one (the thread encoded and checked it: encodeResult())]. */
+export type WireOutcome =
+  [index: number, error: WireError | null] | [index: number, error: null, result: string];
 
 /** Thread → coordinator, on the task port. */
 export type ThreadMessage =
@@ -108,8 +122,9 @@ export class InvalidOutcomeError extends Error {
   }
 }
 
-/** A job's outcome as the coordinator acts on it: success, or a failure with what to record. */
-export type JobOutcome = { failed: false } | { failed: true; error: Error };
+/** A job's outcome as the coordinator acts on it: success (with its result, when it returned one), or a failure
+ * with what to record. */
+export type JobOutcome = { failed: false; result?: string } | { failed: true; error: Error };
 
 const SUCCESS: JobOutcome = { failed: false };
 
@@ -120,8 +135,17 @@ const SUCCESS: JobOutcome = { failed: false };
  * failure of the attempt with an InvalidOutcomeError saying what was wrong. Valid outcomes are
  * rebuilt as the same outcome class, so decide() treats them like an inline throw.
  */
-export function outcomeFromWire(raw: unknown): JobOutcome {
-  if (raw === null) return SUCCESS;
+export function outcomeFromWire(raw: unknown, result?: unknown): JobOutcome {
+  if (raw === null) {
+    if (result === undefined) return SUCCESS;
+    if (typeof result === 'string') return { failed: false, result };
+    return {
+      failed: true,
+      error: new InvalidOutcomeError(
+        `the pool thread sent ${show(result)} as this job's result, not JSON text`,
+      ),
+    };
+  }
   const fail = (what: string): JobOutcome => ({ failed: true, error: new InvalidOutcomeError(what) });
   if (typeof raw !== 'object' || Array.isArray(raw))
     return fail(`the pool thread sent ${show(raw)} as this job's outcome, not null or an error object`);
@@ -198,12 +222,13 @@ export function readOutcomes(
     return { outcomes, problems };
   }
   for (const entry of entries as unknown[]) {
-    const i = Array.isArray(entry) && entry.length === 2 ? (entry[0] as unknown) : undefined;
+    const i =
+      Array.isArray(entry) && (entry.length === 2 || entry.length === 3) ? (entry[0] as unknown) : undefined;
     if (typeof i !== 'number' || !Number.isInteger(i) || i < 0 || i >= batchSize) {
       problems.push(`an outcome entry names no job of the batch: ${show(entry)}`);
       continue;
     }
-    outcomes.push([i, outcomeFromWire((entry as unknown[])[1])]);
+    outcomes.push([i, outcomeFromWire((entry as unknown[])[1], (entry as unknown[])[2])]);
   }
   return { outcomes, problems };
 }

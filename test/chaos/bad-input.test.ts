@@ -173,6 +173,7 @@ describe('chaos: bad input under load', () => {
       failed: 5 + 3,
       cancelled: 0,
       dlq: 0,
+      blocked: 0,
     });
     const report = await verifyRun(client, expected, run);
     printReport('bad-input', report, { workers: run.length });

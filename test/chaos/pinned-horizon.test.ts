@@ -106,6 +106,7 @@ describe('chaos: a long REPEATABLE READ transaction pins the horizon', () => {
       failed: 0,
       cancelled: 0,
       dlq: 0,
+      blocked: 0,
     });
     // The test's producer sessions too: only the snapshot holder and the read-only query pool stay.
     await scene!.closeClient();

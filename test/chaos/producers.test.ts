@@ -444,6 +444,7 @@ describe('chaos: concurrent producers in their own transactions', () => {
       failed: 0,
       cancelled: 0,
       dlq: 0,
+      blocked: 0,
     });
 
     // From the database: every job id this scene could have handed out, looked up. The jobs that exist are

@@ -21,6 +21,10 @@ export const MIGRATION_NAMES: readonly string[] = [
   'slot_tallies',
   'settled_job',
   'cron_field',
+  'job_results',
+  'job_steps',
+  'host_schema_version',
+  'flows',
 ];
 export const MIGRATION_VERSIONS: readonly number[] = MIGRATION_NAMES.map((_, i) => i + 1);
 export const LATEST_VERSION: number = MIGRATION_VERSIONS.length;

@@ -435,7 +435,7 @@ describe('awa bench', () => {
     // In-process through runCli (what the binary runs before process.exit(code)): each is rejected while
     // the command line is read, so a process per case would only add start-up time.
     const cases: [args: string[], stderr: string | RegExp][] = [
-      [['nosuch'], /^awa bench: unknown scenario "nosuch"; usage: awa bench <[a-z|]+> \[options\]\n$/],
+      [['nosuch'], /^awa bench: unknown scenario "nosuch"; usage: awa bench <[a-z0-9|-]+> \[options\]\n$/],
       [['drain', '--system', 'awa', '--jobs', '0'], 'awa bench: --jobs must be at least 1\n'],
       [['drain', '--system', 'awa', '--jobs=-5'], 'awa bench: --jobs must be at least 1\n'],
       // Node's parser does not take "-5" after a space as the value; it says so, naming the option.

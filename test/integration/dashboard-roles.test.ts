@@ -27,12 +27,18 @@ let client: AwaClient;
 let server: RunningServer;
 const logged: AuditRecord[] = [];
 let jobId: string;
+let flowId: string;
 
 beforeAll(async () => {
   db = await createTestDatabase('dashboard_roles');
   client = new AwaClient({ connectionString: db.url, poolSize: 4, onAudit: (r) => logged.push(r) });
   await client.migrate();
   jobId = (await client.enqueue('roles_kind', { n: 1 }, { queue: 'rq' })).id;
+  flowId = (
+    await client.enqueueFlow({
+      jobs: [{ name: 'only', kind: 'roles_kind', args: {}, options: { queue: 'rq_flow' } }],
+    })
+  ).flowId;
   server = await startDashboard({ client, auth: OPS, readOnly: VIEWER, port: 0 });
 });
 afterAll(async () => {
@@ -112,6 +118,9 @@ async function newest(action?: string): Promise<AuditRecord | undefined> {
 function apiRoutes(method: 'GET' | 'POST'): string[] {
   const app = createDashboard({ client, auth: OPS, readOnly: VIEWER });
   const params: Record<string, string> = { queue: 'rq', id: jobId };
+  // A flow's routes take a flow's id.
+  const valueOf = (path: string, name: string) =>
+    path.startsWith('/dashboard/api/flows/') && name === 'id' ? flowId : params[name];
   const paths = app.routes
     .filter((r) => r.method === method && r.path.startsWith('/dashboard/api/'))
     .map((r) => r.path);
@@ -122,8 +131,9 @@ function apiRoutes(method: 'GET' | 'POST'): string[] {
     }
     return out.map((x) =>
       x.replace(/:(\w+)/g, (_, name: string) => {
-        if (!(name in params)) throw new Error(`no test value for :${name} in ${p}`);
-        return params[name]!;
+        const value = valueOf(p, name);
+        if (value === undefined) throw new Error(`no test value for :${name} in ${p}`);
+        return value;
       }),
     );
   });

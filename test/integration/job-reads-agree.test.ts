@@ -4,7 +4,7 @@ import type { ClaimBatch, Outcome, Settlement } from '../../src/storage/operatio
 import { claimBatches, settle } from '../helpers/claim.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
-// Operator truth: one job read four ways (getJob, a page of its state, the jobs view, its queue's counts) must say the same
+// Operator truth: one job read four ways (a flow's blocked job too) (getJob, a page of its state, the jobs view, its queue's counts) must say the same
 // thing in every state. Each read used to restate which table holds which state, and their attempt counts
 // disagreed: a job never run read attempt 0 from getJob and 1 from the page of available jobs. Both now say
 // attempts started so far, and the states off the ring are read through one view (off_ring_jobs).
@@ -86,6 +86,15 @@ describe('a job reads the same through getJob, its state page and its queue coun
     put(cancelled.id, 'cancelled', 0);
     put((await f.client.enqueue('agree', {}, { queue: QUEUE, runAt: LATER })).id, 'scheduled', 0);
     put((await f.client.enqueue('agree', {}, { queue: QUEUE })).id, 'available', 0);
+    // A flow's dependent waits, blocked, behind its root.
+    const flow = await f.client.enqueueFlow({
+      jobs: [
+        { name: 'root', kind: 'agree', args: {}, options: { queue: QUEUE } },
+        { name: 'after', kind: 'agree', args: {}, options: { queue: QUEUE }, dependsOn: ['root'] },
+      ],
+    });
+    put(flow.jobs.root!, 'available', 0);
+    put(flow.jobs.after!, 'blocked', 0);
   });
   afterAll(async () => {
     await f.close();
@@ -141,6 +150,7 @@ describe('a job reads the same through getJob, its state page and its queue coun
         failed: want('failed'),
         cancelled: want('cancelled'),
         dlq: want('dlq'),
+        blocked: want('blocked'),
       });
     }
   });

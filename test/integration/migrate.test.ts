@@ -8,7 +8,13 @@ import {
   WorkerHost,
   type MigrationPlan,
 } from '../../src/index.js';
-import { claimJobs, migrations, renderMigration, resolveSchema } from '../../src/storage/operations.js';
+import {
+  claimJobs,
+  migrations,
+  registerInstance,
+  renderMigration,
+  resolveSchema,
+} from '../../src/storage/operations.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { LATEST_VERSION, MIGRATION_NAMES, MIGRATION_VERSIONS } from '../helpers/migrations.js';
 
@@ -214,6 +220,38 @@ describe('migrations', () => {
     expect(sql).toContain('create schema if not exists "printed"');
     expect(sql).toContain(`insert into "printed".schema_version (version, name) values (1, 'engine')`);
     expect(sql).not.toContain('{{schema}}');
+  });
+
+  it('judges a host by the schema version it recorded when it registered, not by when it registered', async () => {
+    const client = new AwaClient({ connectionString: db.url });
+    const c = new pg.Client({ connectionString: db.url });
+    await c.connect();
+    try {
+      // A host of this build records the version it runs on.
+      await registerInstance(
+        c,
+        resolveSchema(),
+        'h-now',
+        [{ queue: 'q', dlq: false, concurrency: 1 }],
+        '0.y',
+      );
+      // A host whose row was re-made just now by a build of version 16 (say it lost its row and registered again
+      // after the schema moved on): by its start time it would look built for the latest version.
+      await c.query(
+        `insert into awa.runtime_instances (instance_id, hostname, pid, queues, version, schema_version)
+         values ('h16', 'old-box', 7, '{q}', '0.x', 16)`,
+      );
+      const plan = await client.migrationPlan();
+      expect(plan.hosts.map((h) => [h.instanceId, h.builtFor, h.compatible])).toEqual([
+        ['h-now', LATEST, true],
+        ['h16', 16, false],
+      ]);
+      expect(plan.compatible).toBe(false);
+    } finally {
+      await c.query(`delete from awa.runtime_instances where instance_id in ('h-now', 'h16')`);
+      await c.end();
+      await client.close();
+    }
   });
 
   it("migrate --check says what would run, each migration's rolling record, and who would be left behind", async () => {

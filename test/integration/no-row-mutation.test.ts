@@ -90,6 +90,7 @@ describe('claim/complete loop', () => {
           failed: 0,
           cancelled: 0,
           dlq: 0,
+          blocked: 0,
         },
       ]);
     } finally {

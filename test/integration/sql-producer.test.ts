@@ -12,6 +12,7 @@ import {
   WorkerHost,
 } from '../../src/index.js';
 import { canonicalJson } from '../../src/model/unique.js';
+import { expectEnqueued, expectNotEnqueued } from '../../src/testing/index.js';
 import { sidePool, type TestDatabase } from '../helpers/database.js';
 import { closeDatabase, migratedDatabase, QUICK_HOST, stopHosts } from '../helpers/host-database.js';
 import { until } from '../helpers/wait.js';
@@ -123,8 +124,19 @@ describe('enqueue in the caller’s transaction', () => {
     try {
       await c.query('begin');
       const order = await placeOrder(c, 'a@example.com');
-      expect(await client.getJob(order.job_id)).toBeNull(); // not visible before the commit
+      // Our test helpers (awa-node/testing): in the order's transaction the job is there…
+      const [mine] = await expectEnqueued(c, 'order_placed', {
+        args: { order: Number(order.id), email: 'a@example.com' },
+        queue: 'orders',
+        priority: 1,
+        count: 1,
+      });
+      expect(mine!.id).toBe(order.job_id);
+      // …and to nobody else before the commit.
+      await expectNotEnqueued(client, 'order_placed', { args: { email: 'a@example.com' } });
+      expect(await client.getJob(order.job_id)).toBeNull();
       await c.query('commit');
+      await expectEnqueued(client, 'order_placed', { args: { email: 'a@example.com' }, count: 1 });
       const job = await client.getJob(order.job_id);
       expect(job).toMatchObject({
         id: order.job_id,
@@ -153,6 +165,7 @@ describe('enqueue in the caller’s transaction', () => {
       c.release();
     }
     expect(await client.getJob(jobId)).toBeNull();
+    await expectNotEnqueued(client, 'order_placed', { args: { email: 'b@example.com' } });
     const listed = await client.listJobs({ state: 'available', queue: 'orders' });
     expect(listed.map((j) => j.id)).not.toContain(jobId);
   });

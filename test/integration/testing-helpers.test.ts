@@ -503,6 +503,7 @@ describe('drainQueue', () => {
       failed: 1,
       cancelled: 0,
       parked: 0,
+      blocked: 0,
       handedBack: 0,
     });
     expect(result.settled.map((s) => [s.jobId, s.kind, s.outcome])).toEqual([
@@ -582,6 +583,7 @@ describe('drainQueue', () => {
       failed: 0,
       cancelled: 0,
       parked: 1,
+      blocked: 0,
       handedBack: 0,
     });
     expect(result.advancedMs).toBeGreaterThan(600_000);

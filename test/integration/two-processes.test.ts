@@ -151,6 +151,7 @@ describe('two worker processes', () => {
       failed: 0,
       cancelled: 0,
       dlq: 0,
+      blocked: 0,
     });
   }, 90_000);
 });

@@ -41,6 +41,20 @@ export type HistoryEvent = Base &
     | { op: 'pruned'; slot: number | null; outcome: string }
     | { op: 'terminate'; target: string }
     | { op: 'restart' | 'pin' | 'mid_run' }
+    // Durable steps (history.ts steps()): `readSent` is the history's length when the attempt read its job's
+    // recorded steps, `sent` when it sent the record; `result` is what the database answered.
+    | { op: 'step_run'; id: string; runLease: number; name: string; readSent: number }
+    | { op: 'step_replayed'; id: string; runLease: number; name: string; result: unknown }
+    | {
+        op: 'step_recorded';
+        id: string;
+        runLease: number;
+        name: string;
+        sent: number;
+        status: string;
+        result: unknown;
+      }
+    | { op: 'step_unknown'; id: string; runLease: number; name: string }
   );
 
 /** An event as an actor records it (the run numbers and times it). */
@@ -132,6 +146,69 @@ function attemptsSettledOnce(events: readonly HistoryEvent[], x: Indexed): strin
   return v;
 }
 
+/**
+ * A step never runs again once it recorded a result: no attempt whose read of the recorded steps was sent after
+ * an acknowledged record of that step ran it again; one record per step (the first wins), and every replay and
+ * lost race returns the winner's value, which is what the database holds at the end. A record is accepted only
+ * from the attempt holding the job: none sent after the attempt was settled or rescued, or after a later
+ * attempt was claimed.
+ */
+function stepsRunOnce(
+  events: readonly HistoryEvent[],
+  x: Indexed,
+  stored: ReadonlyMap<string, unknown>,
+): string[] {
+  const v: string[] = [];
+  const won = new Map<string, Extract<HistoryEvent, { op: 'step_recorded' }>>();
+  const closedAt = new Map<string, number>();
+  for (const e of events) {
+    if (e.op === 'settled' || e.op === 'rescued')
+      for (const s of e.items)
+        if (s.accepted && !closedAt.has(`${s.id}:${s.runLease}`)) closedAt.set(`${s.id}:${s.runLease}`, e.n);
+    if (e.op !== 'step_recorded' || e.status !== 'recorded') continue;
+    const key = `${e.id}/${e.name}`;
+    const first = won.get(key);
+    if (first)
+      v.push(
+        `step ${key} recorded twice: lease ${first.runLease} at #${first.n}, lease ${e.runLease} at #${e.n}`,
+      );
+    else won.set(key, e);
+    const closed = closedAt.get(`${e.id}:${e.runLease}`);
+    if (closed !== undefined && closed < e.sent)
+      v.push(
+        `stale step recorded: ${key} by lease ${e.runLease} (sent at #${e.sent}) after that attempt ended at #${closed}`,
+      );
+    const later = (x.claims.get(e.id) ?? []).find((c) => c.n < e.sent && c.runLease > e.runLease);
+    if (later)
+      v.push(
+        `stale step recorded: ${key} by lease ${e.runLease} (sent at #${e.sent}) after lease ${later.runLease} was claimed at #${later.n}`,
+      );
+  }
+  for (const e of events) {
+    const key =
+      'name' in e && (e.op === 'step_run' || e.op === 'step_replayed' || e.op === 'step_recorded')
+        ? `${e.id}/${e.name}`
+        : null;
+    if (key === null) continue;
+    const w = won.get(key);
+    if (e.op === 'step_run' && w && w.n < e.readSent)
+      v.push(
+        `step ${key} ran again in lease ${e.runLease} (read sent at #${e.readSent}) after lease ${w.runLease} recorded it at #${w.n}`,
+      );
+    const answered = e.op === 'step_replayed' || (e.op === 'step_recorded' && e.status === 'replayed');
+    if (answered && w && JSON.stringify(e.result) !== JSON.stringify(w.result))
+      v.push(
+        `step ${key} replayed ${JSON.stringify(e.result)} to lease ${e.runLease}, but ${JSON.stringify(w.result)} was recorded`,
+      );
+  }
+  for (const [key, w] of won)
+    if (JSON.stringify(stored.get(key)) !== JSON.stringify(w.result))
+      v.push(
+        `step ${key}: the database holds ${JSON.stringify(stored.get(key))}, lease ${w.runLease} recorded ${JSON.stringify(w.result)}`,
+      );
+  return v;
+}
+
 /** Every committed job was claimed, ended exactly once, and the database says it ended that way. */
 function exactlyOneTerminalOutcome(
   events: readonly HistoryEvent[],
@@ -218,6 +295,7 @@ export async function checkHistory(
     ...attemptsSettledOnce(events, x),
     ...exactlyOneTerminalOutcome(events, x, records),
     ...blocksClaimedInOrder(x),
+    ...stepsRunOnce(events, x, await storedSteps(db, schema)),
     ...(await nothingRunning(client, queues)),
     ...(await completedCounted(client, queues, records)),
     ...(await storageBounded(db, schema)),
@@ -238,6 +316,14 @@ export async function checkHistory(
     violations: v,
     file,
   };
+}
+
+/** Every recorded step by `job id/name`, with its value. */
+async function storedSteps(db: pg.Pool, schema: Schema): Promise<Map<string, unknown>> {
+  const { rows } = await db.query<{ key: string; result: unknown }>(
+    `select job_id || '/' || name as key, result from ${schema.ident}.job_steps`,
+  );
+  return new Map(rows.map((r) => [r.key, r.result]));
 }
 
 /** After the run (every claimer gone, the rescue window passed), no job is running. */

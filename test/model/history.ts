@@ -42,6 +42,9 @@ export interface HistoryCounters {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** The durable steps every attempt that runs steps runs, in order. */
+const STEP_NAMES = ['s1', 's2'] as const;
+
 /** A connection that is opened again after the test (or the server) killed it. */
 class Conn {
   private c: pg.Client | null = null;
@@ -329,6 +332,7 @@ export class HistoryRun {
         this.counters.faults++;
         await sleep(this.opts.stalenessSeconds * 1000 + 2_500);
       } else await this.pause(20);
+      await this.steps(conn, k, jobs);
       const items: Settlement[] = jobs.map((j) => ({ ...j.ref, ...this.outcome(j.attempt) }));
       await this.settle(conn, k, items);
       if (!this.liveInstances.has(instance)) {
@@ -337,6 +341,80 @@ export class HistoryRun {
       }
       // Now and then a settlement is sent again (a retried flush): the fence must refuse it.
       if (this.rand() < 0.1) await this.settle(conn, k, items.slice(0, 1), true);
+    }
+  }
+
+  /**
+   * Durable steps, as a host runs them (src/host/job-steps.ts, step-recorder.ts): half the attempts read their
+   * job's recorded steps, replay those, and run the others, each with its run lease as its value; the records of
+   * one step of every attempt go in one record_steps() call, as a host's step recorder groups them. Retries,
+   * snoozes, rescues and the stalled claimer's late attempts make later attempts replay or be fenced out.
+   */
+  private async steps(
+    conn: Conn,
+    k: number,
+    jobs: readonly {
+      id: string;
+      runLease: number;
+      ref: Settlement extends infer S ? Omit<S, 'outcome'> : never;
+    }[],
+  ): Promise<void> {
+    const actor = `c${k}`;
+    const running: { job: (typeof jobs)[number]; recorded: Map<string, unknown>; readSent: number }[] = [];
+    for (const job of jobs) {
+      if (this.rand() < 0.5) continue;
+      const readSent = this.events.length;
+      try {
+        const steps = await this.storage.settler.recordedSteps(await conn.get(), job.id);
+        running.push({ job, recorded: new Map(steps.map((s) => [s.name, s.result])), readSent });
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err)) throw err;
+      }
+    }
+    for (const name of STEP_NAMES) {
+      const run: typeof running = [];
+      for (const r of running) {
+        const base = { actor, id: r.job.id, runLease: r.job.runLease, name };
+        if (r.recorded.has(name)) this.record({ ...base, op: 'step_replayed', result: r.recorded.get(name) });
+        else {
+          this.record({ ...base, op: 'step_run', readSent: r.readSent });
+          run.push(r);
+        }
+      }
+      if (run.length === 0) continue;
+      const sent = this.events.length;
+      let answers;
+      try {
+        answers = await this.storage.settler.recordSteps(
+          await conn.get(),
+          run.map((r) => ({
+            attempt: r.job.ref,
+            write: { name, resultJson: JSON.stringify(r.job.runLease), maxSteps: 10 },
+          })),
+        );
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err)) throw err;
+        for (const r of run)
+          this.record({ actor, op: 'step_unknown', id: r.job.id, runLease: r.job.runLease, name });
+        return; // the handlers' step() rejected: their attempts end here
+      }
+      run.forEach((r, i) => {
+        const a = answers[i]!;
+        this.record({
+          actor,
+          op: 'step_recorded',
+          id: r.job.id,
+          runLease: r.job.runLease,
+          name,
+          sent,
+          status: a.status,
+          result: 'result' in a ? a.result : null,
+        });
+        // An attempt that no longer holds its job gets a rejected step() and runs no further step.
+        if (a.status === 'closed') running.splice(running.indexOf(r), 1);
+      });
     }
   }
 

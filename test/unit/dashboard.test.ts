@@ -47,6 +47,10 @@ function recordingClient(): { client: DashboardClient; calls: string[]; audits: 
     listCron: [],
     ringStatus: [],
     storageStatus: [],
+    readLag: { reads: 'primary', bytesBehind: 0, lagMs: 0, replayedAt: null },
+    listFlows: [],
+    getFlow: null,
+    cancelFlow: null,
   };
   const client = Object.fromEntries(
     Object.entries(answer).map(([name, value]) => [

@@ -1,6 +1,14 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
-import { defineJob, InvalidArgsError, InvalidOptionError, type ArgsOf } from '../../src/index.js';
+import {
+  defineHandler,
+  defineJob,
+  InvalidArgsError,
+  InvalidOptionError,
+  type ArgsOf,
+  type AwaClient,
+  type ResultOf,
+} from '../../src/index.js';
 
 const expectOptionError = (fn: () => unknown, field: string) => {
   let caught: unknown;
@@ -115,5 +123,33 @@ describe('defineJob', () => {
     expectOptionError(() => defineJob({ kind: '' }), 'kind');
     expectOptionError(() => defineJob({ kind: 'tab\there' }), 'kind');
     expectOptionError(() => defineJob({ kind: 'k', deadlineMs: 0 }), 'deadlineMs');
+  });
+});
+
+// A kind's result type (its second type argument): handlers are checked against it, result() returns it, and a
+// kind defined without one (every kind before results) compiles as before. Checked by tsc (the @ts-expect-error
+// lines fail the type check if they stop being errors) and by expectTypeOf.
+describe('the result type of a kind', () => {
+  it('types handlers and result(), and defaults to unknown', () => {
+    const typed = defineJob<{ n: number }, { doubled: number }>({ kind: 'typed_result' });
+    expectTypeOf<ResultOf<typeof typed>>().toEqualTypeOf<{ doubled: number }>();
+    expectTypeOf<ArgsOf<typeof typed>>().toEqualTypeOf<{ n: number }>();
+    const untyped = defineJob<{ n: number }>({ kind: 'untyped_result' });
+    expectTypeOf<ResultOf<typeof untyped>>().toEqualTypeOf<unknown>();
+
+    defineHandler(typed, (job) => ({ doubled: job.args.n * 2 }));
+    defineHandler(typed, async (job) => ({ doubled: job.args.n * 2 }));
+    // @ts-expect-error: the handler must return the kind's result
+    defineHandler(typed, () => ({ tripled: 3 }));
+    defineHandler(untyped, () => 'anything goes');
+    defineHandler(untyped, () => {});
+
+    const client = null as unknown as AwaClient;
+    const check = async () => {
+      expectTypeOf(await client.result(typed, '1')).toEqualTypeOf<{ doubled: number }>();
+      expectTypeOf(await client.result('1')).toEqualTypeOf<unknown>();
+      expectTypeOf(await client.result<{ x: 1 }>('1')).toEqualTypeOf<{ x: 1 }>();
+    };
+    expect(typeof check).toBe('function');
   });
 });

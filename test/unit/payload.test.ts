@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { PayloadNotSerialisableError, PayloadTooLargeError } from '../../src/index.js';
-import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../../src/model/payload.js';
+import {
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  encodeArgs,
+  encodeResult,
+  MAX_RESULT_BYTES,
+} from '../../src/model/payload.js';
 
 const notSerialisable = (args: unknown, reason: string | RegExp) => {
   let caught: unknown;
@@ -175,5 +180,46 @@ describe('encodeArgs', () => {
   it('rejects a large object over the default 1 MiB limit', () => {
     const big = { blob: 'x'.repeat(DEFAULT_MAX_PAYLOAD_BYTES) };
     expect(() => encodeArgs('k', big, DEFAULT_MAX_PAYLOAD_BYTES)).toThrow(PayloadTooLargeError);
+  });
+});
+
+// A handler's result: stored as JSON with its completion, nothing stored for undefined or null, the rules of
+// args, and its own bound (MAX_RESULT_BYTES), past which the attempt fails with PayloadTooLargeError.
+describe('encodeResult', () => {
+  it('encodes plain JSON, and stores nothing for undefined or null', () => {
+    expect(encodeResult('k', { total: 3, ids: ['a'] })).toBe('{"total":3,"ids":["a"]}');
+    expect(encodeResult('k', 'done')).toBe('"done"');
+    expect(encodeResult('k', 0)).toBe('0');
+    expect(encodeResult('k', false)).toBe('false');
+    expect(encodeResult('k', undefined)).toBeUndefined();
+    expect(encodeResult('k', null)).toBeUndefined();
+  });
+
+  it('refuses what JSON or jsonb cannot hold, saying it is the result', () => {
+    for (const bad of [{ n: 10n }, { f: () => 1 }, Number.NaN, { s: 'a\u0000b' }]) {
+      let caught: unknown;
+      try {
+        encodeResult('k', bad);
+      } catch (err) {
+        caught = err;
+      }
+      expect(caught).toBeInstanceOf(PayloadNotSerialisableError);
+      expect((caught as Error).message).toMatch(/^Result for job kind "k"/);
+    }
+  });
+
+  it('refuses a result over MAX_RESULT_BYTES (64 KiB) and takes one at the bound', () => {
+    expect(MAX_RESULT_BYTES).toBe(64 * 1024);
+    expect(encodeResult('k', 'x'.repeat(MAX_RESULT_BYTES - 2))).toHaveLength(MAX_RESULT_BYTES);
+    let caught: unknown;
+    try {
+      encodeResult('k', 'x'.repeat(MAX_RESULT_BYTES - 1));
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(PayloadTooLargeError);
+    expect((caught as PayloadTooLargeError).code).toBe('AWA_PAYLOAD_TOO_LARGE');
+    expect((caught as Error).message).toContain(`the limit is ${MAX_RESULT_BYTES}`);
+    expect((caught as Error).message).toContain('return a reference');
   });
 });

@@ -3,6 +3,7 @@
 -- read these states through this view, never from the tables one by one, so a new state or table is added here
 -- once.
 --   scheduled, retryable          deferred_jobs     at = run_at (when it is due)
+--   blocked                       deferred_jobs     at = enqueued_at; waits for its dependencies (flows.sql)
 --   waiting_external              waiting_jobs      at = waiting_since; due_at = its callback's timeout
 --   failed, cancelled, completed  done_entries      at = finished_at (completed: settled by a callback)
 --   dlq                           dlq_entries       at = dlq_at
@@ -14,8 +15,9 @@
 -- order: a page of 50 failed jobs sorted all 13,000 of a queue's.)
 create view {{schema}}.off_ring_jobs as
   select d.job_id, d.state, d.kind, d.queue, d.priority, d.args, d.attempt::int as attempt,
-         d.max_attempts::int as max_attempts, d.run_lease, d.enqueued_at, d.meta, d.run_at as at,
-         d.run_at as due_at, null::timestamptz as finished_at
+         d.max_attempts::int as max_attempts, d.run_lease, d.enqueued_at, d.meta,
+         case when d.state = 'blocked' then d.enqueued_at else d.run_at end as at,
+         case when d.state = 'blocked' then null else d.run_at end as due_at, null::timestamptz as finished_at
     from {{schema}}.deferred_jobs d
   union all
   select w.job_id, 'waiting_external'::text, w.kind, w.queue, w.priority, w.args, w.attempt::int,

@@ -1,13 +1,40 @@
 -- History retention and housekeeping, run by the maintenance leader: off the claim/complete loop, bounded per
 -- call (p_limit rows of each kind).
+-- Stored results go after p_result_retention_secs (null: the completed history's retention), or a queue's own
+-- (p_result_queues[i] keeps its results p_result_queue_secs[i]); each queue's range is read through the
+-- (queue, completed_at) index, the queues found by skipping from one to the next in it, so a queue that keeps
+-- its results longer is never walked.
 create function {{schema}}.cleanup(p_failed_retention_secs int, p_dlq_retention_secs int,
-    p_completed_retention_secs int, p_limit int)
+    p_completed_retention_secs int, p_limit int, p_result_retention_secs int default null,
+    p_result_queues text[] default null, p_result_queue_secs int[] default null)
   returns table (failed bigint, dlq bigint, completed bigint, attempt_states bigint, instances bigint,
-                 unique_claims bigint)
+                 unique_claims bigint, results bigint)
   language plpgsql
   set jit = off
   as $$
+declare
+  v_queue text;
+  v_secs int;
+  v_gone bigint;
 begin
+  results := 0;
+  v_queue := (select min(r.queue) from {{schema}}.job_results r);
+  while v_queue is not null and results < p_limit loop
+    v_secs := coalesce((select o.secs from unnest(p_result_queues, p_result_queue_secs) o(queue, secs)
+                         where o.queue = v_queue limit 1),
+                       p_result_retention_secs, p_completed_retention_secs);
+    with gone as (
+      delete from {{schema}}.job_results r where r.job_id = any(array(
+        select x.job_id from {{schema}}.job_results x
+         where x.queue = v_queue and x.completed_at < now() - make_interval(secs => v_secs)
+         order by x.completed_at limit p_limit - results))
+      returning 1)
+    select count(*) into v_gone from gone;
+    results := results + v_gone;
+    v_queue := (select min(r.queue) from {{schema}}.job_results r where r.queue > v_queue);
+  end loop;
+  -- Waiters a client left behind (it died, or its connection did before it could delete its row).
+  delete from {{schema}}.result_waiters w where w.since < now() - interval '1 day';
   with gone as (
     delete from {{schema}}.done_entries d where (d.job_id, d.run_lease) in (
       select x.job_id, x.run_lease from {{schema}}.done_entries x

@@ -273,6 +273,21 @@ begin
 end
 $$;
 
+-- How far a lane's positions were taken, for operator reads: its enqueue sequence on the primary. On a hot
+-- standby the sequence reads as far as the primary last logged it, which runs up to 32 positions ahead of the
+-- last one taken (nextval logs ahead), so every lane would count phantom available jobs there: the standby
+-- reads the newest position a committed row holds instead (one index probe per partition).
+create function {{schema}}.lane_enqueued(p_lane {{schema}}.lanes) returns bigint
+  language plpgsql stable
+  as $$
+begin
+  if not pg_is_in_recovery() then
+    return coalesce(pg_sequence_last_value(p_lane.enqueue_seq), 0);
+  end if;
+  return coalesce((select max(r.lane_seq) from {{schema}}.ready_entries r where r.lane_id = p_lane.lane_id), 0);
+end
+$$;
+
 -- The open gaps of a lane: positions in (floor, high] that receipts recorded as gaps and no receipt covers.
 -- Receipts without gaps cover their whole range and never hold an open position, so only receipts with gaps
 -- (a partial index) are read: their gaps, minus what each of them covers. Readers outside the claim lock may

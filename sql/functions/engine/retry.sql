@@ -21,6 +21,11 @@ begin
     return query select null::text, 'unique_held'::text, 'dlq'::text, {{schema}}.unique_holder(v_meta);
     return;
   end if;
+  -- A blocked job of a flow runs when its dependencies allow, not before: there is nothing to retry yet.
+  if exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = p_id and d.state = 'blocked') then
+    return query select null::text, 'not_retryable'::text, 'blocked'::text, null::bigint;
+    return;
+  end if;
   update {{schema}}.deferred_jobs d set run_at = now() where d.job_id = p_id and d.run_at > now();
   if found or exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = p_id) then
     return query select d.state, null::text, d.state, null::bigint from {{schema}}.deferred_jobs d where d.job_id = p_id;

@@ -19,10 +19,20 @@
 -- whole (its members minus those already closed, where the receipt's lease matches), so its cost does not
 -- grow with its size. Rows come back per accepted result (job_id) or per accepted group (group_batch and the
 -- accepted group_idxs).
+--
+-- A completion that carries a result (what its handler returned) is still a plain completion, closed with its
+-- group; its result comes beside the groups, keyed by receipt and member (p_rbatches, p_ridxs, with its job id),
+-- the results themselves as one JSON array in the same order (p_results: one parse, where a jsonb[] would be an
+-- array literal to unescape and then a parse per element). Those of members the group closed are written to
+-- job_results in the same statement as the closure. Settling completions with results as rows instead, each
+-- fenced on its own, cost twice the server CPU per job of the groups (bench drain --results). A flush without
+-- results passes none and writes nothing there. Every job ended here wakes the producers waiting for it
+-- (notify_results(), sql/functions/core/results.sql): one probe of an empty table when nobody waits.
 create function {{schema}}.settle_attempts(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
     p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[],
     p_gslots smallint[] default null, p_gbatches bigint[] default null, p_gleases bigint[] default null,
-    p_gidxs int4multirange[] default null)
+    p_gidxs int4multirange[] default null, p_rbatches bigint[] default null, p_ridxs int[] default null,
+    p_rjob_ids bigint[] default null, p_results jsonb default null)
   returns table (job_id bigint, group_batch bigint, group_idxs int4multirange)
   language plpgsql
   set jit = off
@@ -32,6 +42,7 @@ declare
   v_early record;
   v_route text;
   v_accepted bigint[];
+  v_completed bigint[];
   v_settled {{schema}}.settled_job[];
 begin
   -- Serialises closers of the same receipt batch (completion vs rescue vs cancel); sorted, so two
@@ -49,7 +60,7 @@ begin
         from unnest(p_gslots, p_gbatches, p_gleases, p_gidxs) as u(given_slot, batch_id, run_lease, idxs)
     ), open as materialized (
       -- The members asked for, within the receipt, claimed at that run lease, and not closed yet.
-      select i.slot, i.batch_id,
+      select i.slot, i.batch_id, b.lane_id,
              i.idxs * int4multirange(int4range(1, b.size + 1))
                * case when b.lease = i.run_lease then '{(,)}'::int4multirange
                       when b.lease is not null then '{}'::int4multirange
@@ -62,8 +73,22 @@ begin
       insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
       select o.slot, o.batch_id, o.idxs, (select sum(upper(r) - lower(r)) from unnest(o.idxs) r), 'completed'
         from open o where not isempty(o.idxs)
+    ), stored as (
+      -- The results of the members closed here. A job completes once; one retried from the DLQ that completes
+      -- again replaces its result.
+      insert into {{schema}}.job_results (job_id, queue, completed_at, result)
+      select distinct on (r.job_id) r.job_id, l.queue, now(), r.result
+        from rows from (unnest(p_rbatches), unnest(p_ridxs), unnest(p_rjob_ids), jsonb_array_elements(p_results))
+               as r(batch_id, idx, job_id, result)
+        join open o on o.batch_id = r.batch_id and o.idxs @> r.idx
+        join {{schema}}.lanes l on l.lane_id = o.lane_id
+       where p_results is not null
+      on conflict on constraint job_results_pkey do update
+        set queue = excluded.queue, completed_at = excluded.completed_at, result = excluded.result
     )
     select null::bigint, o.batch_id, o.idxs from open o where not isempty(o.idxs);
+    perform {{schema}}.notify_group_results(p_gslots, p_gbatches, p_gidxs);
+    perform {{schema}}.resolve_group_dependencies(p_gslots, p_gbatches, p_gidxs);
   end if;
   if coalesce(cardinality(p_batches), 0) = 0 then
     return;
@@ -126,18 +151,22 @@ begin
       join {{schema}}.attempt_state s on s.job_id = b.job_id and s.run_lease = b.run_lease
      where b.outcome = 'wait'
   )
-  select array_agg(v.job_id),
+  select array_agg(v.job_id), array_agg(v.job_id) filter (where v.outcome = 'completed'),
          (select array_agg(row(b.job_id, b.run_lease, b.kind, b.queue, b.priority, b.args, b.prior_attempt + 1,
                                b.max_attempts, b.enqueued_at, {{schema}}.with_error(b.meta, b.error), b.route,
                                case when b.route in ('retry', 'snooze')
                                     then coalesce(b.run_at, now() + {{schema}}.backoff(b.prior_attempt + 1)) end,
                                b.error ->> 'error')::{{schema}}.settled_job)
             from body b where b.route <> 'wait')
-    into v_accepted, v_settled
+    into v_accepted, v_completed, v_settled
     from valid v;
   if v_settled is not null then
     perform {{schema}}.place_settled(v_settled);
   end if;
+  perform {{schema}}.notify_results(v_completed);
+  -- The dependents of the jobs completed here (flows.sql); their failures reached place_settled() above.
+  perform {{schema}}.resolve_dependencies(v_completed,
+    array_fill('completed'::text, array[coalesce(cardinality(v_completed), 0)]));
   return query select a, null::bigint, null::int4multirange from unnest(v_accepted) a;
   -- A callback can reach an attempt before its 'wait' is flushed (the outside service answered at once): it was
   -- recorded on the open attempt, so the job is settled now as it says instead of parking with a used token.

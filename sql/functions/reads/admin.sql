@@ -9,7 +9,7 @@
 -- from its table's (queue, state, job_id) or (queue, job_id) index alone.
 create function {{schema}}.queue_counts()
   returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
-                 retryable bigint, completed bigint, failed bigint, cancelled bigint, dlq bigint)
+                 retryable bigint, completed bigint, failed bigint, cancelled bigint, dlq bigint, blocked bigint)
   language plpgsql stable
   set jit = off
   as $$
@@ -22,7 +22,7 @@ begin
     -- subqueries below was computed again for every queue.
     with lane_now as (
       select l.lane_id, l.queue, h.high, coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor_pos,
-             coalesce(pg_sequence_last_value(l.enqueue_seq), 0) as enq
+             {{schema}}.lane_enqueued(l) as enq
         from {{schema}}.lanes l cross join lateral {{schema}}.lane_high(l) h
     ), avail as materialized (
       select ln.queue,
@@ -84,7 +84,8 @@ begin
              + (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'completed'),
            (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'failed'),
            (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'cancelled'),
-           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'dlq')
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'dlq'),
+           (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'blocked')
       from q order by q.queue;
 end
 $$;

@@ -11,6 +11,8 @@
 --   claimed_at, claimed_by   the running or completed attempt's claim (from its receipt), while the ring holds it
 --   finished_at   when it reached a terminal state (completed, failed, cancelled, dlq)
 --   last_error    the newest record of meta.errors (null when none)
+--   result        a completed job's stored result (job_results: what its handler returned, or its completing
+--                 callback's payload), while its queue's result retention keeps it; null otherwise
 -- A completed job whose body the ring has pruned (compact history keeps only its id) is not a row here:
 -- {{schema}}.job_state(id) or completed_ids finds it.
 
@@ -54,7 +56,11 @@ $$;
 create view {{schema}}.jobs as
   select u.id, u.state, u.kind, u.queue, u.priority, u.args, u.attempt, u.max_attempts, u.run_lease,
          u.enqueued_at, u.run_at, u.claimed_at, u.claimed_by, u.finished_at, u.meta, u.meta -> 'errors' -> -1
-           as last_error
+           as last_error,
+         -- Read per row shown (a subquery in the select list, not a join): the branches below stay flattened,
+         -- and a page reads the results of its own rows only, each by the primary key.
+         case when u.state = 'completed'
+              then (select jr.result from {{schema}}.job_results jr where jr.job_id = u.id) end as result
     from (
       -- Off the ring: one table per state (off_ring_jobs).
       select o.job_id as id, o.state, o.kind, o.queue, o.priority, o.args, o.attempt, o.max_attempts,

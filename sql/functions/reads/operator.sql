@@ -8,7 +8,7 @@
 -- enqueue shards.
 create function {{schema}}.queue_health(p_window_secs int)
   returns table (queue text, paused boolean, available bigint, running bigint, waiting bigint, scheduled bigint,
-                 retryable bigint, completed bigint, failed bigint, cancelled bigint, dlq bigint,
+                 retryable bigint, completed bigint, failed bigint, cancelled bigint, dlq bigint, blocked bigint,
                  completed_recent bigint, failed_recent bigint, oldest_available_at timestamptz,
                  in_oldest_slot boolean, enqueue_shards smallint)
   language plpgsql stable
@@ -70,7 +70,7 @@ begin
       select q as queue from {{schema}}.slot_holding_queues(v_oldest) q where v_oldest is not null
     )
     select c.queue, c.paused, c.available, c.running, c.waiting, c.scheduled, c.retryable, c.completed, c.failed,
-           c.cancelled, c.dlq,
+           c.cancelled, c.dlq, c.blocked,
            coalesce((select r.n from recent_ring r where r.queue = c.queue), 0)
              + coalesce((select t.n from recent_tallied t where t.queue = c.queue), 0)
              + coalesce((select h.n from recent_history h where h.queue = c.queue), 0),
@@ -186,7 +186,7 @@ declare
   v_scan smallint[];
   v_floor timestamptz;
 begin
-  if p_state in ('scheduled', 'retryable', 'failed', 'cancelled', 'dlq', 'waiting_external') then
+  if p_state in ('scheduled', 'retryable', 'blocked', 'failed', 'cancelled', 'dlq', 'waiting_external') then
     -- Off the ring: the one table that holds the state. Callback completions in terminal history are
     -- 'completed' and read below with the ring's.
     return query

@@ -1,7 +1,7 @@
 import { AwaClient, type CronSchedule } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
-import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS, READ_OPTIONS, readOptions } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 // Operator commands for cron schedules: list them with their state, pause and resume one, trigger one now,
@@ -15,6 +15,7 @@ export const cronOptions: Record<string, OptionSpec> = {
   },
   json: { type: 'boolean', description: 'print JSON' },
   ...POOLER_OPTIONS,
+  ...READ_OPTIONS,
 };
 
 export const CRON_USAGE =
@@ -29,6 +30,7 @@ export async function cronCommand(argv: string[], ctx: CliContext): Promise<void
   }
   const client = new AwaClient({
     ...connectionOptions(values, ctx.env),
+    ...readOptions(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
     actor: cliActor(ctx.env),

@@ -11,7 +11,7 @@ import { auditLine } from '../../model/audit.js';
 import { parseSecretList } from '../../model/signature.js';
 import { AwaClient } from '../../roles.js';
 import { parseArgs, UsageError, type OptionSpec } from '../args.js';
-import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS, READ_OPTIONS, readOptions } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 // awa serve: Awa's HTTP server, assembled from parts (createHttpApp): the signed callback receiver at
@@ -22,6 +22,7 @@ import type { CliContext } from '../io.js';
 export const serveOptions: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
   ...POOLER_OPTIONS,
+  ...READ_OPTIONS,
   port: { type: 'number', description: 'port to listen on (default 8080)' },
   host: { type: 'string', description: 'address to bind (default 127.0.0.1)' },
   'callback-secret': {
@@ -105,6 +106,7 @@ export async function serveCommand(argv: string[], ctx: CliContext): Promise<voi
   }
   const client = new AwaClient({
     ...connectionOptions(values, ctx.env),
+    ...readOptions(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 4,
     // Each audit record (a dashboard action or login) is also one line of the server's log.

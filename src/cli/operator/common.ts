@@ -1,7 +1,8 @@
+import type { ReadLag } from '../../storage/index.js';
 import { AwaClient } from '../../roles.js';
 import { cliActor } from '../actor.js';
 import { parseArgs, type OptionSpec, type Parsed } from '../args.js';
-import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS } from '../database-url.js';
+import { connectionOptions, DB_OPTIONS, POOLER_OPTIONS, READ_OPTIONS, readOptions } from '../database-url.js';
 import type { CliContext } from '../io.js';
 
 // What the operator commands share: the database options, a client for one command, and printing (a table
@@ -11,6 +12,7 @@ export const OPERATOR_OPTIONS: Record<string, OptionSpec> = {
   ...DB_OPTIONS,
   json: { type: 'boolean', description: 'print JSON' },
   ...POOLER_OPTIONS,
+  ...READ_OPTIONS,
 };
 
 export async function withClient<T>(
@@ -20,6 +22,7 @@ export async function withClient<T>(
 ): Promise<T> {
   const client = new AwaClient({
     ...connectionOptions(values, ctx.env),
+    ...readOptions(values, ctx.env),
     schema: values.schema as string | undefined,
     poolSize: 2,
     // Each action is recorded in the audit trail as this user; the command prints what it did, so the record
@@ -30,10 +33,22 @@ export async function withClient<T>(
   try {
     // An unmigrated database is named as such (run `awa migrate`), not as the first missing table or function.
     await client.assertMigrated();
-    return await fn(client);
+    const result = await fn(client);
+    // What was read may be older than the primary: say by how much, on stderr (stdout stays the answer).
+    if (readOptions(values, ctx.env).readConnectionString !== undefined)
+      ctx.err(lagLine(await client.readLag()));
+    return result;
   } finally {
     await client.close();
   }
+}
+
+/** The line that says where the reads came from: `read from a replica, caught up` / `…, 1.2s behind`. */
+export function lagLine(lag: ReadLag): string {
+  if (lag.reads === 'primary') return 'read from the primary';
+  if (lag.reads === 'other') return 'read from a server that is not a standby: its lag is unknown';
+  if (lag.lagMs === 0) return 'read from a replica, caught up';
+  return `read from a replica, ${lag.lagMs === null ? 'an unknown time' : ago(new Date(Date.now() - lag.lagMs))} behind`;
 }
 
 export function parse(argv: readonly string[], extra: Record<string, OptionSpec> = {}): Parsed {

@@ -102,6 +102,41 @@ export function createApi(client: DashboardClient): Hono<ApiEnv> {
     return c.json({ schedules: await client.listCron() });
   });
 
+  // Flows (docs/flows.md): a page of them newest first, one with its jobs and edges, and cancelling one.
+  api.get('/flows', async (c) => {
+    const q = c.req.query();
+    input.knownParams(q, ['beforeId', 'limit']);
+    const limit = q.limit === undefined ? 50 : input.int('limit', q.limit, 1, 200);
+    const flows = await client.listFlows({
+      limit,
+      ...(q.beforeId !== undefined ? { beforeId: input.jobId('beforeId', q.beforeId) } : {}),
+    });
+    const last = flows.at(-1);
+    return c.json({ flows, next: last && flows.length === limit ? { beforeId: last.flowId } : null });
+  });
+
+  api.get('/flows/:id', async (c) => {
+    input.knownParams(c.req.query(), []);
+    const id = input.jobId('id', c.req.param('id'));
+    const flow = await client.getFlow(id);
+    if (!flow) return c.json({ error: 'not_found', message: `flow ${id} is unknown` }, 404);
+    return c.json({ flow });
+  });
+
+  api.post('/flows/:id/cancel', async (c) => {
+    const id = input.jobId('id', c.req.param('id'));
+    input.emptyBody(await input.jsonBody(c.req.raw));
+    const cancelled = await client.cancelFlow(id, 'cancelled from the dashboard', by(c));
+    if (cancelled === null) return c.json({ error: 'not_found', message: `flow ${id} is unknown` }, 404);
+    return c.json({ flowId: id, cancelled });
+  });
+
+  // Where the pages are read from, and how far behind the primary (a read replica's replay delay).
+  api.get('/reads', async (c) => {
+    input.knownParams(c.req.query(), []);
+    return c.json(await client.readLag());
+  });
+
   api.get('/storage', async (c) => {
     input.knownParams(c.req.query(), []);
     const [ring, tables] = await Promise.all([client.ringStatus(), client.storageStatus()]);

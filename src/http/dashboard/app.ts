@@ -43,6 +43,7 @@ export function createDashboard(options: DashboardOptions): Hono {
   const config = resolveDashboardConfig(options);
   const auth = new Authenticator(config.auth, config.sessionTtlMs);
   const base = config.basePath;
+  const replicaReads = config.client.readsFrom === 'replica';
   // Paths are written out with the base rather than through basePath(), so they survive being mounted into
   // another app (createHttpApp) unchanged.
   const app = new Hono<Env>();
@@ -174,7 +175,9 @@ export function createDashboard(options: DashboardOptions): Hono {
   for (const path of shellPaths) {
     app.get(path, requireLogin, (c) => {
       const p = c.get('principal');
-      return c.html(shellPage(base, p.csrfToken ?? '', p.user, p.via === 'session', p.role === 'read'));
+      return c.html(
+        shellPage(base, p.csrfToken ?? '', p.user, p.via === 'session', p.role === 'read', replicaReads),
+      );
     });
   }
   app.use(at('/api/*'), requireLogin);

@@ -6,29 +6,35 @@ import { proxyAddress } from './address.js';
 // The dashboard's options, validated once when it is built: every problem names the field (or environment
 // variable) to fix, and an unsafe combination (no credentials, or open on a public address) refuses to start.
 
-/** The AwaClient methods the dashboard reads and acts through. */
-export type DashboardClient = Pick<
-  AwaClient,
-  | 'queueHealth'
-  | 'listJobs'
-  | 'compactHistorySpan'
-  | 'getJob'
-  | 'jobProgress'
-  | 'cancel'
-  | 'retryJob'
-  | 'retryDlq'
-  | 'purgeDlq'
-  | 'dlqPage'
-  | 'countDlq'
-  | 'pauseQueue'
-  | 'resumeQueue'
-  | 'recordAudit'
-  | 'auditLog'
-  | 'runtimeList'
-  | 'listCron'
-  | 'ringStatus'
-  | 'storageStatus'
->;
+/** The AwaClient methods the dashboard reads and acts through (and, when it has it, where its reads go: the
+ * page polls how far behind a replica is only when they go to one). */
+export type DashboardClient = Partial<Pick<AwaClient, 'readsFrom'>> &
+  Pick<
+    AwaClient,
+    | 'queueHealth'
+    | 'listJobs'
+    | 'compactHistorySpan'
+    | 'getJob'
+    | 'jobProgress'
+    | 'cancel'
+    | 'retryJob'
+    | 'retryDlq'
+    | 'purgeDlq'
+    | 'dlqPage'
+    | 'countDlq'
+    | 'pauseQueue'
+    | 'resumeQueue'
+    | 'recordAudit'
+    | 'auditLog'
+    | 'runtimeList'
+    | 'listCron'
+    | 'ringStatus'
+    | 'storageStatus'
+    | 'readLag'
+    | 'listFlows'
+    | 'getFlow'
+    | 'cancelFlow'
+  >;
 
 /** A bearer token, a username and password, or (only on a loopback address, or with `insecure`) none. */
 export type DashboardAuth = { token: string } | { username: string; password: string } | false;
@@ -117,6 +123,10 @@ const CLIENT_METHODS = [
   'listCron',
   'ringStatus',
   'storageStatus',
+  'readLag',
+  'listFlows',
+  'getFlow',
+  'cancelFlow',
 ] as const;
 export const MIN_TOKEN_CHARS = 16;
 export const MIN_PASSWORD_CHARS = 8;

@@ -19,13 +19,14 @@ export function escapeHtml(value: string): string {
 }
 
 /** The page shell. `readOnly`: the login may not act; the body says so (data-role="read") and the stylesheet
- * hides every action control. */
+ * hides every action control. `replicaReads`: the pages are read from a replica, whose lag the header shows. */
 export function shellPage(
   base: string,
   csrfToken: string,
   user: string,
   canLogout: boolean,
   readOnly = false,
+  replicaReads = false,
 ): string {
   const b = escapeHtml(base);
   return `<!doctype html>
@@ -37,6 +38,7 @@ export function shellPage(
 <meta name="awa-csrf" content="${escapeHtml(csrfToken)}">
 <meta name="awa-role" content="${readOnly ? 'read' : 'operator'}">
 <meta name="awa-job-states" content="${JOB_STATES.join(' ')}">
+<meta name="awa-reads" content="${replicaReads ? 'replica' : 'primary'}">
 <title>Awa dashboard</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="${b}/assets/dashboard.css">
@@ -48,12 +50,14 @@ export function shellPage(
   <nav id="nav">
     <a href="#/queues" data-page="queues">Queues</a>
     <a href="#/jobs" data-page="jobs">Jobs</a>
+    <a href="#/flows" data-page="flows">Flows</a>
     <a href="#/dlq" data-page="dlq">DLQ</a>
     <a href="#/runtimes" data-page="runtimes">Runtimes</a>
     <a href="#/cron" data-page="cron">Cron</a>
     <a href="#/storage" data-page="storage">Storage</a>
     <a href="#/audit" data-page="audit">Audit</a>
   </nav>
+  <span id="reads" class="reads" role="status" hidden></span>
   <span class="who">${escapeHtml(user)}${readOnly ? ' (read-only)' : ''}</span>
   ${canLogout ? `<form method="post" action="${b}/logout" class="logout"><button type="submit">Log out</button></form>` : ''}
 </header>

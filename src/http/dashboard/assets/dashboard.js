@@ -393,7 +393,14 @@ function submitSearch(event) {
   })}`;
 }
 
-const CANCELLABLE = new Set(['available', 'scheduled', 'retryable', 'running', 'waiting_external']);
+const CANCELLABLE = new Set([
+  'available',
+  'scheduled',
+  'retryable',
+  'blocked',
+  'running',
+  'waiting_external',
+]);
 const RETRYABLE = new Set(['failed', 'cancelled', 'dlq', 'scheduled', 'retryable']);
 
 async function jobPage(gen, id) {
@@ -447,6 +454,19 @@ async function jobPage(gen, id) {
     progress
       ? el('pre', { id: 'job-progress' }, JSON.stringify(progress.progress, null, 2))
       : el('p', { class: 'muted' }, 'None recorded (or the attempt is closed).'),
+    // What the handler returned (docs/flows.md, "Results"): only a completed job has one.
+    job.state === 'completed'
+      ? [
+          el('h3', {}, 'Result'),
+          job.result === null || job.result === undefined
+            ? el(
+                'p',
+                { class: 'muted', id: 'job-result' },
+                'None stored (nothing returned, or past retention).',
+              )
+            : el('pre', { id: 'job-result' }, JSON.stringify(job.result, null, 2)),
+        ]
+      : null,
     el('h3', {}, `Errors (${errors.length})`),
     errors.length === 0
       ? el('p', { class: 'muted' }, 'None.')
@@ -856,6 +876,206 @@ function submitAuditFilter(event) {
   })}`;
 }
 
+// ---- flows ----
+
+async function flowsPage(gen, params) {
+  const data = await get(`/flows${query({ beforeId: params.get('beforeId') })}`);
+  if (gen !== generation) return;
+  replace(
+    main,
+    el('h2', {}, 'Flows'),
+    table(
+      ['flow', 'name', 'created', { label: 'jobs', num: true }],
+      data.flows.map((f) =>
+        el(
+          'tr',
+          { 'data-flow': f.flowId },
+          el('td', {}, el('a', { href: `#/flow/${f.flowId}` }, f.flowId)),
+          el('td', {}, f.name ? clip(f.name) : '—'),
+          el('td', {}, fmtTime(f.createdAt)),
+          num(f.jobs),
+        ),
+      ),
+      { id: 'flows' },
+    ),
+    data.next ? el('p', {}, el('a', { href: `#/flows${query(data.next)}` }, 'Older flows')) : null,
+  );
+}
+
+/** Graphs of more jobs than this are shown as a table only: one page could not draw them legibly. */
+const FLOW_GRAPH_MAX = 300;
+
+async function flowPage(gen, id) {
+  const { flow } = await get(`/flows/${encodeURIComponent(id)}`);
+  if (gen !== generation) return;
+  const open = flow.state === 'running';
+  replace(
+    main,
+    el('h2', {}, `Flow ${flow.flowId}${flow.name ? `: ${flow.name}` : ''}`),
+    el(
+      'p',
+      { id: 'flow-state' },
+      badge(flow.state === 'running' ? 'running' : flow.state),
+      ' ',
+      Object.entries(flow.counts)
+        .map(([state, n]) => `${n} ${state}`)
+        .join(', '),
+    ),
+    el(
+      'div',
+      { class: 'actions' },
+      open ? el('button', { class: 'danger', onclick: () => flowAction(flow.flowId) }, 'Cancel flow') : null,
+    ),
+    flow.jobs.length <= FLOW_GRAPH_MAX
+      ? flowGraph(flow.jobs)
+      : el('p', { class: 'muted' }, `The graph is drawn for flows of up to ${FLOW_GRAPH_MAX} jobs.`),
+    table(
+      ['job', 'id', 'state', 'runs after'],
+      flow.jobs
+        .slice(0, 500)
+        .map((j) =>
+          el(
+            'tr',
+            { 'data-job-name': j.name },
+            el('td', {}, clip(j.name)),
+            el('td', {}, el('a', { href: `#/job/${j.id}` }, j.id)),
+            el('td', {}, j.state ? badge(j.state) : badge('past retention', 'held')),
+            el(
+              'td',
+              {},
+              j.dependsOn
+                .map(
+                  (d) =>
+                    `${d.name ?? `#${d.id}`}${d.onFailure === 'fail' ? '' : ` [${d.onFailure}]`}${d.outcome ? ` = ${d.outcome}` : ''}`,
+                )
+                .join(', ') || '—',
+            ),
+          ),
+        ),
+      { id: 'flow-jobs' },
+    ),
+    flow.jobs.length > 500 ? el('p', { class: 'muted' }, `The first 500 of ${flow.jobs.length} jobs.`) : null,
+  );
+  if (open) poll(gen, (g) => flowPage(g, id));
+}
+
+/** The flow as layers, left to right: a job sits one column right of the furthest job it depends on; each edge
+ * is a line from a dependency to its dependent; each job's box is coloured by its state. */
+function flowGraph(jobs) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const byId = new Map(jobs.map((j) => [j.id, j]));
+  const level = new Map();
+  const levelOf = (j) => {
+    if (level.has(j.id)) return level.get(j.id);
+    level.set(j.id, 0);
+    const inFlow = j.dependsOn.filter((d) => byId.has(d.id));
+    const l = inFlow.length === 0 ? 0 : 1 + Math.max(...inFlow.map((d) => levelOf(byId.get(d.id))));
+    level.set(j.id, l);
+    return l;
+  };
+  const columns = [];
+  for (const j of jobs) (columns[levelOf(j)] ??= []).push(j);
+  const W = 150;
+  const H = 34;
+  const GAP_X = 50;
+  const GAP_Y = 12;
+  const pos = new Map();
+  columns.forEach((col, c) =>
+    col.forEach((j, r) => pos.set(j.id, { x: 10 + c * (W + GAP_X), y: 10 + r * (H + GAP_Y) })),
+  );
+  const width = 20 + columns.length * (W + GAP_X) - GAP_X;
+  const height = 20 + Math.max(...columns.map((c) => c.length)) * (H + GAP_Y) - GAP_Y;
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('class', 'flow-graph');
+  svg.setAttribute('id', 'flow-graph');
+  svg.setAttribute('width', String(width));
+  svg.setAttribute('height', String(height));
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  const make = (tag, attrs) => {
+    const node = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    return node;
+  };
+  for (const j of jobs) {
+    const to = pos.get(j.id);
+    for (const d of j.dependsOn) {
+      const from = pos.get(d.id);
+      if (!from) continue;
+      svg.append(
+        make('line', {
+          class: `edge ${d.onFailure}`,
+          x1: from.x + W,
+          y1: from.y + H / 2,
+          x2: to.x,
+          y2: to.y + H / 2,
+        }),
+      );
+    }
+  }
+  for (const j of jobs) {
+    const { x, y } = pos.get(j.id);
+    const g = make('g', { class: `node ${j.state ?? 'gone'}`, 'data-node': j.name });
+    const link = make('a', { href: `#/job/${j.id}` });
+    link.append(make('rect', { x, y, width: W, height: H, rx: 5 }));
+    const label = make('text', { x: x + 8, y: y + 14 });
+    label.textContent = j.name.length > 20 ? `${j.name.slice(0, 19)}…` : j.name;
+    const state = make('text', { x: x + 8, y: y + 28, class: 'state' });
+    state.textContent = j.state ?? 'past retention';
+    const title = make('title', {});
+    title.textContent = `${j.name} (${j.id}): ${j.state ?? 'past retention'}`;
+    link.append(label, state, title);
+    g.append(link);
+    svg.append(g);
+  }
+  const wrap = el('div', { class: 'table-wrap' });
+  wrap.append(svg);
+  return wrap;
+}
+
+async function flowAction(flowId) {
+  try {
+    const r = await post(`/flows/${encodeURIComponent(flowId)}/cancel`);
+    say(`Cancelled ${r.cancelled} job(s) of flow ${flowId}.`);
+    navigate();
+  } catch (err) {
+    showError(err);
+  }
+}
+
+// ---- where the pages are read ----
+
+/** The header's note of where the pages are read from, when the server reads from a replica (the shell says so):
+ * how far behind the primary it is (flagged past READS_BEHIND_MS). Polled on its own, every page, while visible;
+ * not at all when the pages are read from the primary. */
+const readsNote = document.getElementById('reads');
+const READS_POLL_MS = 5000;
+const READS_BEHIND_MS = 5000;
+
+async function showReads() {
+  if (document.visibilityState !== 'hidden') {
+    try {
+      const lag = await get('/reads');
+      const behind = lag.reads === 'replica' && lag.lagMs !== 0;
+      readsNote.hidden = lag.reads === 'primary';
+      readsNote.textContent =
+        lag.reads === 'other'
+          ? 'Reads: another server, lag unknown'
+          : `Reads: replica, ${!behind ? 'caught up' : lag.lagMs === null ? 'lag unknown' : `${(lag.lagMs / 1000).toFixed(1)} s behind`}`;
+      readsNote.title =
+        lag.bytesBehind === null
+          ? ''
+          : `${Number(lag.bytesBehind).toLocaleString()} bytes of WAL not replayed yet`;
+      readsNote.classList.toggle(
+        'behind',
+        lag.reads !== 'primary' && (lag.lagMs === null || lag.lagMs > READS_BEHIND_MS),
+      );
+    } catch {
+      // The page's own read says what is wrong with the server.
+    }
+  }
+  setTimeout(showReads, READS_POLL_MS);
+}
+
 // ---- routing ----
 
 function showError(err) {
@@ -870,12 +1090,17 @@ function navigate() {
   const parts = path.split('/').filter(Boolean);
   const page = parts[0] ?? 'queues';
   for (const a of document.querySelectorAll('#nav a')) {
-    a.classList.toggle('active', a.dataset.page === (page === 'job' ? 'jobs' : page));
+    a.classList.toggle(
+      'active',
+      a.dataset.page === (page === 'job' ? 'jobs' : page === 'flow' ? 'flows' : page),
+    );
   }
   const pages = {
     queues: () => queuesPage(gen),
     jobs: () => jobsPage(gen, params),
     job: () => jobPage(gen, decodeURIComponent(parts[1] ?? '')),
+    flows: () => flowsPage(gen, params),
+    flow: () => flowPage(gen, decodeURIComponent(parts[1] ?? '')),
     dlq: () => dlqPage(gen, params),
     runtimes: () => runtimesPage(gen),
     cron: () => cronPage(gen),
@@ -895,3 +1120,4 @@ window.addEventListener('hashchange', () => {
   navigate();
 });
 navigate();
+if (meta('awa-reads') === 'replica') showReads();
