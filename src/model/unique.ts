@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { InvalidOptionError } from './errors.js';
-import type { JobState } from './job.js';
+import type { JobState } from './job-state.js';
 import { describe, rejectUnknownKeys, validateInt, validatePlainObject } from './validation.js';
 
 // Unique jobs: which key a job claims, and in which states of the job holding it that key blocks a duplicate.
