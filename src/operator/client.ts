@@ -21,10 +21,6 @@ import {
   resolveSchema,
   withClient,
   withOwnConnection,
-  validateConnectionString,
-  primaryWalPosition,
-  readServerLag,
-  replayedUpTo,
   ClientPool,
   ringStorage,
   type Storage,
@@ -47,7 +43,6 @@ import {
   type JobProgress,
   type RecordedStep,
   type MigrateResult,
-  type Pooler,
   type MigrationPlan,
   type QueueCounts,
   type QueueRemoval,
@@ -72,88 +67,28 @@ import { ProducerTelemetry, telemetryScope } from '../telemetry/index.js';
 import type { CopyEnqueueResult, JobInput } from '../producer/copy-load.js';
 import type { FlowInput } from '../model/flow.js';
 import { Producer, type CopyEnqueueOptions, type EnqueueOptions } from '../producer/producer.js';
+import {
+  CLIENT_OPTION_KEYS,
+  createOption,
+  type ClientOptions,
+  type FlowEnqueueResult,
+  type QueueSettingOptions,
+} from './client-options.js';
+
+export type { ClientOptions, FlowEnqueueResult, QueueSettingOptions } from './client-options.js';
+import { ReadRouting } from './read-routing.js';
 import { resultWaitOptions, resultWaitSource, ResultWaits, type ResultOptions } from './result-wait.js';
 
 // AwaClient, the handle an application holds: migrate, enqueue (the producer, src/producer), deliver external
 // callbacks, and the operator's reads and actions, each action audited. It owns its pool unless the caller
 // passed one.
 
-export interface ClientOptions {
-  connectionString?: string;
-  pool?: pg.Pool;
-  /** What connectionString (or pool) leads through: 'transaction' for a transaction-mode pooler (PgBouncer
-   * `pool_mode = transaction`), so the client keeps nothing on a session: no statement_timeout set on its
-   * pool's connections, no named statements, and migrate() on sessionConnectionString. Default 'none'. */
-  pooler?: Pooler;
-  /** A direct connection to PostgreSQL for migrate(), whose advisory lock needs a session of its own.
-   * Required for migrate() when pooler is 'transaction'. */
-  sessionConnectionString?: string;
-  /** A hot standby (streaming replica) of the same database for the operator's reads: queue health and counts,
-   * job pages and getJob(), the DLQ, runtimes, cron, the audit trail. They then lag the primary by the
-   * standby's replay delay (readLag() says how much); every write, and the storage and ring reads (table
-   * statistics are the primary's own), stay on the primary. A pool of its own, sized and timed like the main
-   * one, through the same `pooler`. See docs/deployment.md, "Read replicas". */
-  readConnectionString?: string;
-  schema?: string;
-  /** Pool size when the client creates its pool. Default 10. */
-  poolSize?: number;
-  /** Largest encoded args accepted. Default 1 MiB. */
-  maxPayloadBytes?: number;
-  /** Longest a statement on the client's own pool may run; unanswered half as long again later (at most 5 s
-   * more), the call fails with DatabaseUnresponsiveError. Default 30 s. Not for a pool you pass, nor migrate(). */
-  queryTimeoutMs?: number;
-  /** Who this client's operator actions are recorded as when a call names no actor (see docs/operations.md,
-   * "Audit trail"). Default: `process`, from `<host name>:<pid>`. */
-  actor?: Actor;
-  /** Called with each audit record once its action has committed. Default: one line on stderr,
-   * `[awa] audit {json}`. */
-  onAudit?: (record: AuditRecord) => void;
-}
-
-const CLIENT_OPTION_KEYS = [
-  'connectionString',
-  'pool',
-  'pooler',
-  'sessionConnectionString',
-  'readConnectionString',
-  'schema',
-  'poolSize',
-  'maxPayloadBytes',
-  'queryTimeoutMs',
-  'actor',
-  'onAudit',
-] as const;
-
-/** What enqueueFlow() wrote: the flow's id and each job's id by its name in the flow. */
-export interface FlowEnqueueResult {
-  flowId: string;
-  jobs: Record<string, string>;
-}
-
-/** Options of pauseQueue(), resumeQueue() and setEnqueueShards(). */
-export interface QueueSettingOptions extends ActorOptions {
-  /** Act on a queue nothing names yet (no job, worker, setting or history), which makes it exist: how a deploy
-   * pauses or shards a new queue before its first job. Without it such a queue is refused (UnknownQueueError),
-   * so a mistyped name leaves no ghost queue behind. */
-  create?: boolean;
-}
-
-function createOption(options: QueueSettingOptions | undefined): boolean {
-  const create = options?.create;
-  if (create !== undefined && typeof create !== 'boolean')
-    throw new InvalidOptionError('options.create', 'must be a boolean');
-  return create === true;
-}
-
-/** How long an action waits for the read replica to replay it before returning (see readsCatchUp). */
-const READ_YOUR_WRITES_MS = 2_000;
-
 export class AwaClient {
   readonly schema: Schema;
   readonly pool: pg.Pool;
   private readonly conn: ClientPool;
-  /** Where operator reads go: a read replica's pool, or `conn`. */
-  private readonly reader: ClientPool;
+  /** Where operator reads go: a read replica, or the primary. */
+  private readonly reads: ReadRouting;
   /** Every storage operation of this client, bound to its schema once. */
   private readonly store: Storage;
   private readonly producer: Producer;
@@ -180,21 +115,7 @@ export class AwaClient {
     this.store = ringStorage(this.schema, { pooler });
     this.conn = new ClientPool({ ...options, pooler }, 'awa-client');
     this.pool = this.conn.pool;
-    this.reader =
-      options.readConnectionString === undefined
-        ? this.conn
-        : new ClientPool(
-            {
-              ...options,
-              pool: undefined,
-              connectionString: validateConnectionString(
-                options.readConnectionString,
-                'readConnectionString',
-              ),
-              pooler,
-            },
-            'awa-client-read',
-          );
+    this.reads = new ReadRouting(this.conn, options, pooler);
     this.migrateOn = session
       ? { url: session }
       : pooler === 'transaction'
@@ -679,22 +600,20 @@ export class AwaClient {
 
   /** Where this client's operator reads go: 'replica' with a readConnectionString, else 'primary'. */
   get readsFrom(): 'primary' | 'replica' {
-    return this.reader === this.conn ? 'primary' : 'replica';
+    return this.reads.readsFrom;
   }
 
   /** Where this client's reads are served and how far they lag the primary: with a readConnectionString, the
    * standby's replay delay (0 when it has replayed all the primary has written); without one, the primary. */
   async readLag(): Promise<ReadLag> {
-    if (this.reader === this.conn) return { reads: 'primary', bytesBehind: 0, lagMs: 0, replayedAt: null };
-    const position = await this.conn.wrap('readLag', () => primaryWalPosition(this.pool));
-    return this.reader.wrap('readLag', () => readServerLag(this.reader.pool, position));
+    return this.reads.lag();
   }
 
   /** Ends the client's own pools (a pool passed in stays the caller's). Safe to call more than once; every
    * call after the first waits for the same end. Calls made after it fail with ClientClosedError. */
   async close(): Promise<void> {
     await this.resultWaits?.close();
-    await Promise.all([this.conn.close(), this.reader.close()]);
+    await Promise.all([this.conn.close(), this.reads.close()]);
   }
 
   private actorOf(options: ActorOptions | undefined, extraKeys: readonly string[] = []): Actor {
@@ -711,26 +630,13 @@ export class AwaClient {
   ): Promise<T> {
     const { value, record } = await this.run(op, undefined, (db) => fn(db, by));
     if (record) this.audit.report(record);
-    if (readsCatchUp) await this.readsCatchUp(op);
+    if (readsCatchUp) await this.reads.catchUp(op);
     return value;
   }
 
   /** A read on the read replica when there is one, else on the primary. */
   private read<T>(op: string, fn: (db: pg.Pool | pg.ClientBase) => Promise<T>): Promise<T> {
-    return this.reader.run(op, undefined, fn);
-  }
-
-  /** After an action on the primary, waits (at most READ_YOUR_WRITES_MS) for the read replica to replay it, so
-   * the read that follows (the dashboard's next page) shows the action. A replica further behind than that is
-   * not waited for: the action stands, and readLag() says how far behind the reads are. */
-  private async readsCatchUp(op: string): Promise<void> {
-    if (this.reader === this.conn) return;
-    const position = await this.conn.wrap(op, () => primaryWalPosition(this.pool));
-    const deadline = Date.now() + READ_YOUR_WRITES_MS;
-    while (!(await this.reader.wrap(op, () => replayedUpTo(this.reader.pool, position)))) {
-      if (Date.now() >= deadline) return;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    return this.reads.read(op, fn);
   }
 
   private run<T>(
