@@ -29,3 +29,10 @@ export const JOB_STATES: readonly JobState[] = [
   'cancelled',
   'dlq',
 ];
+
+/** The states a job ends in: nothing more happens to it unless an operator retries it. */
+export const ENDED_STATES: readonly JobState[] = ['completed', 'failed', 'cancelled', 'dlq'];
+
+export function isEnded(state: string): boolean {
+  return (ENDED_STATES as readonly string[]).includes(state);
+}

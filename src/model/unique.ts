@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { InvalidOptionError } from './errors.js';
-import type { JobState } from './job-state.js';
+import { ENDED_STATES, type JobState } from './job-state.js';
 import { describe, rejectUnknownKeys, validateInt, validatePlainObject } from './validation.js';
 
 // Unique jobs: which key a job claims, and in which states of the job holding it that key blocks a duplicate.
@@ -26,7 +26,6 @@ export const UNIQUE_BASE_STATES: readonly JobState[] = [
   'retryable',
   'waiting_external',
 ];
-const ENDED_STATES: readonly JobState[] = ['completed', 'failed', 'cancelled', 'dlq'];
 const UNIQUE_KEYS = ['key', 'states', 'periodMs'] as const;
 
 export interface ResolvedUnique {

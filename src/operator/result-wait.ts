@@ -8,6 +8,7 @@ import {
   ResultTimeoutError,
   type JobLastError,
 } from '../model/errors.js';
+import { isEnded } from '../model/job-state.js';
 import { rejectUnknownKeys, validateInt, validateJobId, validatePlainObject } from '../model/validation.js';
 import {
   openDedicated,
@@ -75,8 +76,6 @@ export function resultWaitSource(
 
 /** Runs a storage call on the client's pool, its errors wrapped as the client's. */
 export type RunOnPool = <T>(op: string, fn: (db: pg.Pool | pg.ClientBase) => Promise<T>) => Promise<T>;
-
-const ENDED = new Set(['completed', 'failed', 'dlq', 'cancelled']);
 
 interface Wait {
   jobId: string;
@@ -161,7 +160,7 @@ export class ResultWaits {
     if (!this.pending(wait)) return;
     if (outcome === null) return void this.end(wait, () => wait.reject(new JobNotFoundError(wait.jobId)));
     wait.state = outcome.state;
-    if (!ENDED.has(outcome.state)) return;
+    if (!isEnded(outcome.state)) return;
     if (outcome.state === 'completed') return void this.end(wait, () => wait.resolve(outcome.result));
     const lastError = outcome.lastError as JobLastError | null;
     const state = outcome.state as 'failed' | 'dlq' | 'cancelled';

@@ -2,6 +2,7 @@ import type { Actor } from '../model/audit.js';
 import { InvalidOptionError } from '../model/errors.js';
 import type { JobRow } from '../model/enqueue-options.js';
 import type { DependencyOutcome, FlowEdge, OnDependencyFailure } from '../model/flow.js';
+import { isEnded } from '../model/job-state.js';
 import type { JobState } from '../model/job.js';
 import { storableText } from '../model/jsonb.js';
 import { audited, type Audited } from './audit.js';
@@ -93,8 +94,6 @@ export interface FlowRecord {
   jobs: FlowJob[];
 }
 
-const ENDED: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled', 'dlq']);
-
 /** How a flow whose jobs have all ended ended. */
 function endOf(states: readonly (JobState | null)[]): 'completed' | 'failed' | 'cancelled' {
   if (states.every((s) => s === 'completed')) return 'completed';
@@ -121,7 +120,7 @@ export async function flowState(db: Queryable, schema: Schema, flowId: string): 
   await readAgainWhereMissing(db, schema, rows);
   const counts: Partial<Record<JobState, number>> = {};
   for (const r of rows) if (r.state) counts[r.state] = (counts[r.state] ?? 0) + 1;
-  const open = rows.some((r) => r.state !== null && !ENDED.has(r.state));
+  const open = rows.some((r) => r.state !== null && !isEnded(r.state));
   return {
     flowId,
     name: head.rows[0]!.name,
