@@ -3,7 +3,7 @@ import { InvalidOptionError } from '../model/errors.js';
 import type { ChildJobInput } from '../model/job.js';
 import { toJobRow, type JobRow } from '../model/enqueue-options.js';
 import type { DependencyOutcome } from '../model/flow.js';
-import { defineJob, type JobKind } from '../model/job-kind.js';
+import { kindOf } from '../model/job-kind.js';
 import { WaitForChildren } from '../model/outcomes.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeResult } from '../model/payload.js';
 import { checkStepName, MAX_STEPS_PER_JOB } from '../model/steps.js';
@@ -110,11 +110,4 @@ export async function waitForChildren(attempt: Attempt, deps: FlowDeps): Promise
   deps.block(attempt);
   // The attempt has ended; this unwinds the handler (whatever it does next is ignored).
   throw new WaitForChildren(open);
-}
-
-function kindOf(kind: JobKind<unknown> | string): JobKind<unknown> {
-  if (typeof kind === 'string') return defineJob({ kind });
-  if (!kind || typeof kind.validate !== 'function')
-    throw new InvalidOptionError('kind', 'must be a kind name or a definition from defineJob()');
-  return kind;
 }

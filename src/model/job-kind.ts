@@ -126,3 +126,23 @@ export type ArgsOf<K> = K extends JobKind<infer A, unknown> ? A : never;
 
 /** The result type a JobKind carries: what its handler returns, and result() resolves with. */
 export type ResultOf<K> = K extends { readonly '~result'?: infer R } ? R : never;
+
+/** A kind as a caller gives it: a definition from defineJob(), or a name, which becomes a kind of that name with
+ * the defaults (kept in `adHoc` when given, so a producer defines each name once). */
+export function kindOf(
+  kind: JobKind<unknown> | string,
+  adHoc?: Map<string, JobKind<unknown>>,
+): JobKind<unknown> {
+  if (typeof kind !== 'string') {
+    if (!kind || typeof kind.validate !== 'function') {
+      throw new InvalidOptionError('kind', 'must be a kind name or a definition from defineJob()');
+    }
+    return kind;
+  }
+  let def = adHoc?.get(kind);
+  if (!def) {
+    def = defineJob({ kind });
+    adHoc?.set(kind, def);
+  }
+  return def;
+}

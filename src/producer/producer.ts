@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { InvalidOptionError } from '../model/errors.js';
 import { toJobRow, type JobOptions, type JobRow } from '../model/enqueue-options.js';
 import { checkFlow, type FlowInput } from '../model/flow.js';
-import { defineJob, type JobKind } from '../model/job-kind.js';
+import { kindOf, type JobKind } from '../model/job-kind.js';
 import { validateInt, validatePlainObject } from '../model/validation.js';
 import {
   withSavepoint,
@@ -148,15 +148,7 @@ export class Producer {
   }
 
   private kindOf(kind: JobKind<unknown> | string): JobKind<unknown> {
-    if (typeof kind !== 'string') {
-      if (!kind || typeof kind.validate !== 'function') {
-        throw new InvalidOptionError('kind', 'must be a kind name or a definition from defineJob()');
-      }
-      return kind;
-    }
-    let def = this.adHocKinds.get(kind);
-    if (!def) this.adHocKinds.set(kind, (def = defineJob({ kind })));
-    return def;
+    return kindOf(kind, this.adHocKinds);
   }
 
   /**
