@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import pg from 'pg';
 import { serverUser } from '../../src/embedded/system-user.js';
 import { serverUrl } from './database.js';
+import { freePort } from './free-port.js';
 
 // A PgBouncer of the test's own in front of the run's PostgreSQL: transaction pooling, a small server-side pool,
 // on a free port, with a config directory under the temp dir that stop() removes. Every database of the server
@@ -168,15 +168,4 @@ async function stopProcess(child: ChildProcess): Promise<void> {
   const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
   await exited;
   clearTimeout(timer);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }

@@ -1,10 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { accessSync, appendFileSync, chownSync, constants, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { serverUser, type RunAs } from '../../src/embedded/system-user.js';
+import { freePort } from './free-port.js';
 
 // A primary and a streaming hot standby of the test's own: two clusters made with the server's own initdb and
 // pg_basebackup, each on a free port on 127.0.0.1, in a temp directory stop() removes. The shared test server
@@ -206,15 +206,4 @@ async function caughtUp(primaryUrl: string, replicaUrl: string, timeoutMs: numbe
       throw new Error(`the standby did not replay up to ${target} within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }
