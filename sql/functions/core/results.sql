@@ -33,25 +33,3 @@ begin
      from (select distinct x.job_id from {{schema}}.result_waiters x where x.job_id = any(p_job_ids)) w;
 end
 $$;
-
--- The same for completions settled as groups of receipt members (settle_attempts()'s p_g* arguments), which
--- carry no job ids: only when someone waits are the members' jobs read, and only those waited for are notified.
--- Members the fence rejected may be named too; a waiter woken for nothing reads the job again and waits on.
-create function {{schema}}.notify_group_results(p_gslots smallint[], p_gbatches bigint[], p_gidxs int4multirange[])
-  returns void
-  language plpgsql
-  as $$
-begin
-  if coalesce(cardinality(p_gbatches), 0) = 0 or not {{schema}}.results_awaited() then
-    return;
-  end if;
-  perform pg_notify('awa:{{schema}}:result', w.job_id::text)
-     from (select distinct r.job_id
-             from unnest(p_gslots, p_gbatches, p_gidxs) as g(given_slot, batch_id, idxs)
-             cross join lateral {{schema}}.receipt_members({{schema}}.receipt_slot(g.given_slot, g.batch_id), g.batch_id) m
-             join {{schema}}.ready_entries r
-               on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
-            where g.idxs @> m.idx
-              and r.job_id in (select x.job_id from {{schema}}.result_waiters x)) w;
-end
-$$;

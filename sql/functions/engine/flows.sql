@@ -3,7 +3,7 @@
 -- enqueue_flow() writes a whole graph in one statement: the jobs nothing in it waits on go through enqueue() as
 -- any job does; each dependent waits in deferred_jobs as 'blocked' (never due) with its edges in
 -- job_dependencies. Every path that ends a job (settle_attempts(), place_settled()) hands the ended ids to
--- resolve_dependencies(): the open edges on them take the outcome, and each dependent whose last open edge that
+-- jobs_ended() (ended.sql), which calls resolve_dependencies(): the open edges on them take the outcome, and each dependent whose last open edge that
 -- was is decided (decide_dependents()). Edges on a job of the same flow are written with that job, so they are
 -- open before it can run and no end can pass them by; an edge on a job outside the flow (by id) may meet a job
 -- that ends meanwhile, so the leader also resolves those (resolve_external_dependencies()).
@@ -97,33 +97,6 @@ begin
   if v_dependents is not null then
     perform {{schema}}.decide_dependents(v_dependents);
   end if;
-end
-$$;
-
--- The same for completions settled as groups of receipt members (settle_attempts()'s p_g* arguments), which
--- carry no job ids: only while some edge is open are the members' jobs read, and of those only the members
--- whose closure now says completed count (a member the fence refused is not completed by this flush).
-create function {{schema}}.resolve_group_dependencies(p_gslots smallint[], p_gbatches bigint[],
-    p_gidxs int4multirange[]) returns void
-  language plpgsql
-  as $$
-declare
-  v_ids bigint[];
-begin
-  if coalesce(cardinality(p_gbatches), 0) = 0
-     or not exists (select 1 from {{schema}}.job_dependencies d where d.outcome is null) then
-    return;
-  end if;
-  select array_agg(distinct r.job_id) into v_ids
-    from unnest(p_gslots, p_gbatches, p_gidxs) as g(given_slot, batch_id, idxs)
-    cross join lateral (select {{schema}}.receipt_slot(g.given_slot, g.batch_id) as slot) rs
-    cross join lateral {{schema}}.receipt_members(rs.slot, g.batch_id) m
-    join {{schema}}.ready_entries r on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
-   where g.idxs @> m.idx
-     and exists (select 1 from {{schema}}.job_dependencies d where d.depends_on = r.job_id and d.outcome is null)
-     and exists (select 1 from {{schema}}.closure_batches c
-                  where c.slot = rs.slot and c.batch_id = g.batch_id and c.idxs @> m.idx and c.outcome = 'completed');
-  perform {{schema}}.resolve_dependencies(v_ids, array_fill('completed'::text, array[coalesce(cardinality(v_ids), 0)]));
 end
 $$;
 

@@ -7,8 +7,8 @@
 --                (a handler's completion is a closure alone)
 --   dlq       -> dlq_entries (a job already there stays as it is)
 --   completed also stores the callback's payload as the job's result (job_results), when it carried one
--- Every terminal route (failed, cancelled, completed, dlq) wakes the producers waiting for the job
--- (notify_results()). Other routes (wait, resume) are not placed here: only their own caller writes them. Set-based, so a flush of
+-- Every terminal route (failed, cancelled, completed, dlq) is handed to jobs_ended() (ended.sql): the producers
+-- waiting for the job wake, and the flows' edges on it resolve. Other routes (wait, resume) are not placed here: only their own caller writes them. Set-based, so a flush of
 -- 512 failures is four statements, not 512 calls. (PL/pgSQL with a generic plan: its statements are planned
 -- once per session, not on every flush.)
 create function {{schema}}.place_settled(p_jobs {{schema}}.settled_job[]) returns void
@@ -51,11 +51,9 @@ begin
      and j.meta ? 'result'
   on conflict on constraint job_results_pkey do update
     set queue = excluded.queue, completed_at = excluded.completed_at, result = excluded.result;
-  perform {{schema}}.notify_results(array(
-    select j.job_id from unnest(p_jobs) j where j.route in ('failed', 'cancelled', 'completed', 'dlq')));
-  -- The dependents of the jobs ended here (flows.sql): a dependent failed or skipped for them ends through this
+  -- Those who wait on the jobs ended here (ended.sql): a dependent failed or skipped for them ends through this
   -- function in turn.
-  perform {{schema}}.resolve_dependencies(
+  perform {{schema}}.jobs_ended(
     array(select j.job_id from unnest(p_jobs) with ordinality j where j.route in ('failed', 'cancelled', 'completed', 'dlq') order by ordinality),
     array(select j.route from unnest(p_jobs) with ordinality j where j.route in ('failed', 'cancelled', 'completed', 'dlq') order by ordinality));
 end

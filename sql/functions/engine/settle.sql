@@ -26,8 +26,9 @@
 -- array literal to unescape and then a parse per element). Those of members the group closed are written to
 -- job_results in the same statement as the closure. Settling completions with results as rows instead, each
 -- fenced on its own, cost twice the server CPU per job of the groups (bench drain --results). A flush without
--- results passes none and writes nothing there. Every job ended here wakes the producers waiting for it
--- (notify_results(), sql/functions/core/results.sql): one probe of an empty table when nobody waits.
+-- results passes none and writes nothing there. Every job ended here is handed to jobs_ended() or
+-- group_completed() (ended.sql), which wake the producers waiting for it and resolve the flows' edges on it: two
+-- probes of empty indexes when nobody waits.
 create function {{schema}}.settle_attempts(p_slots smallint[], p_batches bigint[], p_idxs int[], p_job_ids bigint[],
     p_leases bigint[], p_outcomes text[], p_run_ats timestamptz[], p_errors jsonb[],
     p_gslots smallint[] default null, p_gbatches bigint[] default null, p_gleases bigint[] default null,
@@ -87,8 +88,7 @@ begin
         set queue = excluded.queue, completed_at = excluded.completed_at, result = excluded.result
     )
     select null::bigint, o.batch_id, o.idxs from open o where not isempty(o.idxs);
-    perform {{schema}}.notify_group_results(p_gslots, p_gbatches, p_gidxs);
-    perform {{schema}}.resolve_group_dependencies(p_gslots, p_gbatches, p_gidxs);
+    perform {{schema}}.group_completed(p_gslots, p_gbatches, p_gidxs);
   end if;
   if coalesce(cardinality(p_batches), 0) = 0 then
     return;
@@ -163,10 +163,8 @@ begin
   if v_settled is not null then
     perform {{schema}}.place_settled(v_settled);
   end if;
-  perform {{schema}}.notify_results(v_completed);
-  -- The dependents of the jobs completed here (flows.sql); their failures reached place_settled() above.
-  perform {{schema}}.resolve_dependencies(v_completed,
-    array_fill('completed'::text, array[coalesce(cardinality(v_completed), 0)]));
+  -- Their failures reached place_settled() above, which tells those who wait on them.
+  perform {{schema}}.jobs_ended(v_completed, array_fill('completed'::text, array[coalesce(cardinality(v_completed), 0)]));
   return query select a, null::bigint, null::int4multirange from unnest(v_accepted) a;
   -- A callback can reach an attempt before its 'wait' is flushed (the outside service answered at once): it was
   -- recorded on the open attempt, so the job is settled now as it says instead of parking with a used token.
