@@ -1,7 +1,7 @@
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, defineJob, startDashboard, type JobKind, type RunningServer } from '../../src/index.js';
-import { CHROMIUM_ARGS, findChromium } from '../helpers/browser.js';
+import { CHROMIUM_ARGS, findChromium, logInWithForm, watchedPage } from '../helpers/browser.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { until } from '../helpers/wait.js';
 
@@ -34,11 +34,7 @@ describe.skipIf(!executablePath)('the dashboard Flows pages, in Chromium', () =>
     await client.migrate();
     server = await startDashboard({ client, auth: { username: USER, password: PASSWORD }, port: 0 });
     browser = await chromium.launch({ executablePath: executablePath!, args: CHROMIUM_ARGS });
-    page = await (await browser.newContext({ baseURL: server.url })).newPage();
-    page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
-    });
+    page = await watchedPage(browser, server.url, problems);
   }, 120_000);
 
   afterAll(async () => {
@@ -59,10 +55,7 @@ describe.skipIf(!executablePath)('the dashboard Flows pages, in Chromium', () =>
         { name: 'load', kind, args: {}, dependsOn: ['transform', HOSTILE] },
       ],
     });
-    await page.goto('/dashboard/');
-    await page.fill('input[name=username]', USER);
-    await page.fill('input[name=password]', PASSWORD);
-    await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')]);
+    await logInWithForm(page, USER, PASSWORD);
 
     await page.click('#nav a[data-page=flows]');
     const row = page.locator(`#flows tr[data-flow="${flowId}"]`);

@@ -1,7 +1,7 @@
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwaClient, startDashboard, type RunningServer } from '../../src/index.js';
-import { CHROMIUM_ARGS, findChromium } from '../helpers/browser.js';
+import { CHROMIUM_ARGS, findChromium, logInWithForm, watchedPage } from '../helpers/browser.js';
 import { startReplicaPair, type ReplicaPair } from '../helpers/replica.js';
 import { until } from '../helpers/wait.js';
 
@@ -41,11 +41,7 @@ describe.skipIf(!executablePath)('the dashboard on a read replica, in Chromium',
     await pair.caughtUp();
     server = await startDashboard({ client, auth: { username: USER, password: PASSWORD }, port: 0 });
     browser = await chromium.launch({ executablePath: executablePath!, args: CHROMIUM_ARGS });
-    page = await (await browser.newContext({ baseURL: server.url })).newPage();
-    page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') problems.push(`console: ${msg.text()}`);
-    });
+    page = await watchedPage(browser, server.url, problems);
   }, 120_000);
 
   afterAll(async () => {
@@ -72,10 +68,7 @@ describe.skipIf(!executablePath)('the dashboard on a read replica, in Chromium',
   }
 
   it('says the pages come from a replica, how far behind it falls while replay is paused, and when it caught up', async () => {
-    await page.goto('/dashboard/');
-    await page.fill('input[name=username]', USER);
-    await page.fill('input[name=password]', PASSWORD);
-    await Promise.all([page.waitForLoadState('load'), page.click('button[type=submit]')]);
+    await logInWithForm(page, USER, PASSWORD);
     await headerSays(/^Reads: replica, caught up$/);
     expect(await header().getAttribute('class')).toBe('reads');
 
