@@ -165,6 +165,8 @@ describe('stored results', () => {
 
       gates.get(id)!();
       expect(await waiting).toEqual({ opened: 7 });
+      // The listener's session may hear it a moment after the waiter's does.
+      await until('the listener hears the notification', async () => heard.length > 0);
       expect(heard).toEqual([id]);
       await until('the waiter row is gone', async () => (await waiterRows(id)) === 0);
     } finally {
