@@ -59,6 +59,7 @@ export type { JobOptions } from './model/enqueue-options.js';
 export { defineCron, type CronOptions, type CronJobOptions, type CronDefinition } from './model/cron.js';
 export type { MissedFire } from './model/cron-schedule.js';
 export type { UniqueOptions } from './model/unique.js';
+export type { QueueLimits, RateLimit, LimitsOverride } from './model/limits.js';
 export type { Description } from './model/descriptor.js';
 export type { Priority } from './model/validation.js';
 export type { Actor, ActorOptions, AuditAction, AuditFilter, AuditRecord } from './model/audit.js';
@@ -92,6 +93,8 @@ export type {
   FlowSummary,
   FlowJob,
   FlowJobDependency,
+  QueueLimitsState,
+  LimitKeyState,
   JobListFilter,
   JobSummary,
   RuntimeInstance,

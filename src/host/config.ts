@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { validateCronList, type CronDefinition } from '../model/cron.js';
 import { resolveDescription, type Description } from '../model/descriptor.js';
 import { InvalidOptionError } from '../model/errors.js';
+import { validateLimits, type QueueLimits } from '../model/limits.js';
 import {
   rejectUnknownKeys,
   validateInt,
@@ -40,6 +41,10 @@ export interface QueueOptions {
   /** How long this queue's stored results (what its handlers return) are kept after completion. Applied by the
    * maintenance leader, from its own configuration. Default: completedRetentionMs. */
   resultRetentionMs?: number;
+  /** Limits on this queue's starts across every host (docs/flow-control.md): per key and per queue,
+   * concurrency and rate. The last host to start declares them; an operator may override them. A limited
+   * queue holds no jobs ahead of a permit unless prefetch says so (a held job has started, for its limits). */
+  limits?: QueueLimits;
 }
 
 export interface WorkerOptions {
@@ -218,6 +223,8 @@ export interface ResolvedQueue {
   description: Description;
   /** Null: the host's completedRetentionMs. */
   resultRetentionMs: number | null;
+  /** Null: the queue declares no limits. */
+  limits: QueueLimits | null;
 }
 
 function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
@@ -230,6 +237,7 @@ function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
       deadlineMs: 0,
       description: {},
       resultRetentionMs: null,
+      limits: null,
     };
   }
   validatePlainObject(`queues.${name}`, q);
@@ -240,14 +248,21 @@ function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
     'deadlineMs',
     'describe',
     'resultRetentionMs',
+    'limits',
   ]);
   if (q.dlq !== undefined && typeof q.dlq !== 'boolean')
     throw new InvalidOptionError(`queues.${name}.dlq`, 'must be true or false');
   const concurrency = validateInt(`queues.${name}.concurrency`, q.concurrency ?? 50, 1, 100_000);
+  const limits = q.limits === undefined ? null : validateLimits(`queues.${name}.limits`, q.limits);
   return {
     concurrency,
     prefetch:
-      q.prefetch === undefined ? concurrency : validateInt(`queues.${name}.prefetch`, q.prefetch, 0, 100_000),
+      q.prefetch === undefined
+        ? limits
+          ? 0
+          : concurrency
+        : validateInt(`queues.${name}.prefetch`, q.prefetch, 0, 100_000),
+    limits,
     dlq: q.dlq ?? false,
     deadlineMs:
       q.deadlineMs === undefined ? 0 : validateInt(`queues.${name}.deadlineMs`, q.deadlineMs, 1_000, 7 * DAY),

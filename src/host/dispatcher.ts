@@ -293,14 +293,18 @@ export class Dispatcher {
   }
 
   /** Takes what a claim returned and says what the loop does next. */
-  private claimed({ batches, contended }: ClaimResult, max: number): AfterClaim {
+  private claimed({ batches, contended, limitedRetryMs }: ClaimResult, max: number): AfterClaim {
     this.errorDelayMs = 0;
     if (!contended) this.contendedDelayMs = 0;
     let got = 0;
     for (const b of batches) got += b.jobs.length;
-    this.mayHaveMore = got === max || contended;
+    this.mayHaveMore = got === max || contended || limitedRetryMs !== undefined;
     this.take(batches);
     if (got >= max || this.wokenDuringClaim()) return 'claim again';
+    // Jobs wait for the queue's limits (docs/flow-control.md): the claim said when a limit opens; a slot freed
+    // here claims sooner (mayHaveMore).
+    if (limitedRetryMs !== undefined)
+      return this.stopped ? 'wait' : setTimeout(() => this.retryDue(), limitedRetryMs);
     // Another host is claiming this queue's lane right now: come back as soon as its claim is done
     // rather than wait for a notification that will not come for a backlog.
     if (contended) return this.stopped ? 'wait' : this.retrySoon();

@@ -171,7 +171,12 @@ export class WorkerHost extends HostEmitter {
       {
         store: this.store.instances,
         instanceId: c.instanceId,
-        queues: [...c.queues].map(([queue, q]) => ({ queue, dlq: q.dlq, concurrency: q.concurrency })),
+        queues: [...c.queues].map(([queue, q]) => ({
+          queue,
+          dlq: q.dlq,
+          concurrency: q.concurrency,
+          limits: q.limits,
+        })),
         heartbeatIntervalMs: c.heartbeatIntervalMs,
         snapshotIntervalMs: c.snapshotIntervalMs,
         sweepMs: c.heartbeatStalenessMs,

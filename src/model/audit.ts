@@ -23,6 +23,8 @@ export type AuditAction =
   | 'queue.resume'
   | 'queue.shards'
   | 'queue.remove'
+  | 'queue.limits'
+  | 'queue.limits.reset'
   | 'job.cancel'
   | 'flow.cancel'
   | 'job.retry'

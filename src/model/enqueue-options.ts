@@ -28,6 +28,9 @@ export interface JobOptions {
   /** Make this job unique (true, or UniqueOptions), or not (false), whatever its kind says. A duplicate is
    * not inserted: enqueue reports the job that holds the key. */
   unique?: UniqueOptions | boolean;
+  /** The key a limited queue counts this job under (docs/flow-control.md), instead of the args field its
+   * limits name. 1 to 200 characters. */
+  limitKey?: string;
 }
 
 const JOB_OPTION_KEYS = [
@@ -39,6 +42,7 @@ const JOB_OPTION_KEYS = [
   'metadata',
   'tags',
   'unique',
+  'limitKey',
 ] as const;
 
 /** A job ready for storage: validated, encoded, defaults applied. */
@@ -137,10 +141,16 @@ export function buildJobRow(
 }
 
 function encodeMeta(o: JobOptions, unique: { key: string; states: string[] } | undefined): string | null {
-  if (o.metadata === undefined && o.tags === undefined && unique === undefined) return null;
+  if (o.metadata === undefined && o.tags === undefined && unique === undefined && o.limitKey === undefined)
+    return null;
   const meta: Record<string, unknown> = {};
   if (o.metadata !== undefined) meta.metadata = validatePlainObject('metadata', o.metadata);
   if (o.tags !== undefined) meta.tags = validateTags('tags', o.tags);
   if (unique !== undefined) meta.unique = unique;
+  if (o.limitKey !== undefined) {
+    if (typeof o.limitKey !== 'string' || o.limitKey.length < 1 || o.limitKey.length > 200)
+      throw new InvalidOptionError('limitKey', 'must be a string of 1 to 200 characters, like a tenant id');
+    meta.limitKey = o.limitKey;
+  }
   return encodeArgs('metadata', meta, 64 * 1024, 'options');
 }

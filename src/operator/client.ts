@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Actor, ActorOptions, AuditFilter, AuditRecord } from '../model/audit.js';
 import { InvalidOptionError } from '../model/errors.js';
 import { MAX_ENQUEUE_SHARDS, type JobKind } from '../model/job-kind.js';
+import { validateLimitsOverride, type LimitsOverride, type QueueLimits } from '../model/limits.js';
 import { DEFAULT_MAX_PAYLOAD_BYTES, encodeArgs } from '../model/payload.js';
 import {
   rejectUnknownKeys,
@@ -46,6 +47,7 @@ import {
   type MigrationPlan,
   type QueueCounts,
   type QueueRemoval,
+  type QueueLimitsState,
   type FlowRecord,
   type FlowSummary,
   type ReadLag,
@@ -297,6 +299,29 @@ export class AwaClient {
     const create = createOption(options);
     return this.audited('setEnqueueShards', by, (db, by) =>
       this.store.actions.setEnqueueShards(db, queue, n, by, create),
+    );
+  }
+
+  /** The limits of every queue that has any, or of one, and what they hold now: running attempts and jobs
+   * waiting at the gate, overall and for the `keys` busiest keys (default 20). See docs/flow-control.md. */
+  async queueLimits(options: { queue?: string; keys?: number } = {}): Promise<QueueLimitsState[]> {
+    const queue = options.queue === undefined ? null : validateName('queue', options.queue);
+    const keys = options.keys === undefined ? 20 : validateInt('keys', options.keys, 0, 1_000);
+    return this.read('queueLimits', (db) => this.store.reads.queueLimits(db, queue, keys));
+  }
+
+  /** Overrides a queue's declared limits, field by field (a null field or section removes the declared one);
+   * `null` clears the override. Applies to the fleet's next claims. Returns the limits now in effect. */
+  async setQueueLimits(
+    queue: string,
+    override: LimitsOverride | null,
+    options?: ActorOptions,
+  ): Promise<QueueLimits | null> {
+    validateName('queue', queue);
+    const valid = override === null ? null : validateLimitsOverride('limits', override);
+    const by = this.actorOf(options, []);
+    return this.audited('setQueueLimits', by, (db, by) =>
+      this.store.actions.setLimitsOverride(db, queue, valid, by),
     );
   }
 

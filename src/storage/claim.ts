@@ -60,10 +60,12 @@ type JobTuple = [
 ];
 
 /** What one claim call got. `contended`: a lane with work was skipped because another claimer held it, so
- * fewer jobs than asked does not mean the queue is empty. */
+ * fewer jobs than asked does not mean the queue is empty. `limitedRetryMs`: a limited queue has jobs waiting
+ * for their limits (docs/flow-control.md); claim again after this long. */
 export interface ClaimResult {
   batches: ClaimBatch[];
   contended: boolean;
+  limitedRetryMs?: number;
 }
 
 /** `named`: prepared once per connection (not through a transaction pooler: see pooler.ts). */
@@ -78,12 +80,14 @@ export async function claimJobs(
     claim_slot: number;
     jobs: string;
     bulk: boolean;
+    retry_ms: number | null;
   }>({
     name: named ? `awa-claim-${schema.name}` : undefined,
-    text: `select batch_id::text, claim_slot, jobs::text, bulk from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
+    text: `select batch_id::text, claim_slot, jobs::text, bulk, retry_ms from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
     values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds, req.waitMs ?? 50],
   });
-  const contended = rows.some((r) => r.batch_id === null);
+  const contended = rows.some((r) => r.batch_id === null && r.retry_ms === null);
+  const limited = rows.find((r) => r.batch_id === null && r.retry_ms !== null);
   const batches = rows
     .filter((r): r is typeof r & { batch_id: string } => r.batch_id !== null)
     .map((r) => ({
@@ -91,19 +95,30 @@ export async function claimJobs(
       claimSlot: r.claim_slot,
       bulk: r.bulk,
       // One JSON.parse per batch is far cheaper than the driver building hundreds of row objects.
-      jobs: (JSON.parse(r.jobs) as JobTuple[]).map((t, i) => ({
-        idx: i + 1,
-        id: t[0],
-        kind: t[1],
-        args: t[2],
-        attempt: t[3],
-        maxAttempts: t[4],
-        runLease: t[5],
-        priority: t[6],
-        enqueuedAtMs: t[7] / 1000,
-        readyAtMs: t[8] / 1000,
-        meta: t[9],
-      })),
+      jobs: toJobs(JSON.parse(r.jobs) as (JobTuple | null)[]),
     }));
-  return { batches, contended };
+  return limited ? { batches, contended, limitedRetryMs: limited.retry_ms! } : { batches, contended };
+}
+
+/** Member i of the receipt is element i; a limited queue's claim leaves null where a member waits at the gate
+ * instead of running (its receipt member is already closed). */
+function toJobs(tuples: (JobTuple | null)[]): ClaimedJob[] {
+  const jobs: ClaimedJob[] = [];
+  tuples.forEach((t, i) => {
+    if (t === null) return;
+    jobs.push({
+      idx: i + 1,
+      id: t[0],
+      kind: t[1],
+      args: t[2],
+      attempt: t[3],
+      maxAttempts: t[4],
+      runLease: t[5],
+      priority: t[6],
+      enqueuedAtMs: t[7] / 1000,
+      readyAtMs: t[8] / 1000,
+      meta: t[9],
+    });
+  });
+  return jobs;
 }

@@ -19,6 +19,7 @@ import type * as listen from './listen.js';
 import type * as progress from './progress.js';
 import type * as promote from './promote.js';
 import type * as queues from './queues.js';
+import type * as limits from './limits.js';
 import type * as rescue from './rescue.js';
 import type * as resultWaits from './result-waits.js';
 import type * as ring from './ring.js';
@@ -118,6 +119,7 @@ export interface OperatorReads {
   cronList: Op<typeof cron.listCron>;
   flowState: Op<typeof flows.flowState>;
   flowList: Op<typeof flows.listFlows>;
+  queueLimits: Op<typeof limits.queueLimits>;
 }
 
 /** What operators (and external callbacks) change. Each writes its audit record in the same transaction. */
@@ -135,6 +137,7 @@ export interface OperatorActions {
   cronRemove: Op<typeof cron.removeCron>;
   auditInsert: Op<typeof audit.insertAudit>;
   cancelFlow: Op<typeof flows.cancelFlow>;
+  setLimitsOverride: Op<typeof limits.setLimitsOverride>;
 }
 
 /** A producer's waits for jobs to end (AwaClient.result()): LISTEN on the waiting client's own session, its

@@ -34,6 +34,7 @@ export type * from './dlq.js';
 export type * from './cleanup.js';
 export type * from './lanes.js';
 export type * from './queues.js';
+export type * from './limits.js';
 export type * from './callbacks.js';
 export type * from './cron.js';
 export type * from './job-progress.js';

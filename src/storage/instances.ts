@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { Queryable } from './database.js';
 import { LATEST_VERSION } from './migrations.js';
 import type { Schema } from './schema.js';
+import type { QueueLimits } from '../model/limits.js';
 
 // Worker liveness: one runtime_instances row per worker process. Its heartbeat vouches for every
 // receipt that process holds, so heartbeating costs one row write per interval, not one per job.
@@ -10,6 +11,8 @@ export interface QueueSetting {
   queue: string;
   dlq: boolean;
   concurrency: number;
+  /** What the host's code declares (null or left out: none); an operator's override stays as it is. */
+  limits?: QueueLimits | null;
 }
 
 export async function registerInstance(
@@ -40,12 +43,22 @@ export async function registerInstance(
     ],
   );
   // Written only when it changes: hosts start often, settings rarely change.
+  // A limited queue's gate lane is made here too, so no claim has to create it.
   await db.query(
-    `insert into ${schema.ident}.queue_settings (queue, dlq_enabled)
-       select * from unnest($1::text[], $2::boolean[])
-     on conflict (queue) do update set dlq_enabled = excluded.dlq_enabled, updated_at = now()
-       where queue_settings.dlq_enabled is distinct from excluded.dlq_enabled`,
-    [queues.map((q) => q.queue), queues.map((q) => q.dlq)],
+    `with settings as (
+       insert into ${schema.ident}.queue_settings (queue, dlq_enabled, limits_declared)
+         select * from unnest($1::text[], $2::boolean[], $3::jsonb[])
+       on conflict (queue) do update
+         set dlq_enabled = excluded.dlq_enabled, limits_declared = excluded.limits_declared, updated_at = now()
+         where (queue_settings.dlq_enabled, queue_settings.limits_declared)
+               is distinct from (excluded.dlq_enabled, excluded.limits_declared)
+     )
+     select ${schema.ident}.gate_lane(q) from unnest($1::text[], $3::jsonb[]) as u(q, l) where l is not null`,
+    [
+      queues.map((q) => q.queue),
+      queues.map((q) => q.dlq),
+      queues.map((q) => (q.limits ? JSON.stringify(q.limits) : null)),
+    ],
   );
 }
 

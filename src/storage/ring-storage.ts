@@ -44,6 +44,7 @@ import { listenForJobs, listenForResults } from './listen.js';
 import { writeProgress } from './progress.js';
 import { promoteDue } from './promote.js';
 import { setEnqueueShards, setQueuePaused, removeQueue } from './queues.js';
+import { queueLimits, setLimitsOverride } from './limits.js';
 import { releaseUnknownReceipts, rescueAbandoned } from './rescue.js';
 import { jobOutcome, resultWaitBegin, resultWaitEnd } from './result-waits.js';
 import { pruneRing, ringStatus, rotateRing, tallySlots } from './ring.js';
@@ -132,6 +133,7 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       cronList: op(listCron),
       flowState: op(flowState),
       flowList: op(listFlows),
+      queueLimits: op(queueLimits),
     },
     actions: {
       cancelJob: op(cancelJob),
@@ -147,6 +149,7 @@ export function ringStorage(schema: Schema, options: StorageOptions = {}): Stora
       cronRemove: op(removeCron),
       auditInsert: op(insertAudit),
       cancelFlow: op(cancelFlow),
+      setLimitsOverride: op(setLimitsOverride),
     },
     results: {
       listen: op(listenForResults),

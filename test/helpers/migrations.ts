@@ -25,6 +25,7 @@ export const MIGRATION_NAMES: readonly string[] = [
   'job_steps',
   'host_schema_version',
   'flows',
+  'flow_control',
 ];
 export const MIGRATION_VERSIONS: readonly number[] = MIGRATION_NAMES.map((_, i) => i + 1);
 export const LATEST_VERSION: number = MIGRATION_VERSIONS.length;

@@ -165,7 +165,7 @@ create function {{schema}}.opts_problem(p_opts jsonb, out field text, out proble
   as $$
 declare
   v_known constant text[] :=
-    array['queue', 'priority', 'runAt', 'delayMs', 'maxAttempts', 'metadata', 'tags', 'unique'];
+    array['queue', 'priority', 'runAt', 'delayMs', 'maxAttempts', 'metadata', 'tags', 'unique', 'limitKey'];
   v_queue jsonb := p_opts -> 'queue';
 begin
   if jsonb_typeof(p_opts) <> 'object' then
@@ -221,7 +221,7 @@ create function {{schema}}.opts_ok(p_opts jsonb) returns boolean
     select jsonb_path_exists(p_opts, '$ ? (@.type() == "object"
              && !exists(@.keyvalue() ? (@.key != "queue" && @.key != "priority" && @.key != "maxAttempts"
                                         && @.key != "runAt" && @.key != "delayMs" && @.key != "metadata"
-                                        && @.key != "tags" && @.key != "unique"))
+                                        && @.key != "tags" && @.key != "unique" && @.key != "limitKey"))
              && (!exists(@.queue) || (@.queue.type() == "string" && @.queue != ""
                                       && !(@.queue like_regex "[\u0001-\u001f\u007f-\u009f]")))
              && (!exists(@.priority) || (@.priority.type() == "number" && @.priority == @.priority.floor()
@@ -240,7 +240,7 @@ create function {{schema}}.plain_job(p_kind text, p_args jsonb, p_opts jsonb) re
     select {{schema}}.kind_ok(p_kind) and not {{schema}}.payload_suspect(p_args, 1048576)
            and (p_opts is null or p_opts = '{}'
                 or ({{schema}}.opts_ok(p_opts)
-                    and not p_opts ?| array['runAt', 'delayMs', 'metadata', 'tags', 'unique']))
+                    and not p_opts ?| array['runAt', 'delayMs', 'metadata', 'tags', 'unique', 'limitKey']))
   $$;
 
 -- One job's row for enqueue(): kind, args and options checked, defaults applied, meta built as encodeMeta()
@@ -495,6 +495,17 @@ begin
   end if;
   if p_key is not null then
     v_meta := v_meta || jsonb_build_object('unique', jsonb_build_object('key', p_key, 'states', to_jsonb(p_states)));
+  end if;
+  -- The key a limited queue counts the job under (docs/flow-control.md).
+  if p_opts ? 'limitKey' then
+    if jsonb_typeof(p_opts -> 'limitKey') <> 'string'
+       or {{schema}}.js_length(p_opts ->> 'limitKey') not between 1 and 200 then
+      raise exception using errcode = '22023', column = p_at || 'opts.limitKey',
+        message = {{schema}}.producer_message(p_fn, p_at || 'opts.limitKey', 'must be a string of 1 to 200 characters, got '
+                                                             || {{schema}}.producer_describe(p_opts -> 'limitKey')),
+        hint = 'Give the key the queue''s limits count the job under, e.g. a tenant id.';
+    end if;
+    v_meta := v_meta || jsonb_build_object('limitKey', p_opts -> 'limitKey');
   end if;
   if v_meta = '{}' then
     return null;

@@ -4,10 +4,11 @@
 -- once.
 --   scheduled, retryable          deferred_jobs     at = run_at (when it is due)
 --   blocked                       deferred_jobs     at = enqueued_at; waits for its dependencies (flows.sql)
+--   available (at the gate)       deferred_jobs     at = enqueued_at; waits for its queue's limits (limits.sql)
 --   waiting_external              waiting_jobs      at = waiting_since; due_at = its callback's timeout
 --   failed, cancelled, completed  done_entries      at = finished_at (completed: settled by a callback)
 --   dlq                           dlq_entries       at = dlq_at
--- available, running and most completed jobs live in the ring (list_available(), open_receipts(), closures and
+-- Other available jobs, running and most completed jobs live in the ring (list_available(), open_receipts(), closures and
 -- compact history). A view, not a function, so each read's filters reach each table's indexes. Read it with the
 -- state known when planning (a literal, or a custom plan): each table's check constraint on its states then
 -- leaves out the tables that cannot hold it, and an index led by (queue, state) still gives job_id order. (One
@@ -16,8 +17,9 @@
 create view {{schema}}.off_ring_jobs as
   select d.job_id, d.state, d.kind, d.queue, d.priority, d.args, d.attempt::int as attempt,
          d.max_attempts::int as max_attempts, d.run_lease, d.enqueued_at, d.meta,
-         case when d.state = 'blocked' then d.enqueued_at else d.run_at end as at,
-         case when d.state = 'blocked' then null else d.run_at end as due_at, null::timestamptz as finished_at
+         case when d.state in ('blocked', 'available') then d.enqueued_at else d.run_at end as at,
+         case when d.state in ('blocked', 'available') then null else d.run_at end as due_at,
+         null::timestamptz as finished_at
     from {{schema}}.deferred_jobs d
   union all
   select w.job_id, 'waiting_external'::text, w.kind, w.queue, w.priority, w.args, w.attempt::int,

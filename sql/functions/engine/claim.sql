@@ -489,8 +489,8 @@ $$;
 -- parameters pick one partition (a slot) costs more as a generic plan on paper (every partition is in it,
 -- pruned only when it runs), so PostgreSQL kept a custom plan and planned it over sixteen partitions on every
 -- call. One claim of one job, one connection: 0.92 ms with custom plans, 0.69 ms generic.
-create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int,
-    p_wait_ms int)
+create function {{schema}}.claim_lanes(p_queue text, p_max int, p_instance text, p_aging_secs int,
+    p_deadline_secs int, p_wait_ms int)
   returns table (batch_id bigint, claim_slot smallint, jobs json, bulk boolean)
   language plpgsql
   set jit = off
@@ -515,7 +515,7 @@ begin
       from {{schema}}.lanes l
       cross join lateral (select coalesce(pg_sequence_last_value(l.claim_seq), 0) as high,
                                  coalesce(pg_sequence_last_value(l.floor_seq), 0) as floor) c
-     where l.queue = p_queue
+     where l.queue = p_queue and l.shard >= 0
        and (coalesce(pg_sequence_last_value(l.enqueue_seq), 0) > c.high or c.floor < c.high)
        and not exists (select 1 from {{schema}}.queue_settings q where q.queue = p_queue and q.paused_at is not null)
      order by l.priority, l.bulk, random());
@@ -590,6 +590,32 @@ begin
     jobs := null;
     bulk := null;
     return next;
+  end if;
+end
+$$;
+
+-- The claim hosts call. A queue with limits (limits.sql) is claimed through claim_limited(), which decides
+-- what may start; any other queue's claim is claim_lanes() as it is, after one read of its settings row (the
+-- same row the pause check reads). retry_ms: see claim_limited().
+create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int,
+    p_wait_ms int)
+  returns table (batch_id bigint, claim_slot smallint, jobs json, bulk boolean, retry_ms int)
+  language plpgsql
+  set jit = off
+  set plan_cache_mode = force_generic_plan
+  as $$
+declare
+  v_limits jsonb;
+begin
+  select {{schema}}.effective_limits(q.limits_declared, q.limits_override) into v_limits
+    from {{schema}}.queue_settings q
+   where q.queue = p_queue and (q.limits_declared is not null or q.limits_override is not null);
+  if v_limits is not null then
+    return query select * from {{schema}}.claim_limited(p_queue, v_limits, p_max, p_instance, p_aging_secs,
+                                                        p_deadline_secs, p_wait_ms);
+  else
+    return query select c.*, null::int from {{schema}}.claim_lanes(p_queue, p_max, p_instance, p_aging_secs,
+                                                                   p_deadline_secs, p_wait_ms) c;
   end if;
 end
 $$;

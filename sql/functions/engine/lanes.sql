@@ -35,7 +35,7 @@ declare
   v_name text;
   v_prefix text;
 begin
-  if (select count(*) from {{schema}}.lanes where queue = p_queue and shard < v_shards and bulk = p_bulk)
+  if (select count(*) from {{schema}}.lanes where queue = p_queue and shard between 0 and v_shards - 1 and bulk = p_bulk)
      = 4 * v_shards then
     return true;
   end if;

@@ -73,7 +73,8 @@ begin
     )
     select q.queue,
            coalesce((select s.paused_at is not null from {{schema}}.queue_settings s where s.queue = q.queue), false),
-           greatest(coalesce((select a.n from avail a where a.queue = q.queue), 0), 0),
+           greatest(coalesce((select a.n from avail a where a.queue = q.queue), 0), 0)
+             + (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'available'),
            coalesce((select r.running from receipts r where r.queue = q.queue), 0),
            (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'waiting_external'),
            (select count(*) from {{schema}}.off_ring_jobs o where o.queue = q.queue and o.state = 'scheduled'),

@@ -192,7 +192,14 @@ begin
     return query
       select * from {{schema}}.list_off_ring(p_state, p_queue, p_kind, v_before, v_before_at, v_after_at, p_limit);
   elsif p_state = 'available' then
-    return query select * from {{schema}}.list_available(p_queue, p_kind, v_before_at, v_after_at, p_limit);
+    -- In the ring's lanes, and at a limited queue's gate (limits.sql).
+    return query
+      select * from (
+        select * from {{schema}}.list_available(p_queue, p_kind, v_before_at, v_after_at, p_limit)
+        union all
+        select * from {{schema}}.list_off_ring('available', p_queue, p_kind, v_before, v_before_at, v_after_at,
+                                               p_limit)) a
+       order by a.at, a.job_id limit p_limit;
   elsif p_state = 'running' then
     -- Open receipts first (open_receipts(): their closures counted in one pass, not probed receipt by receipt),
     -- then only their members: a ring a pinned snapshot keeps full of settled receipts is not walked member by

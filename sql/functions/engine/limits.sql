@@ -1,0 +1,439 @@
+-- Flow control (docs/flow-control.md): how the claim of a limited queue decides which jobs start. Every claim
+-- of a limited queue runs under the queue's 'limits' lock, so the fleet's claims of it take turns and each one
+-- sees every start and hold the previous ones wrote: the limits hold across hosts because they are decided in
+-- one place, the database, one claim at a time.
+--   per key:    at most perKey.concurrency attempts hold a slot of the key; at most perKey.rate starts;
+--   per queue:  at most queue.concurrency attempts hold a slot of the queue; at most queue.rate starts.
+-- A rate is a sliding window, exact: at most `limit` starts in any window of `periodMs`, and at most `burst` in
+-- any window of periodMs * burst / limit (bursts bounded, smooth when burst is small).
+-- A job's key: meta.limitKey (given at enqueue), else the args field limits.key.arg names (a dotted path), else ''.
+-- A claim first lets waiting jobs through the gate (oldest first per key, keys that have room), then takes
+-- fresh rows from the lanes as any claim does and keeps those whose key has room and no job waiting at the
+-- gate; the rest are closed at once and wait at the gate (deferred_jobs 'available', gate_key) until their key
+-- has room. So a job over its limit is moved once, never claimed and snoozed in a loop.
+
+-- Effective limits: the declared ones, field by field under the operator's override (a null there removes
+-- the field, a null section the section). Null when nothing is limited (a key alone limits nothing).
+create function {{schema}}.limits_section(p_declared jsonb, p_override jsonb) returns jsonb
+  language sql immutable
+  as $$
+    select case when jsonb_typeof(p_override) = 'null' then null
+                else nullif(jsonb_strip_nulls(
+                       coalesce(case when jsonb_typeof(p_declared) = 'object' then p_declared end, '{}')
+                       || coalesce(case when jsonb_typeof(p_override) = 'object' then p_override end, '{}')), '{}')
+           end
+  $$;
+
+create function {{schema}}.effective_limits(p_declared jsonb, p_override jsonb) returns jsonb
+  language sql immutable
+  as $$
+    select case when l ? 'perKey' or l ? 'queue' then l end
+      from (select jsonb_strip_nulls(jsonb_build_object(
+                     'key', {{schema}}.limits_section(p_declared -> 'key', p_override -> 'key'),
+                     'perKey', {{schema}}.limits_section(p_declared -> 'perKey', p_override -> 'perKey'),
+                     'queue', {{schema}}.limits_section(p_declared -> 'queue', p_override -> 'queue'))) as l) x
+  $$;
+
+-- A job's key under a queue's limits.
+create function {{schema}}.limit_key(p_limits jsonb, p_args jsonb, p_meta jsonb) returns text
+  language sql immutable
+  as $$
+    select coalesce(p_meta ->> 'limitKey', p_args #>> string_to_array(p_limits #>> '{key,arg}', '.'), '')
+  $$;
+
+-- How many more starts a rate allows at p_now, given its log (newest first). Null rate: no bound.
+create function {{schema}}.rate_room(p_starts timestamptz[], p_rate jsonb, p_now timestamptz) returns int
+  language sql immutable
+  as $$
+    select case when p_rate is null then 2147483647 else greatest(0, least(
+             (p_rate ->> 'limit')::int
+               - (select count(*) from unnest(p_starts) s
+                   where s > p_now - (p_rate ->> 'periodMs')::float8 * interval '1 millisecond'),
+             coalesce((p_rate ->> 'burst')::int, (p_rate ->> 'limit')::int)
+               - (select count(*) from unnest(p_starts) s
+                   where s > p_now - (p_rate ->> 'periodMs')::float8
+                                     * coalesce((p_rate ->> 'burst')::int, (p_rate ->> 'limit')::int)
+                                     / (p_rate ->> 'limit')::int * interval '1 millisecond')))::int end
+  $$;
+
+-- When a rate allows a start again, if nothing else starts meanwhile: the newest start that fills a window
+-- leaves it. (The log is newest first, so its limit-th entry is the oldest start in a full window.)
+create function {{schema}}.rate_opens(p_starts timestamptz[], p_rate jsonb, p_now timestamptz) returns timestamptz
+  language plpgsql immutable
+  as $$
+declare
+  v_limit int := (p_rate ->> 'limit')::int;
+  v_burst int := coalesce((p_rate ->> 'burst')::int, v_limit);
+  v_period float8 := (p_rate ->> 'periodMs')::float8;
+  v_n int := coalesce(cardinality(p_starts), 0);
+begin
+  return greatest(p_now,
+    case when v_n >= v_limit then p_starts[v_limit] + v_period * interval '1 millisecond' end,
+    case when v_n >= v_burst then p_starts[v_burst] + v_period * v_burst / v_limit * interval '1 millisecond' end);
+end
+$$;
+
+-- A rate's log with p_n starts at p_now added, newest first, no longer than the limit.
+create function {{schema}}.rate_logged(p_starts timestamptz[], p_rate jsonb, p_n int, p_now timestamptz)
+  returns timestamptz[]
+  language sql immutable
+  as $$
+    select (array_fill(p_now, array[p_n]) || coalesce(p_starts, '{}'))[1:(p_rate ->> 'limit')::int]
+  $$;
+
+-- How many more attempts of key p_key may start now. A hold of a job that waits at the gate again (a strict
+-- FIFO key keeps the slot of a job that will retry) is that job's own slot, not counted against it.
+create function {{schema}}.key_room(p_queue text, p_key text, p_limits jsonb, p_now timestamptz) returns int
+  language sql stable
+  as $$
+    select least(
+      coalesce((p_limits #>> '{perKey,concurrency}')::int
+                 - (select count(*) from {{schema}}.limit_holds h
+                     where h.queue = p_queue and h.key = p_key
+                       and not exists (select 1 from {{schema}}.deferred_jobs d
+                                        where d.job_id = h.job_id and d.state = 'available'))::int,
+               2147483647),
+      {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
+                             where s.queue = p_queue and s.scope = 'key' and s.key = p_key),
+                           p_limits #> '{perKey,rate}', p_now))
+  $$;
+
+-- How many more attempts of the queue may start now.
+create function {{schema}}.queue_room(p_queue text, p_limits jsonb, p_now timestamptz) returns int
+  language sql stable
+  as $$
+    select greatest(0, least(
+      coalesce((p_limits #>> '{queue,concurrency}')::int
+                 - (select count(*) from {{schema}}.limit_holds h where h.queue = p_queue)::int, 2147483647),
+      {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
+                             where s.queue = p_queue and s.scope = 'queue' and s.key = ''),
+                           p_limits #> '{queue,rate}', p_now)))
+  $$;
+
+-- The attempts of a queue that hold a slot: their receipt member is still open (a receipt is gone only once
+-- all its members closed: a slot is pruned only then), or, for a strict FIFO key, the job is still in the
+-- backlog (it will retry, or waits at the gate to run again). Costs a probe per receipt the holds name: no
+-- more than the queue's attempts in flight.
+create function {{schema}}.held_attempts(p_queue text, p_fifo boolean)
+  returns table (job_id bigint, key text)
+  language sql stable
+  as $$
+    with held as materialized (
+      select h.job_id, h.key, {{schema}}.receipt_slot(h.slot, h.batch_id) as slot, h.batch_id, h.idx
+        from {{schema}}.limit_holds h where h.queue = p_queue
+    ), receipts as materialized (
+      select k.slot, k.batch_id,
+             exists (select 1 from {{schema}}.claim_batches c where c.slot = k.slot and c.batch_id = k.batch_id)
+               as present,
+             {{schema}}.receipt_closed(k.slot, k.batch_id) as closed
+        from (select distinct x.slot, x.batch_id from held x) k
+    )
+    select x.job_id, x.key
+      from held x join receipts r on r.slot = x.slot and r.batch_id = x.batch_id
+     where (r.present and not r.closed @> x.idx)
+        or (p_fifo and exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = x.job_id))
+  $$;
+
+-- Gives back the slots of attempts that ended (held_attempts() no longer lists them).
+create function {{schema}}.release_holds(p_queue text, p_fifo boolean) returns void
+  language plpgsql
+  as $$
+begin
+  delete from {{schema}}.limit_holds h
+   where h.queue = p_queue
+     and h.job_id not in (select a.job_id from {{schema}}.held_attempts(p_queue, p_fifo) a);
+end
+$$;
+
+-- The queue's gate lane (shard -1): jobs let through the gate are appended there and claimed in the same
+-- claim. Created on first use, like any lane (ensure_lanes()).
+create function {{schema}}.gate_lane(p_queue text) returns {{schema}}.lanes
+  language plpgsql
+  as $$
+declare
+  v_lane {{schema}}.lanes;
+  v_name text := md5(p_queue || ':gate');
+  v_prefix text;
+begin
+  select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.shard = -1;
+  if found then
+    return v_lane;
+  end if;
+  perform pg_advisory_xact_lock({{schema}}.lock_ns('lanes'), hashtext(p_queue));
+  select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.shard = -1;
+  if found then
+    return v_lane;
+  end if;
+  foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
+                                    'lane_receipt_gen_'] loop
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
+    perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
+  end loop;
+  insert into {{schema}}.lanes
+    (queue, priority, shard, bulk, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
+     enqueue_shards)
+  values (p_queue, 1, -1, false, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
+          format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
+          format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
+          format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
+          format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
+          format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass, 1)
+  returning * into v_lane;
+  return v_lane;
+end
+$$;
+
+-- Records the starts of one receipt's members that may run (p_jobs: the receipt's JSON, null where a member
+-- does not run): a hold per attempt, and the rates' logs.
+create function {{schema}}.record_starts(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint, p_jobs json,
+    p_now timestamptz) returns void
+  language plpgsql
+  as $$
+begin
+  with m as (
+    select e.o::int as idx, (e.j ->> 0)::bigint as job_id,
+           {{schema}}.limit_key(p_limits, (e.j -> 2)::jsonb, (e.j -> 9)::jsonb) as key
+      from json_array_elements(p_jobs) with ordinality e(j, o)
+     where json_typeof(e.j) = 'array'
+  ), holds as (
+    insert into {{schema}}.limit_holds (job_id, queue, key, slot, batch_id, idx, held_at)
+    select m.job_id, p_queue, m.key, p_slot, p_batch, m.idx, p_now from m
+    on conflict (job_id) do update
+      set key = excluded.key, slot = excluded.slot, batch_id = excluded.batch_id, idx = excluded.idx,
+          held_at = excluded.held_at
+  ), by_key as (
+    insert into {{schema}}.limit_starts (queue, scope, key, starts)
+    select p_queue, 'key', k.key, {{schema}}.rate_logged(null, p_limits #> '{perKey,rate}', k.n, p_now)
+      from (select m.key, count(*)::int as n from m group by m.key) k
+     where p_limits #> '{perKey,rate}' is not null
+    on conflict (queue, scope, key) do update
+      set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{perKey,rate,limit}')::int]
+  )
+  insert into {{schema}}.limit_starts (queue, scope, key, starts)
+  select p_queue, 'queue', '', {{schema}}.rate_logged(null, p_limits #> '{queue,rate}', q.n, p_now)
+    from (select count(*)::int as n from m) q
+   where p_limits #> '{queue,rate}' is not null and q.n > 0
+  on conflict (queue, scope, key) do update
+    set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{queue,rate,limit}')::int];
+end
+$$;
+
+-- Lets waiting jobs through the gate: the oldest of each waiting key with room, oldest first overall, at most
+-- p_room. They are appended to the gate lane (one reservation, one insert) and claimed there at once.
+-- The waiting keys are found by a skip scan of the gate's index: a probe per waiting key, not per waiting job.
+create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_instance text,
+    p_deadline_secs int, p_now timestamptz)
+  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
+  language plpgsql
+  as $$
+declare
+  v_moved {{schema}}.deferred_jobs[];
+  v_lane {{schema}}.lanes;
+  v_first bigint;
+  v_slot smallint;
+  v_set text;
+begin
+  with recursive keys as (
+    (select d.gate_key from {{schema}}.deferred_jobs d
+      where d.state = 'available' and d.queue = p_queue and d.gate_key is not null
+      order by d.gate_key limit 1)
+    union all
+    select (select d.gate_key from {{schema}}.deferred_jobs d
+             where d.state = 'available' and d.queue = p_queue and d.gate_key > k.gate_key
+             order by d.gate_key limit 1)
+      from keys k where k.gate_key is not null
+  ), picked as (
+    select w.job_id
+      from (select k.gate_key, {{schema}}.key_room(p_queue, k.gate_key, p_limits, p_now) as room
+              from keys k where k.gate_key is not null) r
+      cross join lateral (select d.job_id from {{schema}}.deferred_jobs d
+                           where d.state = 'available' and d.queue = p_queue and d.gate_key = r.gate_key
+                           order by d.job_id limit greatest(r.room, 0)) w
+     order by w.job_id limit p_room
+  ), moved as (
+    delete from {{schema}}.deferred_jobs d using picked p where d.job_id = p.job_id returning d.*
+  )
+  select array_agg(m order by m.job_id) into v_moved from moved m;
+  if v_moved is null then
+    return;
+  end if;
+  v_lane := {{schema}}.gate_lane(p_queue);
+  -- Reserved as a producer does (reserve_lane()): listed among the lane's producers first, so a claim that
+  -- meets positions of a claim that rolled back knows they are dead. Only claims of this queue, which take
+  -- turns under the limits lock, write here, so nobody draws between the two sequence calls.
+  v_set := pg_current_xact_id()::text;
+  v_set := pg_advisory_xact_lock_shared({{schema}}.lock_ns('producing'), v_lane.lane_id)::text;
+  v_first := nextval(v_lane.enqueue_seq);
+  if cardinality(v_moved) > 1 then
+    v_set := setval(v_lane.enqueue_seq, v_first + cardinality(v_moved) - 1, true)::text;
+  end if;
+  select r.slot into v_slot from {{schema}}.ring_rotations r order by r.generation desc limit 1;
+  insert into {{schema}}.ready_entries
+    (slot, lane_id, lane_seq, job_id, kind, queue, priority, args, attempt, max_attempts, run_lease,
+     enqueued_at, ready_at, meta)
+  select v_slot, v_lane.lane_id, v_first + u.ordinality - 1, u.job_id, u.kind, p_queue, u.priority, u.args, u.attempt,
+         u.max_attempts, u.run_lease, u.enqueued_at, p_now, u.meta
+    from unnest(v_moved) with ordinality as u;
+  v_set := pg_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id)::text;
+  return query select * from {{schema}}.claim_lane(v_lane, cardinality(v_moved), p_instance, p_deadline_secs);
+end
+$$;
+
+-- Decides the members of one receipt a claim took from the lanes: in member order, a member runs when its key
+-- has no job waiting at the gate and still has room (counting those before it), and the queue still has room
+-- (p_room). The others are closed at once and wait at the gate, their attempt not spent. Returns the receipt's
+-- JSON with null for each member that does not run, and how many run.
+create function {{schema}}.sort_receipt(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint,
+    p_jobs json, p_room int, p_now timestamptz, out jobs json, out n int)
+  language plpgsql
+  as $$
+declare
+  v_keys text[];
+  v_runs boolean[];
+begin
+  with m as (
+    select e.o::int as idx, {{schema}}.limit_key(p_limits, (e.j -> 2)::jsonb, (e.j -> 9)::jsonb) as key
+      from json_array_elements(p_jobs) with ordinality e(j, o)
+  ), keys as (
+    select k.key, {{schema}}.key_room(p_queue, k.key, p_limits, p_now) as room,
+           exists (select 1 from {{schema}}.deferred_jobs d
+                    where d.state = 'available' and d.queue = p_queue and d.gate_key = k.key) as waiting
+      from (select distinct m.key from m) k
+  ), by_key as (
+    select m.idx, m.key, not k.waiting and row_number() over (partition by m.key order by m.idx) <= k.room as fits
+      from m join keys k on k.key = m.key
+  ), decided as (
+    select b.idx, b.key, b.fits and count(*) filter (where b.fits) over (order by b.idx) <= p_room as runs
+      from by_key b
+  )
+  select array_agg(d.key order by d.idx), array_agg(d.runs order by d.idx) into v_keys, v_runs from decided d;
+  if false = any(v_runs) then
+    with gated as (
+      select u.o::int as idx, u.elem, u.key
+        from rows from (json_array_elements(p_jobs), unnest(v_keys), unnest(v_runs)) with ordinality
+             as u(elem, key, runs, o)
+       where not u.runs
+    ), closure as (
+      insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
+      select p_slot, p_batch, range_agg(int4range(g.idx, g.idx + 1)), count(*), 'settled' from gated g
+    )
+    insert into {{schema}}.deferred_jobs
+      (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta,
+       gate_key)
+    select (g.elem ->> 0)::bigint, g.elem ->> 1, p_queue, (g.elem ->> 6)::smallint, (g.elem -> 2)::jsonb,
+           (g.elem ->> 3)::smallint - 1, (g.elem ->> 4)::smallint, (g.elem ->> 5)::bigint, 'infinity', 'available',
+           to_timestamp((g.elem ->> 7)::float8 / 1000000), (g.elem -> 9)::jsonb, g.key
+      from gated g;
+  end if;
+  select json_agg(case when u.runs then u.elem end order by u.o), count(*) filter (where u.runs)
+    into jobs, n
+    from rows from (json_array_elements(p_jobs), unnest(v_runs)) with ordinality as u(elem, runs, o);
+end
+$$;
+
+-- The claim of a limited queue (claim() calls it when the queue has limits). Same result as claim(), plus
+-- retry_ms on a row without a batch when jobs wait at the gate: when to claim again (a rate's window opens
+-- then; a slot held by another host's attempt frees at no time the claim can know, so at most 100 ms).
+create function {{schema}}.claim_limited(p_queue text, p_limits jsonb, p_max int, p_instance text, p_aging_secs int,
+    p_deadline_secs int, p_wait_ms int)
+  returns table (batch_id bigint, claim_slot smallint, jobs json, bulk boolean, retry_ms int)
+  language plpgsql
+  set jit = off
+  as $$
+declare
+  v_now timestamptz;
+  v_room int;
+  v_left int;
+  v_sort_budget int := greatest(p_max * 4, 256);
+  v_contended boolean := false;
+  v_sorted record;
+  v_taken int;
+  v_opens timestamptz;
+  b record;
+begin
+  perform pg_advisory_xact_lock({{schema}}.lock_ns('limits'), hashtext(p_queue));
+  -- A start is logged at the claim's transaction time, which its receipts record (claimed_at): exact in those
+  -- terms. A claim that waited for the lock logs its starts earlier than it made them; it counted every start
+  -- logged after its time as inside its window, so any window still holds at most the limit.
+  v_now := now();
+  perform {{schema}}.release_holds(p_queue, coalesce((p_limits #>> '{perKey,fifo}')::boolean, false));
+  v_room := least(p_max, {{schema}}.queue_room(p_queue, p_limits, v_now));
+  v_left := v_room;
+  if v_left > 0 then
+    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, p_instance, p_deadline_secs, v_now) loop
+      perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_now);
+      v_left := v_left - b.n;
+      batch_id := b.batch_id;
+      claim_slot := b.claim_slot;
+      jobs := b.jobs;
+      bulk := false;
+      retry_ms := null;
+      return next;
+    end loop;
+  end if;
+  -- Fresh rows, a receipt at a time, until the room is used or the sorting budget spent (a backlog of one busy
+  -- key is moved to the gate over several claims, each job once).
+  while v_left > 0 and v_sort_budget > 0 loop
+    v_taken := 0;
+    for b in select * from {{schema}}.claim_lanes(p_queue, least(v_left, v_sort_budget), p_instance, p_aging_secs,
+                                                  p_deadline_secs, p_wait_ms) loop
+      if b.batch_id is null then
+        v_contended := true;
+        continue;
+      end if;
+      v_taken := v_taken + json_array_length(b.jobs);
+      v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_left, v_now);
+      continue when v_sorted.n = 0;
+      perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, v_sorted.jobs, v_now);
+      v_left := v_left - v_sorted.n;
+      batch_id := b.batch_id;
+      claim_slot := b.claim_slot;
+      jobs := v_sorted.jobs;
+      bulk := b.bulk;
+      retry_ms := null;
+      return next;
+    end loop;
+    exit when v_taken = 0;
+    v_sort_budget := v_sort_budget - v_taken;
+  end loop;
+  if v_contended or exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue) then
+    v_opens := least(
+      case when p_limits #> '{queue,rate}' is not null and {{schema}}.queue_room(p_queue, p_limits, v_now) = 0
+           then {{schema}}.rate_opens((select s.starts from {{schema}}.limit_starts s
+                                        where s.queue = p_queue and s.scope = 'queue' and s.key = ''),
+                                      p_limits #> '{queue,rate}', v_now) end,
+      case when p_limits #> '{perKey,rate}' is not null
+           then (select min({{schema}}.rate_opens(s.starts, p_limits #> '{perKey,rate}', v_now))
+                   from {{schema}}.limit_starts s
+                  where s.queue = p_queue and s.scope = 'key'
+                    and exists (select 1 from {{schema}}.deferred_jobs d
+                                 where d.state = 'available' and d.queue = p_queue and d.gate_key = s.key)) end);
+    batch_id := null;
+    claim_slot := null;
+    jobs := null;
+    bulk := null;
+    retry_ms := case when v_contended then null
+                     else least(100, greatest(1, ceil(extract(epoch from coalesce(v_opens, v_now + interval '100 ms')
+                                                                        - clock_timestamp()) * 1000)))::int end;
+    return next;
+  end if;
+end
+$$;
+
+-- Sets (or, with null, clears) an operator's override of a queue's limits. Returns the effective limits.
+create function {{schema}}.set_limits_override(p_queue text, p_override jsonb) returns jsonb
+  language plpgsql
+  as $$
+declare
+  v_effective jsonb;
+begin
+  insert into {{schema}}.queue_settings (queue, limits_override) values (p_queue, p_override)
+  on conflict (queue) do update set limits_override = excluded.limits_override, updated_at = now()
+  returning {{schema}}.effective_limits(queue_settings.limits_declared, queue_settings.limits_override)
+    into v_effective;
+  if v_effective is not null then
+    perform {{schema}}.gate_lane(p_queue);
+  end if;
+  return v_effective;
+end
+$$;

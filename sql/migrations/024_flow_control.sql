@@ -1,0 +1,47 @@
+-- Flow control (docs/flow-control.md): limits a queue's starts across the whole fleet, per key and per queue.
+--   queue_settings.limits_declared  what the hosts' code declares (the last host to start writes it);
+--   queue_settings.limits_override  what an operator set (CLI, dashboard), field by field over the declared;
+--                                   a field set to null there removes the declared one.
+--   limit_holds    one row per attempt of a limited queue that holds its key's (and queue's) slot: written in the
+--                  claim that started it, deleted by a later claim once the attempt's receipt member is closed
+--                  (or, for a strict FIFO key, once the job has left the backlog too).
+--   limit_starts   the sliding-window log of a rate limit: the most recent starts, newest first, at most the
+--                  limit's count (scope 'key' per key, scope 'queue' one row for the queue).
+--   deferred_jobs  'available' rows with a gate_key: jobs a claim found over their limit, waiting at the gate in
+--                  job id order per key, never due by time (run_at infinity). They are available jobs: the
+--                  operator reads count and list them as such.
+--   lanes shard -1 the queue's gate lane: jobs let through the gate are appended there and claimed by the same
+--                  claim, so a job's start is the moment its limit allowed it.
+-- An unlimited queue's claim reads one more column of queue_settings and nothing else here.
+-- rolling: safe: new tables and columns, wider checks; a host of the previous release calls claim(), which this
+-- release re-creates to apply the limits, and never meets a gate lane or a gated row outside those functions
+alter table {{schema}}.queue_settings add column limits_declared jsonb, add column limits_override jsonb;
+
+alter table {{schema}}.lanes drop constraint lanes_shard_check;
+alter table {{schema}}.lanes add constraint lanes_shard_check check (shard between -1 and 63);
+
+alter table {{schema}}.deferred_jobs add column gate_key text;
+alter table {{schema}}.deferred_jobs drop constraint deferred_jobs_state_check;
+alter table {{schema}}.deferred_jobs add constraint deferred_jobs_state_check
+  check (state in ('scheduled', 'retryable', 'blocked', 'available'));
+-- The gate, per queue and key, oldest first (and the keys waiting, by a skip scan of the same index).
+create index deferred_jobs_gate on {{schema}}.deferred_jobs (queue, gate_key, job_id) where state = 'available';
+
+create table {{schema}}.limit_holds (
+  job_id   bigint primary key,
+  queue    text not null,
+  key      text not null,
+  slot     smallint not null,
+  batch_id bigint not null,
+  idx      int not null,
+  held_at  timestamptz not null default now()
+);
+create index limit_holds_key on {{schema}}.limit_holds (queue, key);
+
+create table {{schema}}.limit_starts (
+  queue  text not null,
+  scope  text not null check (scope in ('key', 'queue')),
+  key    text not null,
+  starts timestamptz[] not null,
+  primary key (queue, scope, key)
+);
