@@ -4,7 +4,7 @@
 --                                   a field set to null there removes the declared one.
 --   limit_holds    one row per attempt of a limited queue that holds its key's (and queue's) slot: written in the
 --                  claim that started it, deleted by a later claim once the attempt's receipt member is closed
---                  (or, for a strict FIFO key, once the job has left the backlog too).
+--                  (or, for a strict FIFO key, once the job has ended: a job that will run again keeps it).
 --   limit_starts   the sliding-window log of a rate limit: the most recent starts, newest first, at most the
 --                  limit's count (scope 'key' per key, scope 'queue' one row for the queue).
 --   deferred_jobs  'available' rows with a gate_key: jobs a claim found over their limit, waiting at the gate in
@@ -34,6 +34,8 @@ create table {{schema}}.limit_holds (
   slot     smallint not null,
   batch_id bigint not null,
   idx      int not null,
+  -- The lease the attempt ran at: a later row of the job (its next run) has at least this lease.
+  run_lease bigint not null,
   held_at  timestamptz not null default now()
 );
 create index limit_holds_key on {{schema}}.limit_holds (queue, key);

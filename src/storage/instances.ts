@@ -43,7 +43,8 @@ export async function registerInstance(
     ],
   );
   // Written only when it changes: hosts start often, settings rarely change.
-  // A limited queue's gate lane is made here too, so no claim has to create it.
+  // Then, for each queue whose declared limits changed, its gate lane is made (so no claim has to) or, with no
+  // limits left, its gate opened.
   await db.query(
     `with settings as (
        insert into ${schema.ident}.queue_settings (queue, dlq_enabled, limits_declared)
@@ -52,8 +53,10 @@ export async function registerInstance(
          set dlq_enabled = excluded.dlq_enabled, limits_declared = excluded.limits_declared, updated_at = now()
          where (queue_settings.dlq_enabled, queue_settings.limits_declared)
                is distinct from (excluded.dlq_enabled, excluded.limits_declared)
+       returning queue, xmax <> 0 as updated, limits_declared
      )
-     select ${schema.ident}.gate_lane(q) from unnest($1::text[], $3::jsonb[]) as u(q, l) where l is not null`,
+     select ${schema.ident}.limits_changed(s.queue) from settings s
+      where s.limits_declared is not null or s.updated`,
     [
       queues.map((q) => q.queue),
       queues.map((q) => q.dlq),

@@ -109,7 +109,7 @@ describe('queue existence and removal', () => {
     expect(err).toBeInstanceOf(QueueInUseError);
     expect(err).toMatchObject({
       code: 'AWA_QUEUE_IN_USE',
-      holds: { available: 1, running: 0, waiting: 0, scheduled: 1, retryable: 0, dlq: 1 },
+      holds: { available: 1, running: 0, waiting: 0, scheduled: 1, retryable: 0, blocked: 0, dlq: 1 },
       servedBy: [],
       busy: false,
     });

@@ -308,7 +308,7 @@ begin
     v_key := v_unique.key;
     v_states := v_unique.states;
   end if;
-  if p_opts ?| array['metadata', 'tags'] then
+  if p_opts ?| array['metadata', 'tags', 'limitKey'] then
     meta := {{schema}}.job_row_meta(p_opts, v_key, v_states, p_fn, p_at);
   elsif v_key is not null then
     meta := jsonb_build_object('unique', jsonb_build_object('key', v_key, 'states', to_jsonb(v_states)));

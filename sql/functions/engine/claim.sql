@@ -606,11 +606,15 @@ create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_agi
   as $$
 declare
   v_limits jsonb;
+  v_paused boolean;
 begin
-  select {{schema}}.effective_limits(q.limits_declared, q.limits_override) into v_limits
+  select {{schema}}.effective_limits(q.limits_declared, q.limits_override), q.paused_at is not null
+    into v_limits, v_paused
     from {{schema}}.queue_settings q
    where q.queue = p_queue and (q.limits_declared is not null or q.limits_override is not null);
-  if v_limits is not null then
+  if v_paused then
+    return;
+  elsif v_limits is not null then
     return query select * from {{schema}}.claim_limited(p_queue, v_limits, p_max, p_instance, p_aging_secs,
                                                         p_deadline_secs, p_wait_ms);
   else

@@ -48,10 +48,10 @@ create function {{schema}}.rate_room(p_starts timestamptz[], p_rate jsonb, p_now
     select case when p_rate is null then 2147483647 else greatest(0, least(
              (p_rate ->> 'limit')::int
                - (select count(*) from unnest(p_starts) s
-                   where s > p_now - (p_rate ->> 'periodMs')::float8 * interval '1 millisecond'),
+                   where s > p_now - coalesce((p_rate ->> 'periodMs')::float8, 1000) * interval '1 millisecond'),
              coalesce((p_rate ->> 'burst')::int, (p_rate ->> 'limit')::int)
                - (select count(*) from unnest(p_starts) s
-                   where s > p_now - (p_rate ->> 'periodMs')::float8
+                   where s > p_now - coalesce((p_rate ->> 'periodMs')::float8, 1000)
                                      * coalesce((p_rate ->> 'burst')::int, (p_rate ->> 'limit')::int)
                                      / (p_rate ->> 'limit')::int * interval '1 millisecond')))::int end
   $$;
@@ -64,7 +64,7 @@ create function {{schema}}.rate_opens(p_starts timestamptz[], p_rate jsonb, p_no
 declare
   v_limit int := (p_rate ->> 'limit')::int;
   v_burst int := coalesce((p_rate ->> 'burst')::int, v_limit);
-  v_period float8 := (p_rate ->> 'periodMs')::float8;
+  v_period float8 := coalesce((p_rate ->> 'periodMs')::float8, 1000);
   v_n int := coalesce(cardinality(p_starts), 0);
 begin
   return greatest(p_now,
@@ -81,21 +81,35 @@ create function {{schema}}.rate_logged(p_starts timestamptz[], p_rate jsonb, p_n
     select (array_fill(p_now, array[p_n]) || coalesce(p_starts, '{}'))[1:(p_rate ->> 'limit')::int]
   $$;
 
--- How many more attempts of key p_key may start now. A hold of a job that waits at the gate again (a strict
--- FIFO key keeps the slot of a job that will retry) is that job's own slot, not counted against it.
+-- How many more attempts of key p_key its concurrency lets start now. A hold of a job that waits at the gate
+-- again (a strict FIFO key keeps the slot of a job that will run again) is that job's own slot, not counted
+-- against it.
+create function {{schema}}.key_slots(p_queue text, p_key text, p_limits jsonb) returns int
+  language sql stable
+  as $$
+    select coalesce((p_limits #>> '{perKey,concurrency}')::int
+                      - (select count(*) from {{schema}}.limit_holds h
+                          where h.queue = p_queue and h.key = p_key
+                            and not exists (select 1 from {{schema}}.deferred_jobs d
+                                             where d.job_id = h.job_id and d.state = 'available'))::int,
+                    2147483647)
+  $$;
+
+-- How many more starts of key p_key its rate allows now.
+create function {{schema}}.key_rate_room(p_queue text, p_key text, p_limits jsonb, p_now timestamptz) returns int
+  language sql stable
+  as $$
+    select {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
+                                  where s.queue = p_queue and s.scope = 'key' and s.key = p_key),
+                                p_limits #> '{perKey,rate}', p_now)
+  $$;
+
+-- How many more attempts of key p_key may start now.
 create function {{schema}}.key_room(p_queue text, p_key text, p_limits jsonb, p_now timestamptz) returns int
   language sql stable
   as $$
-    select least(
-      coalesce((p_limits #>> '{perKey,concurrency}')::int
-                 - (select count(*) from {{schema}}.limit_holds h
-                     where h.queue = p_queue and h.key = p_key
-                       and not exists (select 1 from {{schema}}.deferred_jobs d
-                                        where d.job_id = h.job_id and d.state = 'available'))::int,
-               2147483647),
-      {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
-                             where s.queue = p_queue and s.scope = 'key' and s.key = p_key),
-                           p_limits #> '{perKey,rate}', p_now))
+    select least({{schema}}.key_slots(p_queue, p_key, p_limits),
+                 {{schema}}.key_rate_room(p_queue, p_key, p_limits, p_now))
   $$;
 
 -- How many more attempts of the queue may start now.
@@ -111,15 +125,15 @@ create function {{schema}}.queue_room(p_queue text, p_limits jsonb, p_now timest
   $$;
 
 -- The attempts of a queue that hold a slot: their receipt member is still open (a receipt is gone only once
--- all its members closed: a slot is pruned only then), or, for a strict FIFO key, the job is still in the
--- backlog (it will retry, or waits at the gate to run again). Costs a probe per receipt the holds name: no
--- more than the queue's attempts in flight.
+-- all its members closed: a slot is pruned only then), or, for a strict FIFO key, the job will run again: it
+-- waits in the backlog (to retry, or at the gate), or a later row of it waits in a lane (promoted, not claimed
+-- yet, not cancelled). Costs a few probes per hold: no more than the queue's attempts in flight.
 create function {{schema}}.held_attempts(p_queue text, p_fifo boolean)
   returns table (job_id bigint, key text)
   language sql stable
   as $$
     with held as materialized (
-      select h.job_id, h.key, {{schema}}.receipt_slot(h.slot, h.batch_id) as slot, h.batch_id, h.idx
+      select h.job_id, h.key, {{schema}}.receipt_slot(h.slot, h.batch_id) as slot, h.batch_id, h.idx, h.run_lease
         from {{schema}}.limit_holds h where h.queue = p_queue
     ), receipts as materialized (
       select k.slot, k.batch_id,
@@ -131,7 +145,13 @@ create function {{schema}}.held_attempts(p_queue text, p_fifo boolean)
     select x.job_id, x.key
       from held x join receipts r on r.slot = x.slot and r.batch_id = x.batch_id
      where (r.present and not r.closed @> x.idx)
-        or (p_fifo and exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = x.job_id))
+        or (p_fifo and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = x.job_id)
+                        or exists (select 1 from {{schema}}.ready_entries e
+                                    where e.job_id = x.job_id and e.run_lease >= x.run_lease
+                                      and not exists (select 1 from {{schema}}.ready_tombstones t
+                                                       where t.slot = e.slot and t.lane_id = e.lane_id
+                                                         and t.lane_seq = e.lane_seq)
+                                      and not {{schema}}.lane_covers(e.lane_id, e.lane_seq))))
   $$;
 
 -- Gives back the slots of attempts that ended (held_attempts() no longer lists them).
@@ -191,16 +211,16 @@ create function {{schema}}.record_starts(p_queue text, p_limits jsonb, p_slot sm
   as $$
 begin
   with m as (
-    select e.o::int as idx, (e.j ->> 0)::bigint as job_id,
+    select e.o::int as idx, (e.j ->> 0)::bigint as job_id, (e.j ->> 5)::bigint as run_lease,
            {{schema}}.limit_key(p_limits, (e.j -> 2)::jsonb, (e.j -> 9)::jsonb) as key
       from json_array_elements(p_jobs) with ordinality e(j, o)
      where json_typeof(e.j) = 'array'
   ), holds as (
-    insert into {{schema}}.limit_holds (job_id, queue, key, slot, batch_id, idx, held_at)
-    select m.job_id, p_queue, m.key, p_slot, p_batch, m.idx, p_now from m
+    insert into {{schema}}.limit_holds (job_id, queue, key, slot, batch_id, idx, run_lease, held_at)
+    select m.job_id, p_queue, m.key, p_slot, p_batch, m.idx, m.run_lease, p_now from m
     on conflict (job_id) do update
       set key = excluded.key, slot = excluded.slot, batch_id = excluded.batch_id, idx = excluded.idx,
-          held_at = excluded.held_at
+          run_lease = excluded.run_lease, held_at = excluded.held_at
   ), by_key as (
     insert into {{schema}}.limit_starts (queue, scope, key, starts)
     select p_queue, 'key', k.key, {{schema}}.rate_logged(null, p_limits #> '{perKey,rate}', k.n, p_now)
@@ -292,15 +312,22 @@ declare
   v_runs boolean[];
 begin
   with m as (
-    select e.o::int as idx, {{schema}}.limit_key(p_limits, (e.j -> 2)::jsonb, (e.j -> 9)::jsonb) as key
+    -- held: the job holds its key's slot already (a strict FIFO key's job running again): it goes first, in
+    -- its own slot, whoever waits.
+    select e.o::int as idx, {{schema}}.limit_key(p_limits, (e.j -> 2)::jsonb, (e.j -> 9)::jsonb) as key,
+           exists (select 1 from {{schema}}.limit_holds h where h.job_id = (e.j ->> 0)::bigint) as held
       from json_array_elements(p_jobs) with ordinality e(j, o)
   ), keys as (
-    select k.key, {{schema}}.key_room(p_queue, k.key, p_limits, p_now) as room,
+    select k.key,
+           least({{schema}}.key_slots(p_queue, k.key, p_limits) + k.held,
+                 {{schema}}.key_rate_room(p_queue, k.key, p_limits, p_now)) as room,
            exists (select 1 from {{schema}}.deferred_jobs d
                     where d.state = 'available' and d.queue = p_queue and d.gate_key = k.key) as waiting
-      from (select distinct m.key from m) k
+      from (select m.key, count(*) filter (where m.held)::int as held from m group by m.key) k
   ), by_key as (
-    select m.idx, m.key, not k.waiting and row_number() over (partition by m.key order by m.idx) <= k.room as fits
+    select m.idx, m.key,
+           (m.held or not k.waiting)
+             and row_number() over (partition by m.key order by m.held desc, m.idx) <= k.room as fits
       from m join keys k on k.key = m.key
   ), decided as (
     select b.idx, b.key, b.fits and count(*) filter (where b.fits) over (order by b.idx) <= p_room as runs
@@ -420,6 +447,46 @@ begin
 end
 $$;
 
+-- Sends the jobs waiting at a queue's gate back to its lanes (as promotion does, oldest first per priority):
+-- its limits were lifted, so no claim would let them through. Returns how many.
+create function {{schema}}.open_gate(p_queue text) returns int
+  language plpgsql
+  as $$
+declare
+  g record;
+  v_total int := 0;
+begin
+  for g in
+    with gone as (
+      delete from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue returning d.*
+    )
+    select gone.priority,
+           array_agg(row(gone.job_id, gone.kind, gone.args, gone.attempt, gone.max_attempts, gone.run_lease,
+                         gone.enqueued_at, now(), gone.meta)::{{schema}}.job_body order by gone.job_id) as bodies
+      from gone group by gone.priority order by gone.priority
+  loop
+    perform {{schema}}.append_ready(p_queue, g.priority, g.bodies);
+    v_total := v_total + cardinality(g.bodies);
+  end loop;
+  return v_total;
+end
+$$;
+
+-- After a queue's limits were written: with none left, its gate opens (open_gate()); with some, its gate lane
+-- exists before a claim needs it.
+create function {{schema}}.limits_changed(p_queue text) returns void
+  language plpgsql
+  as $$
+begin
+  if (select {{schema}}.effective_limits(s.limits_declared, s.limits_override) from {{schema}}.queue_settings s
+       where s.queue = p_queue) is null then
+    perform {{schema}}.open_gate(p_queue);
+  else
+    perform {{schema}}.gate_lane(p_queue);
+  end if;
+end
+$$;
+
 -- Sets (or, with null, clears) an operator's override of a queue's limits. Returns the effective limits.
 create function {{schema}}.set_limits_override(p_queue text, p_override jsonb) returns jsonb
   language plpgsql
@@ -431,9 +498,7 @@ begin
   on conflict (queue) do update set limits_override = excluded.limits_override, updated_at = now()
   returning {{schema}}.effective_limits(queue_settings.limits_declared, queue_settings.limits_override)
     into v_effective;
-  if v_effective is not null then
-    perform {{schema}}.gate_lane(p_queue);
-  end if;
+  perform {{schema}}.limits_changed(p_queue);
   return v_effective;
 end
 $$;

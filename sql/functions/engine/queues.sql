@@ -75,7 +75,9 @@ begin
                                                and t.lane_seq = r.lane_seq)))
                from {{schema}}.lanes l
                cross join lateral {{schema}}.lane_unclaimed_spans(l) span
-              where l.queue = p_queue), 0),
+              where l.queue = p_queue), 0)
+             -- and at a limited queue's gate (limits.sql)
+             + (select count(*) from {{schema}}.off_ring_jobs o where o.queue = p_queue and o.state = 'available'),
            'running', coalesce((
              select sum(o.open) from {{schema}}.open_receipts(p_queue) o), 0),
            'waiting', (select count(*) from {{schema}}.off_ring_jobs o
@@ -84,6 +86,7 @@ begin
                           where o.queue = p_queue and o.state = 'scheduled'),
            'retryable', (select count(*) from {{schema}}.off_ring_jobs o
                           where o.queue = p_queue and o.state = 'retryable'),
+           'blocked', (select count(*) from {{schema}}.off_ring_jobs o where o.queue = p_queue and o.state = 'blocked'),
            'dlq', (select count(*) from {{schema}}.off_ring_jobs o where o.queue = p_queue and o.state = 'dlq'))
     into v_holds;
   v_served := array(select ri.hostname || ':' || ri.pid from {{schema}}.runtime_instances ri
@@ -101,6 +104,8 @@ begin
     end loop;
   end loop;
   delete from {{schema}}.queue_settings s where s.queue = p_queue;
+  delete from {{schema}}.limit_holds h where h.queue = p_queue;
+  delete from {{schema}}.limit_starts ls where ls.queue = p_queue;
   return jsonb_build_object('removed', true,
                             'history', (select count(*) from {{schema}}.off_ring_jobs o
                                          where o.queue = p_queue

@@ -18,7 +18,7 @@ begin
               from (select x.key, sum(x.running)::int as running, sum(x.waiting)::int as waiting,
                            coalesce((select count(*) from {{schema}}.limit_starts ls, unnest(ls.starts) t
                                       where ls.queue = s.queue and ls.scope = 'key' and ls.key = x.key
-                                        and t > now() - ((e.limits #>> '{perKey,rate,periodMs}')::float8
+                                        and t > now() - (coalesce((e.limits #>> '{perKey,rate,periodMs}')::float8, 1000)
                                                          * interval '1 millisecond')), 0)::int as recent
                       from (select a.key, 1 as running, 0 as waiting from {{schema}}.held_attempts(s.queue, e.fifo) a
                             union all

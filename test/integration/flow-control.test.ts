@@ -1,0 +1,311 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidOptionError, UnknownQueueError } from '../../src/index.js';
+import { validateLimits } from '../../src/model/limits.js';
+import type { ClaimBatch, ClaimResult, Queryable } from '../../src/storage/operations.js';
+import { settle } from '../helpers/claim.js';
+import { storageFixture, type StorageFixture } from './storage-fixture.js';
+
+// Flow control (docs/flow-control.md): what a limited queue's claim starts, decided in the database. Claims here
+// are made directly (several connections at once where it matters), so every assertion is about which jobs a
+// claim started and which wait at the gate, not about timing.
+
+describe('flow control: limits decided in the claim', () => {
+  let f: StorageFixture;
+  beforeAll(async () => {
+    f = await storageFixture('limits');
+  });
+  afterAll(async () => {
+    await f.close();
+  });
+
+  const claim = (
+    queue: string,
+    max: number,
+    db: Queryable = f.pool,
+    instanceId = 'test',
+  ): Promise<ClaimResult> =>
+    f.storage.claimer.claim(db, { queue, max, instanceId, agingSeconds: 3600, deadlineSeconds: 0 });
+  const started = (r: ClaimResult) => r.batches.flatMap((b) => b.jobs.map((j) => j.id));
+  const argsOf = (r: ClaimResult) =>
+    r.batches.flatMap((b) => b.jobs.map((j) => j.args as { k: string; i: number }));
+  const complete = async (r: ClaimResult, ids?: string[]) => {
+    const items = r.batches.flatMap((b: ClaimBatch) =>
+      b.jobs.filter((j) => !ids || ids.includes(j.id)).map((j) => settle(b, j, 'completed')),
+    );
+    return f.storage.settler.settleAttempts(f.pool, items);
+  };
+  const enqueue = async (queue: string, keys: string[]) => {
+    const rows = await f.client.enqueueMany(
+      keys.map((k, i) => ({ kind: 'lim', args: { k, i }, options: { queue } })),
+    );
+    return rows.map((r) => r.id);
+  };
+  // Declared as a host declares them: validated, defaults filled in.
+  const limit = (queue: string, limits: object) =>
+    f.storage.instances.registerInstance(
+      f.pool,
+      `declarer-${queue}`,
+      [{ queue, dlq: false, concurrency: 1, limits: validateLimits('limits', limits) }],
+      'test',
+    );
+  const countsOf = async (queue: string) => (await f.client.counts()).find((c) => c.queue === queue)!;
+  const runningByKey = async (queue: string) => {
+    const { rows } = await f.pool.query<{ key: string; n: number }>(
+      `select args ->> 'k' as key, count(*)::int as n from awa.jobs where state = 'running' and queue = $1 group by 1`,
+      [queue],
+    );
+    return Object.fromEntries(rows.map((r) => [r.key, r.n]));
+  };
+
+  it('starts at most K attempts of a key; the rest wait at the gate as available, and other keys are not held back', async () => {
+    await limit('k2', { key: { arg: 'k' }, perKey: { concurrency: 2 } });
+    const ids = await enqueue('k2', ['a', 'a', 'a', 'a', 'a', 'b', 'b']);
+    const first = await claim('k2', 10);
+    expect(started(first)).toEqual([ids[0], ids[1], ids[5], ids[6]]);
+    expect(await runningByKey('k2')).toEqual({ a: 2, b: 2 });
+    expect(await countsOf('k2')).toMatchObject({ available: 3, running: 4 });
+    expect((await f.client.getJob(ids[2]!))?.state).toBe('available');
+    // Nothing more may start, and the claim says when to look again instead of coming back as "empty".
+    const again = await claim('k2', 10);
+    expect(started(again)).toEqual([]);
+    expect(again.limitedRetryMs).toBeGreaterThan(0);
+    expect(again.limitedRetryMs).toBeLessThanOrEqual(100);
+    // A job at the gate was moved once: its attempt was not spent.
+    expect((await f.client.getJob(ids[2]!))?.attempt).toBe(0);
+  });
+
+  it('a freed slot lets the oldest job waiting for its key through first, ahead of newer jobs of the key', async () => {
+    await limit('fifo', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const ids = await enqueue('fifo', ['a', 'a', 'a']);
+    const first = await claim('fifo', 10);
+    expect(started(first)).toEqual([ids[0]]);
+    const [late] = await enqueue('fifo', ['a']);
+    await complete(first);
+    const second = await claim('fifo', 10);
+    expect(started(second)).toEqual([ids[1]]);
+    await complete(second);
+    expect(started(await claim('fifo', 10))).toEqual([ids[2]]);
+    expect((await f.client.getJob(late!))?.state).toBe('available');
+  });
+
+  it('several claimers at once never start more than K of a key, and every job starts exactly once', async () => {
+    const K = 3;
+    await limit('fleet', { key: { arg: 'k' }, perKey: { concurrency: K } });
+    const keys = Array.from({ length: 200 }, (_, i) => `t${i % 20}`);
+    const ids = await enqueue('fleet', keys);
+    const connections = await Promise.all(Array.from({ length: 4 }, () => f.pool.connect()));
+    const seen: string[] = [];
+    let maxRunning = 0;
+    // What one round started keeps running through the next round's claims, then completes.
+    let running: ClaimResult[] = [];
+    try {
+      for (let round = 0; round < 200 && seen.length < ids.length; round++) {
+        const results = await Promise.all(connections.map((c, i) => claim('fleet', 16, c, `claimer-${i}`)));
+        const byKey = await runningByKey('fleet');
+        maxRunning = Math.max(maxRunning, ...Object.values(byKey));
+        expect(Math.max(0, ...Object.values(byKey))).toBeLessThanOrEqual(K);
+        for (const r of results) seen.push(...started(r));
+        for (const r of running) await complete(r);
+        running = results;
+      }
+    } finally {
+      for (const c of connections) c.release();
+    }
+    expect(maxRunning).toBe(K);
+    expect(seen.length).toBe(ids.length);
+    expect(new Set(seen).size).toBe(ids.length);
+  });
+
+  it('holds the whole queue to its concurrency across claimers', async () => {
+    await limit('qcap', { queue: { concurrency: 5 } });
+    await enqueue(
+      'qcap',
+      Array.from({ length: 20 }, (_, i) => `x${i}`),
+    );
+    const connections = await Promise.all(Array.from({ length: 3 }, () => f.pool.connect()));
+    try {
+      const results = await Promise.all(connections.map((c) => claim('qcap', 10, c)));
+      expect(results.flatMap(started)).toHaveLength(5);
+      expect(results.flatMap(started)).toHaveLength(new Set(results.flatMap(started)).size);
+      expect(started(await claim('qcap', 10))).toEqual([]);
+      await complete(
+        results.find((r) => started(r).length > 0)!,
+        [results.flatMap(started)[0]!],
+      );
+      expect(started(await claim('qcap', 10))).toHaveLength(1);
+    } finally {
+      for (const c of connections) c.release();
+    }
+  });
+
+  it('a rate starts at most `limit` per window, and at most `burst` in a burst window', async () => {
+    await limit('rate', { key: { arg: 'k' }, perKey: { rate: { limit: 4, periodMs: 60_000, burst: 2 } } });
+    const ids = await enqueue('rate', ['a', 'a', 'a', 'a', 'a', 'b']);
+    // burst 2 of 4 per minute: two at once, then no more within 30 s.
+    expect(started(await claim('rate', 10))).toEqual([ids[0], ids[1], ids[5]]);
+    const blocked = await claim('rate', 10);
+    expect(started(blocked)).toEqual([]);
+    expect(blocked.limitedRetryMs).toBe(100);
+    // The log holds the starts (newest first), one per start, for the key's window.
+    const { rows } = await f.pool.query<{ key: string; n: number }>(
+      `select key, cardinality(starts) as n from awa.limit_starts where queue = 'rate' order by key`,
+    );
+    expect(rows).toEqual([
+      { key: 'a', n: 2 },
+      { key: 'b', n: 1 },
+    ]);
+  });
+
+  it('a rate window opens again once its oldest start leaves it, and not before', async () => {
+    await limit('window', { key: { arg: 'k' }, perKey: { rate: { limit: 2, periodMs: 1_000 } } });
+    const ids = await enqueue('window', ['a', 'a', 'a', 'a']);
+    const first = await claim('window', 10);
+    expect(started(first)).toEqual([ids[0], ids[1]]);
+    let second: ClaimResult;
+    do {
+      second = await claim('window', 10);
+    } while (started(second).length === 0);
+    expect(started(second)).toEqual([ids[2], ids[3]]);
+    // By the database's clock, which is what starts are logged in: the second pair started a period later.
+    const { rows } = await f.pool.query<{ gap_ms: number }>(
+      `select (extract(epoch from (max(claimed_at) - min(claimed_at))) * 1000)::float8 as gap_ms
+         from awa.claim_batches where batch_id = any($1::bigint[])`,
+      [[...first.batches, ...second.batches].map((b) => b.batchId)],
+    );
+    expect(rows[0]!.gap_ms).toBeGreaterThanOrEqual(1_000);
+  });
+
+  it('a key given at enqueue (limitKey, TypeScript or SQL) counts instead of the args field', async () => {
+    await limit('given', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const a = await f.client.enqueue('lim', { k: 'same' }, { queue: 'given', limitKey: 'one' });
+    const b = await f.client.enqueue('lim', { k: 'same' }, { queue: 'given', limitKey: 'two' });
+    const { rows } = await f.pool.query<{ id: string }>(
+      `select job_id::text as id from awa.insert_job('lim', '{"k": "same"}', '{"queue": "given", "limitKey": "one"}')`,
+    );
+    expect(started(await claim('given', 10))).toEqual([a.id, b.id]);
+    expect((await f.client.getJob(rows[0]!.id))?.state).toBe('available');
+    await expect(f.client.enqueue('lim', {}, { queue: 'given', limitKey: '' })).rejects.toMatchObject({
+      code: 'AWA_INVALID_OPTION',
+      field: 'limitKey',
+    });
+  });
+
+  it('a running job cancelled or ended gives its slot back to the next claim', async () => {
+    await limit('cancelled', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const ids = await enqueue('cancelled', ['a', 'a']);
+    expect(started(await claim('cancelled', 10))).toEqual([ids[0]]);
+    await f.client.cancel(ids[0]!, 'operator');
+    expect(started(await claim('cancelled', 10))).toEqual([ids[1]]);
+  });
+
+  it('a job waiting at the gate can be cancelled; it never starts', async () => {
+    await limit('gatecancel', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const ids = await enqueue('gatecancel', ['a', 'a', 'a']);
+    const first = await claim('gatecancel', 10);
+    expect(started(first)).toEqual([ids[0]]);
+    await f.client.cancel(ids[1]!, 'not needed');
+    expect((await f.client.getJob(ids[1]!))?.state).toBe('cancelled');
+    await complete(first);
+    expect(started(await claim('gatecancel', 10))).toEqual([ids[2]]);
+    expect(await countsOf('gatecancel')).toMatchObject({
+      available: 0,
+      running: 1,
+      cancelled: 1,
+      completed: 1,
+    });
+  });
+
+  it('strict FIFO: a job that will retry keeps its key, and runs again before the next job of the key', async () => {
+    await limit('strict', { key: { arg: 'k' }, perKey: { fifo: true } });
+    const ids = await enqueue('strict', ['a', 'a']);
+    const first = await claim('strict', 10);
+    expect(started(first)).toEqual([ids[0]]);
+    const [b] = first.batches;
+    await f.storage.settler.settleAttempts(f.pool, [
+      settle(b!, b!.jobs[0]!, 'retry', { runAt: new Date(Date.now() - 1_000), error: { error: 'again' } }),
+    ]);
+    // The retrying job holds the key: the next job of the key waits.
+    expect(started(await claim('strict', 10))).toEqual([]);
+    expect(await f.storage.maintenance.promoteDue(f.pool, 100)).toBe(1);
+    const again = await claim('strict', 10);
+    expect(argsOf(again)).toEqual([{ k: 'a', i: 0 }]);
+    expect(again.batches[0]!.jobs[0]!.attempt).toBe(2);
+    await complete(again);
+    expect(started(await claim('strict', 10))).toEqual([ids[1]]);
+  });
+
+  it('an operator override applies at the next claim; reset brings back what the code declared', async () => {
+    await limit('override', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const ids = await enqueue('override', ['a', 'a', 'a', 'a']);
+    expect(started(await claim('override', 10))).toEqual([ids[0]]);
+    expect(await f.client.setQueueLimits('override', { perKey: { concurrency: 3 } })).toEqual({
+      key: { arg: 'k' },
+      perKey: { concurrency: 3 },
+    });
+    expect(started(await claim('override', 10))).toEqual([ids[1], ids[2]]);
+    // A null section removes the declared one: nothing is limited, so the queue claims as any other.
+    expect(await f.client.setQueueLimits('override', { perKey: null })).toBeNull();
+    expect(started(await claim('override', 10))).toEqual([ids[3]]);
+    expect(await f.client.setQueueLimits('override', null)).toEqual({
+      key: { arg: 'k' },
+      perKey: { concurrency: 1 },
+    });
+    // The attempts started under limits still hold their slots; the one started while nothing was limited
+    // does not count (docs/flow-control.md, "Changing limits").
+    const [state] = await f.client.queueLimits({ queue: 'override' });
+    expect(state).toMatchObject({ override: null, running: 3, waiting: 0 });
+    await expect(f.client.setQueueLimits('override', { perKey: { concurrency: 0 } })).rejects.toBeInstanceOf(
+      InvalidOptionError,
+    );
+    await expect(f.client.setQueueLimits('override', { perKey: { concurrency: 0 } })).rejects.toMatchObject({
+      field: 'limits.perKey.concurrency',
+    });
+    await expect(
+      f.client.setQueueLimits('no-such-queue', { queue: { concurrency: 1 } }),
+    ).rejects.toBeInstanceOf(UnknownQueueError);
+  });
+
+  it('reads what the limits hold now: running and waiting per key, busiest first', async () => {
+    await limit('reads', { key: { arg: 'k' }, perKey: { concurrency: 2, rate: { limit: 100 } } });
+    await enqueue('reads', ['a', 'a', 'a', 'a', 'b']);
+    await claim('reads', 10);
+    const [state] = await f.client.queueLimits({ queue: 'reads' });
+    expect(state).toMatchObject({
+      queue: 'reads',
+      declared: {
+        key: { arg: 'k' },
+        perKey: { concurrency: 2, rate: { limit: 100, periodMs: 1000, burst: 100 } },
+      },
+      running: 3,
+      waiting: 2,
+      keys: [
+        { key: 'a', running: 2, waiting: 2, recentStarts: 2 },
+        { key: 'b', running: 1, waiting: 0, recentStarts: 1 },
+      ],
+    });
+  });
+
+  it('a paused limited queue starts nothing, not even jobs waiting at the gate', async () => {
+    await limit('paused', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const ids = await enqueue('paused', ['a', 'a']);
+    const first = await claim('paused', 10);
+    await complete(first);
+    await f.client.pauseQueue('paused');
+    expect(started(await claim('paused', 10))).toEqual([]);
+    await f.client.resumeQueue('paused');
+    expect(started(await claim('paused', 10))).toEqual([ids[1]]);
+  });
+
+  it('an unlimited queue claims as before: no gate, no holds, no rate log', async () => {
+    const ids = await enqueue('plain', ['a', 'a', 'a']);
+    const r = await claim('plain', 10);
+    expect(started(r)).toEqual(ids);
+    expect(r.limitedRetryMs).toBeUndefined();
+    const { rows } = await f.pool.query<{ holds: number; gated: number; starts: number }>(
+      `select (select count(*)::int from awa.limit_holds where queue = 'plain') as holds,
+              (select count(*)::int from awa.deferred_jobs where queue = 'plain') as gated,
+              (select count(*)::int from awa.limit_starts where queue = 'plain') as starts`,
+    );
+    expect(rows[0]).toEqual({ holds: 0, gated: 0, starts: 0 });
+  });
+});
