@@ -13,8 +13,9 @@
 --   lanes shard -1 the queue's gate lane: jobs let through the gate are appended there and claimed by the same
 --                  claim, so a job's start is the moment its limit allowed it.
 -- An unlimited queue's claim reads one more column of queue_settings and nothing else here.
--- rolling: safe: new tables and columns, wider checks; a host of the previous release calls claim(), which this
--- release re-creates to apply the limits, and never meets a gate lane or a gated row outside those functions
+-- rolling: safe: new tables and columns, wider checks; hosts of the previous release claim through claim(), which
+-- for a queue without limits answers as before (limits are set only by this release's hosts and operators, and
+-- docs/deployment.md asks for every host of a limited queue to run this release first)
 alter table {{schema}}.queue_settings add column limits_declared jsonb, add column limits_override jsonb;
 
 alter table {{schema}}.lanes drop constraint lanes_shard_check;
