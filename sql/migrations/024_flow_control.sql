@@ -2,9 +2,9 @@
 --   queue_settings.limits_declared  what the hosts' code declares (the last host to start writes it);
 --   queue_settings.limits_override  what an operator set (CLI, dashboard), field by field over the declared;
 --                                   a field set to null there removes the declared one.
---   limit_holds    one row per attempt of a limited queue that holds its key's (and queue's) slot: written in the
---                  claim that started it, deleted by a later claim once the attempt's receipt member is closed
---                  (or, for a strict FIFO key, once the job has ended: a job that will run again keeps it).
+--   limit_holds    the attempts of a limited queue that hold a slot of their key (and of the queue), one row per
+--                  receipt: written by the claim that started them, deleted by a later claim once none of them
+--                  holds a slot any more (its receipt member closed; for a strict FIFO key, its job ended).
 --   limit_starts   the sliding-window log of a rate limit: the most recent starts, newest first, at most the
 --                  limit's count (scope 'key' per key, scope 'queue' one row for the queue).
 --   deferred_jobs  'available' rows with a gate_key: jobs a claim found over their limit, waiting at the gate in
@@ -28,18 +28,20 @@ alter table {{schema}}.deferred_jobs add constraint deferred_jobs_state_check
 -- The gate, per queue and key, oldest first (and the keys waiting, by a skip scan of the same index).
 create index deferred_jobs_gate on {{schema}}.deferred_jobs (queue, gate_key, job_id) where state = 'available';
 
+-- One row per receipt of a limited queue: the members it started (member numbers, job ids, the leases they ran
+-- at, their keys), written by the claim that started them. A row per claim, not per job: what a claim starts is
+-- one insert, and what it gives back one delete.
 create table {{schema}}.limit_holds (
-  job_id   bigint primary key,
-  queue    text not null,
-  key      text not null,
-  slot     smallint not null,
-  batch_id bigint not null,
-  idx      int not null,
-  -- The lease the attempt ran at: a later row of the job (its next run) has at least this lease.
-  run_lease bigint not null,
-  held_at  timestamptz not null default now()
+  batch_id   bigint primary key,
+  queue      text not null,
+  slot       smallint not null,
+  idxs       int[] not null,
+  job_ids    bigint[] not null,
+  run_leases bigint[] not null,
+  keys       text[] not null,
+  held_at    timestamptz not null default now()
 );
-create index limit_holds_key on {{schema}}.limit_holds (queue, key);
+create index limit_holds_queue on {{schema}}.limit_holds (queue);
 
 create table {{schema}}.limit_starts (
   queue  text not null,

@@ -25,36 +25,39 @@ create function {{schema}}.limits_section(p_declared jsonb, p_override jsonb) re
   $$;
 
 create function {{schema}}.effective_limits(p_declared jsonb, p_override jsonb) returns jsonb
-  language sql immutable
+  language plpgsql immutable
   as $$
+begin
+  return (
     select case when l ? 'perKey' or l ? 'queue' then l end
       from (select jsonb_strip_nulls(jsonb_build_object(
                      'key', {{schema}}.limits_section(p_declared -> 'key', p_override -> 'key'),
                      'perKey', {{schema}}.limits_section(p_declared -> 'perKey', p_override -> 'perKey'),
-                     'queue', {{schema}}.limits_section(p_declared -> 'queue', p_override -> 'queue'))) as l) x
-  $$;
-
--- A job's key under a queue's limits.
-create function {{schema}}.limit_key(p_limits jsonb, p_args jsonb, p_meta jsonb) returns text
-  language sql immutable
-  as $$
-    select coalesce(p_meta ->> 'limitKey', p_args #>> string_to_array(p_limits #>> '{key,arg}', '.'), '')
-  $$;
+                     'queue', {{schema}}.limits_section(p_declared -> 'queue', p_override -> 'queue'))) as l) x);
+end
+$$;
 
 -- How many more starts a rate allows at p_now, given its log (newest first). Null rate: no bound.
 create function {{schema}}.rate_room(p_starts timestamptz[], p_rate jsonb, p_now timestamptz) returns int
-  language sql immutable
+  language plpgsql immutable
   as $$
-    select case when p_rate is null then 2147483647 else greatest(0, least(
-             (p_rate ->> 'limit')::int
-               - (select count(*) from unnest(p_starts) s
-                   where s > p_now - coalesce((p_rate ->> 'periodMs')::float8, 1000) * interval '1 millisecond'),
-             coalesce((p_rate ->> 'burst')::int, (p_rate ->> 'limit')::int)
-               - (select count(*) from unnest(p_starts) s
-                   where s > p_now - coalesce((p_rate ->> 'periodMs')::float8, 1000)
-                                     * coalesce((p_rate ->> 'burst')::int, (p_rate ->> 'limit')::int)
-                                     / (p_rate ->> 'limit')::int * interval '1 millisecond')))::int end
-  $$;
+declare
+  v_limit int;
+  v_burst int;
+  v_period float8;
+begin
+  if p_rate is null then
+    return 2147483647;
+  end if;
+  v_limit := (p_rate ->> 'limit')::int;
+  v_burst := coalesce((p_rate ->> 'burst')::int, v_limit);
+  v_period := coalesce((p_rate ->> 'periodMs')::float8, 1000);
+  return greatest(0, least(
+    v_limit - (select count(*) from unnest(p_starts) s where s > p_now - v_period * interval '1 millisecond'),
+    v_burst - (select count(*) from unnest(p_starts) s
+                where s > p_now - v_period * v_burst / v_limit * interval '1 millisecond')))::int;
+end
+$$;
 
 -- When a rate allows a start again, if nothing else starts meanwhile: the newest start that fills a window
 -- leaves it. (The log is newest first, so its limit-th entry is the oldest start in a full window.)
@@ -81,87 +84,55 @@ create function {{schema}}.rate_logged(p_starts timestamptz[], p_rate jsonb, p_n
     select (array_fill(p_now, array[p_n]) || coalesce(p_starts, '{}'))[1:(p_rate ->> 'limit')::int]
   $$;
 
--- How many more attempts of key p_key its concurrency lets start now. A hold of a job that waits at the gate
--- again (a strict FIFO key keeps the slot of a job that will run again) is that job's own slot, not counted
--- against it.
-create function {{schema}}.key_slots(p_queue text, p_key text, p_limits jsonb) returns int
-  language sql stable
-  as $$
-    select coalesce((p_limits #>> '{perKey,concurrency}')::int
-                      - (select count(*) from {{schema}}.limit_holds h
-                          where h.queue = p_queue and h.key = p_key
-                            and not exists (select 1 from {{schema}}.deferred_jobs d
-                                             where d.job_id = h.job_id and d.state = 'available'))::int,
-                    2147483647)
-  $$;
-
--- How many more starts of key p_key its rate allows now.
-create function {{schema}}.key_rate_room(p_queue text, p_key text, p_limits jsonb, p_now timestamptz) returns int
-  language sql stable
-  as $$
-    select {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
-                                  where s.queue = p_queue and s.scope = 'key' and s.key = p_key),
-                                p_limits #> '{perKey,rate}', p_now)
-  $$;
-
--- How many more attempts of key p_key may start now.
-create function {{schema}}.key_room(p_queue text, p_key text, p_limits jsonb, p_now timestamptz) returns int
-  language sql stable
-  as $$
-    select least({{schema}}.key_slots(p_queue, p_key, p_limits),
-                 {{schema}}.key_rate_room(p_queue, p_key, p_limits, p_now))
-  $$;
-
--- How many more attempts of the queue may start now.
-create function {{schema}}.queue_room(p_queue text, p_limits jsonb, p_now timestamptz) returns int
-  language sql stable
-  as $$
-    select greatest(0, least(
-      coalesce((p_limits #>> '{queue,concurrency}')::int
-                 - (select count(*) from {{schema}}.limit_holds h where h.queue = p_queue)::int, 2147483647),
-      {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
-                             where s.queue = p_queue and s.scope = 'queue' and s.key = ''),
-                           p_limits #> '{queue,rate}', p_now)))
-  $$;
-
--- The attempts of a queue that hold a slot: their receipt member is still open (a receipt is gone only once
--- all its members closed: a slot is pruned only then), or, for a strict FIFO key, the job will run again: it
--- waits in the backlog (to retry, or at the gate), or a later row of it waits in a lane (promoted, not claimed
--- yet, not cancelled). Costs a few probes per hold: no more than the queue's attempts in flight.
-create function {{schema}}.held_attempts(p_queue text, p_fifo boolean)
-  returns table (job_id bigint, key text)
-  language sql stable
-  as $$
-    with held as materialized (
-      select h.job_id, h.key, {{schema}}.receipt_slot(h.slot, h.batch_id) as slot, h.batch_id, h.idx, h.run_lease
-        from {{schema}}.limit_holds h where h.queue = p_queue
-    ), receipts as materialized (
-      select k.slot, k.batch_id,
-             exists (select 1 from {{schema}}.claim_batches c where c.slot = k.slot and c.batch_id = k.batch_id)
-               as present,
-             {{schema}}.receipt_closed(k.slot, k.batch_id) as closed
-        from (select distinct x.slot, x.batch_id from held x) k
-    )
-    select x.job_id, x.key
-      from held x join receipts r on r.slot = x.slot and r.batch_id = x.batch_id
-     where (r.present and not r.closed @> x.idx)
-        or (p_fifo and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = x.job_id)
-                        or exists (select 1 from {{schema}}.ready_entries e
-                                    where e.job_id = x.job_id and e.run_lease >= x.run_lease
-                                      and not exists (select 1 from {{schema}}.ready_tombstones t
-                                                       where t.slot = e.slot and t.lane_id = e.lane_id
-                                                         and t.lane_seq = e.lane_seq)
-                                      and not {{schema}}.lane_covers(e.lane_id, e.lane_seq))))
-  $$;
-
--- Gives back the slots of attempts that ended (held_attempts() no longer lists them).
-create function {{schema}}.release_holds(p_queue text, p_fifo boolean) returns void
-  language plpgsql
+-- The members of a queue's holds that hold a slot now, one row each: its receipt member is still open
+-- (`running`; a receipt is gone only once all its members closed: a slot is pruned only then), or, for a strict
+-- FIFO key, its job will run again: it waits in the backlog to retry, or at the gate (`parked`: that job's own
+-- slot, which it takes again when it runs), or a later row of it waits in a lane (promoted, not claimed yet,
+-- not cancelled). A claim reads them once: a probe per receipt the holds name (no more than the queue's claims
+-- in flight) and, for a strict FIFO key, a few per member that closed.
+create function {{schema}}.held_members(p_queue text, p_fifo boolean)
+  returns table (batch_id bigint, job_id bigint, key text, running boolean, parked boolean)
+  language plpgsql stable
   as $$
 begin
-  delete from {{schema}}.limit_holds h
-   where h.queue = p_queue
-     and h.job_id not in (select a.job_id from {{schema}}.held_attempts(p_queue, p_fifo) a);
+  return query
+    with receipts as materialized (
+      select h.batch_id, h.idxs, h.job_ids, h.run_leases, h.keys,
+             exists (select 1 from {{schema}}.claim_batches c where c.slot = rs.slot and c.batch_id = h.batch_id)
+               as present,
+             {{schema}}.receipt_closed(rs.slot, h.batch_id) as closed
+        from {{schema}}.limit_holds h
+        cross join lateral (select {{schema}}.receipt_slot(h.slot, h.batch_id) as slot) rs
+       where h.queue = p_queue
+    ), members as (
+      select r.batch_id, u.job_id, u.run_lease, u.key, r.present and not r.closed @> u.idx as open
+        from receipts r
+        cross join lateral unnest(r.idxs, r.job_ids, r.run_leases, r.keys) u(idx, job_id, run_lease, key)
+    ), held as (
+      select m.batch_id, m.job_id, m.key, m.open,
+             not m.open and exists (select 1 from {{schema}}.deferred_jobs d
+                                     where d.job_id = m.job_id and d.state = 'available') as at_gate
+        from members m
+       where m.open
+          or (p_fifo and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = m.job_id)
+                          or exists (select 1 from {{schema}}.ready_entries e
+                                      where e.job_id = m.job_id and e.run_lease >= m.run_lease
+                                        and not exists (select 1 from {{schema}}.ready_tombstones t
+                                                         where t.slot = e.slot and t.lane_id = e.lane_id
+                                                           and t.lane_seq = e.lane_seq)
+                                        and not {{schema}}.lane_covers(e.lane_id, e.lane_seq))))
+    )
+    select x.batch_id, x.job_id, x.key, x.open, x.at_gate from held x;
+end
+$$;
+
+-- The attempts of a queue that hold a slot and are not parked at the gate: what its limits count.
+create function {{schema}}.held_attempts(p_queue text, p_fifo boolean)
+  returns table (job_id bigint, key text)
+  language plpgsql stable
+  as $$
+begin
+  return query select h.job_id, h.key from {{schema}}.held_members(p_queue, p_fifo) h where not h.parked;
 end
 $$;
 
@@ -203,50 +174,75 @@ begin
 end
 $$;
 
--- Records the starts of one receipt's members that may run (p_jobs: the receipt's JSON, null where a member
--- does not run): a hold per attempt, and the rates' logs.
-create function {{schema}}.record_starts(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint, p_jobs json,
-    p_now timestamptz) returns void
+-- A receipt's members as its JSON lists them (claimed_json()), in member order: job id, run lease and key.
+-- Keys are read from the JSON as it is (no conversion of each job's args). Members left null are skipped.
+create function {{schema}}.receipt_keys(p_limits jsonb, p_jobs json, out idxs int[], out job_ids bigint[],
+    out leases bigint[], out keys text[])
+  language plpgsql stable
+  as $$
+declare
+  v_path text[] := string_to_array(p_limits #>> '{key,arg}', '.');
+begin
+  select array_agg(e.o::int order by e.o), array_agg((e.j ->> 0)::bigint order by e.o),
+         array_agg((e.j ->> 5)::bigint order by e.o),
+         array_agg(coalesce(e.j -> 9 ->> 'limitKey', e.j -> 2 #>> v_path, '') order by e.o)
+    into idxs, job_ids, leases, keys
+    from json_array_elements(p_jobs) with ordinality e(j, o)
+   where json_typeof(e.j) = 'array';
+end
+$$;
+
+-- Records the starts of a receipt's members that run (given as parallel arrays): the receipt's hold row, and
+-- the rates' logs.
+create function {{schema}}.record_starts(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint,
+    p_idxs int[], p_job_ids bigint[], p_leases bigint[], p_keys text[], p_now timestamptz) returns void
   language plpgsql
   as $$
 begin
-  with m as (
-    select e.o::int as idx, (e.j ->> 0)::bigint as job_id, (e.j ->> 5)::bigint as run_lease,
-           {{schema}}.limit_key(p_limits, (e.j -> 2)::jsonb, (e.j -> 9)::jsonb) as key
-      from json_array_elements(p_jobs) with ordinality e(j, o)
-     where json_typeof(e.j) = 'array'
-  ), holds as (
-    insert into {{schema}}.limit_holds (job_id, queue, key, slot, batch_id, idx, run_lease, held_at)
-    select m.job_id, p_queue, m.key, p_slot, p_batch, m.idx, m.run_lease, p_now from m
-    on conflict (job_id) do update
-      set key = excluded.key, slot = excluded.slot, batch_id = excluded.batch_id, idx = excluded.idx,
-          run_lease = excluded.run_lease, held_at = excluded.held_at
-  ), by_key as (
+  if coalesce(cardinality(p_idxs), 0) = 0 then
+    return;
+  end if;
+  insert into {{schema}}.limit_holds (batch_id, queue, slot, idxs, job_ids, run_leases, keys, held_at)
+  values (p_batch, p_queue, p_slot, p_idxs, p_job_ids, p_leases, p_keys, p_now);
+  if p_limits #> '{perKey,rate}' is not null then
     insert into {{schema}}.limit_starts (queue, scope, key, starts)
     select p_queue, 'key', k.key, {{schema}}.rate_logged(null, p_limits #> '{perKey,rate}', k.n, p_now)
-      from (select m.key, count(*)::int as n from m group by m.key) k
-     where p_limits #> '{perKey,rate}' is not null
+      from (select m.key, count(*)::int as n from unnest(p_keys) m(key) group by m.key) k
     on conflict (queue, scope, key) do update
-      set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{perKey,rate,limit}')::int]
-  )
-  insert into {{schema}}.limit_starts (queue, scope, key, starts)
-  select p_queue, 'queue', '', {{schema}}.rate_logged(null, p_limits #> '{queue,rate}', q.n, p_now)
-    from (select count(*)::int as n from m) q
-   where p_limits #> '{queue,rate}' is not null and q.n > 0
-  on conflict (queue, scope, key) do update
-    set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{queue,rate,limit}')::int];
+      set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{perKey,rate,limit}')::int];
+  end if;
+  if p_limits #> '{queue,rate}' is not null then
+    insert into {{schema}}.limit_starts (queue, scope, key, starts)
+    values (p_queue, 'queue', '', {{schema}}.rate_logged(null, p_limits #> '{queue,rate}', cardinality(p_idxs), p_now))
+    on conflict (queue, scope, key) do update
+      set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{queue,rate,limit}')::int];
+  end if;
+end
+$$;
+
+-- How many more starts of key p_key its rate allows now (no bound without a per-key rate).
+create function {{schema}}.key_rate_room(p_queue text, p_key text, p_rate jsonb, p_now timestamptz) returns int
+  language plpgsql stable
+  as $$
+begin
+  if p_rate is null then
+    return 2147483647;
+  end if;
+  return {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
+                                where s.queue = p_queue and s.scope = 'key' and s.key = p_key), p_rate, p_now);
 end
 $$;
 
 -- Lets waiting jobs through the gate: the oldest of each waiting key with room, oldest first overall, at most
 -- p_room. They are appended to the gate lane (one reservation, one insert) and claimed there at once.
 -- The waiting keys are found by a skip scan of the gate's index: a probe per waiting key, not per waiting job.
-create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_instance text,
+create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_used_keys text[], p_instance text,
     p_deadline_secs int, p_now timestamptz)
   returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
   language plpgsql
   as $$
 declare
+  v_cap int := (p_limits #>> '{perKey,concurrency}')::int;
   v_moved {{schema}}.deferred_jobs[];
   v_lane {{schema}}.lanes;
   v_first bigint;
@@ -262,10 +258,15 @@ begin
              where d.state = 'available' and d.queue = p_queue and d.gate_key > k.gate_key
              order by d.gate_key limit 1)
       from keys k where k.gate_key is not null
+  ), used as (
+    select u.key, count(*)::int as n from unnest(p_used_keys) u(key) group by u.key
   ), picked as (
     select w.job_id
-      from (select k.gate_key, {{schema}}.key_room(p_queue, k.gate_key, p_limits, p_now) as room
-              from keys k where k.gate_key is not null) r
+      from (select k.gate_key,
+                   least(coalesce(v_cap - coalesce(u.n, 0), 2147483647),
+                         {{schema}}.key_rate_room(p_queue, k.gate_key, p_limits #> '{perKey,rate}', p_now)) as room
+              from keys k left join used u on u.key = k.gate_key
+             where k.gate_key is not null) r
       cross join lateral (select d.job_id from {{schema}}.deferred_jobs d
                            where d.state = 'available' and d.queue = p_queue and d.gate_key = r.gate_key
                            order by d.job_id limit greatest(r.room, 0)) w
@@ -301,43 +302,55 @@ $$;
 
 -- Decides the members of one receipt a claim took from the lanes: in member order, a member runs when its key
 -- has no job waiting at the gate and still has room (counting those before it), and the queue still has room
--- (p_room). The others are closed at once and wait at the gate, their attempt not spent. Returns the receipt's
--- JSON with null for each member that does not run, and how many run.
+-- (p_room). A member whose job holds its key's slot already (p_used_jobs: a strict FIFO key's job running again)
+-- runs first, in that slot, whoever waits. The others are closed at once and wait at the gate, their attempt not
+-- spent. Records the starts of those that run. Returns the receipt's JSON with null for each member that does not
+-- run, how many run, and their job ids and keys. p_used_keys: the key of each attempt holding a slot now (the
+-- claim keeps it up to date), so a key's room is counted in memory, not looked up.
 create function {{schema}}.sort_receipt(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint,
-    p_jobs json, p_room int, p_now timestamptz, out jobs json, out n int)
+    p_jobs json, p_room int, p_used_keys text[], p_used_jobs bigint[], p_now timestamptz,
+    out jobs json, out n int, out run_jobs bigint[], out run_keys text[])
   language plpgsql
   as $$
 declare
-  v_keys text[];
+  v_cap int := (p_limits #>> '{perKey,concurrency}')::int;
+  v_rate jsonb := p_limits #> '{perKey,rate}';
+  -- Only a strict FIFO key's job can hold its slot before its claim (see held_members()).
+  v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
+  v_m record;
   v_runs boolean[];
+  -- Whether any job waits at the gate: only then is each key looked for there.
+  v_gated boolean := exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue);
 begin
+  v_m := {{schema}}.receipt_keys(p_limits, p_jobs);
   with m as (
-    -- held: the job holds its key's slot already (a strict FIFO key's job running again): it goes first, in
-    -- its own slot, whoever waits.
-    select e.o::int as idx, {{schema}}.limit_key(p_limits, (e.j -> 2)::jsonb, (e.j -> 9)::jsonb) as key,
-           exists (select 1 from {{schema}}.limit_holds h where h.job_id = (e.j ->> 0)::bigint) as held
-      from json_array_elements(p_jobs) with ordinality e(j, o)
-  ), keys as (
+    select u.idx, u.key, v_fifo and u.job_id = any(p_used_jobs) as held
+      from unnest(v_m.idxs, v_m.keys, v_m.job_ids) u(idx, key, job_id)
+  ), k as (
+    select m.key, count(*) filter (where m.held)::int as held from m group by m.key
+  ), used as (
+    select u.key, count(*)::int as n from unnest(p_used_keys) u(key) group by u.key
+  ), rooms as (
     select k.key,
-           least({{schema}}.key_slots(p_queue, k.key, p_limits) + k.held,
-                 {{schema}}.key_rate_room(p_queue, k.key, p_limits, p_now)) as room,
-           exists (select 1 from {{schema}}.deferred_jobs d
-                    where d.state = 'available' and d.queue = p_queue and d.gate_key = k.key) as waiting
-      from (select m.key, count(*) filter (where m.held)::int as held from m group by m.key) k
+           least(coalesce(v_cap - coalesce(u.n, 0) + k.held, 2147483647),
+                 case when v_rate is null then 2147483647
+                      else {{schema}}.key_rate_room(p_queue, k.key, v_rate, p_now) end) as room,
+           v_gated and exists (select 1 from {{schema}}.deferred_jobs d
+                                where d.state = 'available' and d.queue = p_queue and d.gate_key = k.key) as waiting
+      from k left join used u on u.key = k.key
   ), by_key as (
-    select m.idx, m.key,
-           (m.held or not k.waiting)
-             and row_number() over (partition by m.key order by m.held desc, m.idx) <= k.room as fits
-      from m join keys k on k.key = m.key
-  ), decided as (
-    select b.idx, b.key, b.fits and count(*) filter (where b.fits) over (order by b.idx) <= p_room as runs
-      from by_key b
+    select m.idx,
+           (m.held or not r.waiting)
+             and row_number() over (partition by m.key order by m.held desc, m.idx) <= r.room as fits
+      from m join rooms r on r.key = m.key
   )
-  select array_agg(d.key order by d.idx), array_agg(d.runs order by d.idx) into v_keys, v_runs from decided d;
+  select array_agg(d.runs order by d.idx) into v_runs
+    from (select b.idx, b.fits and count(*) filter (where b.fits) over (order by b.idx) <= p_room as runs
+            from by_key b) d;
   if false = any(v_runs) then
     with gated as (
       select u.o::int as idx, u.elem, u.key
-        from rows from (json_array_elements(p_jobs), unnest(v_keys), unnest(v_runs)) with ordinality
+        from rows from (json_array_elements(p_jobs), unnest(v_m.keys), unnest(v_runs)) with ordinality
              as u(elem, key, runs, o)
        where not u.runs
     ), closure as (
@@ -352,9 +365,18 @@ begin
            to_timestamp((g.elem ->> 7)::float8 / 1000000), (g.elem -> 9)::jsonb, g.key
       from gated g;
   end if;
-  select json_agg(case when u.runs then u.elem end order by u.o), count(*) filter (where u.runs)
-    into jobs, n
-    from rows from (json_array_elements(p_jobs), unnest(v_runs)) with ordinality as u(elem, runs, o);
+  run_jobs := array(select u.id from unnest(v_m.job_ids, v_runs) u(id, runs) where u.runs);
+  run_keys := array(select u.key from unnest(v_m.keys, v_runs) u(key, runs) where u.runs);
+  perform {{schema}}.record_starts(p_queue, p_limits, p_slot, p_batch,
+    array(select u.idx from unnest(v_m.idxs, v_runs) u(idx, runs) where u.runs), run_jobs,
+    array(select u.lease from unnest(v_m.leases, v_runs) u(lease, runs) where u.runs), run_keys, p_now);
+  n := cardinality(run_jobs);
+  if n = cardinality(v_runs) then
+    jobs := p_jobs;
+  else
+    jobs := (select json_agg(case when u.runs then u.elem end order by u.o)
+               from rows from (json_array_elements(p_jobs), unnest(v_runs)) with ordinality as u(elem, runs, o));
+  end if;
 end
 $$;
 
@@ -369,11 +391,16 @@ create function {{schema}}.claim_limited(p_queue text, p_limits jsonb, p_max int
   as $$
 declare
   v_now timestamptz;
+  v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
+  -- The attempts holding a slot (not parked at the gate): their job ids and keys, kept up to date below.
+  v_used_jobs bigint[];
+  v_used_keys text[];
   v_room int;
   v_left int;
   v_sort_budget int := greatest(p_max * 4, 256);
   v_contended boolean := false;
   v_sorted record;
+  v_members record;
   v_taken int;
   v_opens timestamptz;
   b record;
@@ -383,12 +410,30 @@ begin
   -- terms. A claim that waited for the lock logs its starts earlier than it made them; it counted every start
   -- logged after its time as inside its window, so any window still holds at most the limit.
   v_now := now();
-  perform {{schema}}.release_holds(p_queue, coalesce((p_limits #>> '{perKey,fifo}')::boolean, false));
-  v_room := least(p_max, {{schema}}.queue_room(p_queue, p_limits, v_now));
+  -- What holds a slot now; hold rows none of whose members does any more are given back.
+  with held as materialized (select * from {{schema}}.held_members(p_queue, v_fifo)),
+  gone as (
+    delete from {{schema}}.limit_holds h
+     where h.queue = p_queue and h.batch_id not in (select x.batch_id from held x)
+  )
+  select coalesce(array_agg(x.job_id) filter (where not x.parked), '{}'),
+         coalesce(array_agg(x.key) filter (where not x.parked), '{}')
+    into v_used_jobs, v_used_keys
+    from held x;
+  v_room := greatest(0, least(p_max,
+    coalesce((p_limits #>> '{queue,concurrency}')::int - cardinality(v_used_jobs), 2147483647),
+    {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
+                           where s.queue = p_queue and s.scope = 'queue' and s.key = ''),
+                         p_limits #> '{queue,rate}', v_now)));
   v_left := v_room;
   if v_left > 0 then
-    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, p_instance, p_deadline_secs, v_now) loop
-      perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_now);
+    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_used_keys, p_instance,
+                                                  p_deadline_secs, v_now) loop
+      v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
+      perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, v_members.idxs,
+                                       v_members.job_ids, v_members.leases, v_members.keys, v_now);
+      v_used_jobs := v_used_jobs || v_members.job_ids;
+      v_used_keys := v_used_keys || v_members.keys;
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
@@ -409,9 +454,11 @@ begin
         continue;
       end if;
       v_taken := v_taken + json_array_length(b.jobs);
-      v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_left, v_now);
+      v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_left, v_used_keys,
+                                          v_used_jobs, v_now);
       continue when v_sorted.n = 0;
-      perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, v_sorted.jobs, v_now);
+      v_used_jobs := v_used_jobs || v_sorted.run_jobs;
+      v_used_keys := v_used_keys || v_sorted.run_keys;
       v_left := v_left - v_sorted.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
@@ -424,17 +471,20 @@ begin
     v_sort_budget := v_sort_budget - v_taken;
   end loop;
   if v_contended or exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue) then
-    v_opens := least(
-      case when p_limits #> '{queue,rate}' is not null and {{schema}}.queue_room(p_queue, p_limits, v_now) = 0
-           then {{schema}}.rate_opens((select s.starts from {{schema}}.limit_starts s
-                                        where s.queue = p_queue and s.scope = 'queue' and s.key = ''),
-                                      p_limits #> '{queue,rate}', v_now) end,
-      case when p_limits #> '{perKey,rate}' is not null
-           then (select min({{schema}}.rate_opens(s.starts, p_limits #> '{perKey,rate}', v_now))
-                   from {{schema}}.limit_starts s
-                  where s.queue = p_queue and s.scope = 'key'
-                    and exists (select 1 from {{schema}}.deferred_jobs d
-                                 where d.state = 'available' and d.queue = p_queue and d.gate_key = s.key)) end);
+    -- The earliest a full rate window opens: the queue's, else the earliest of the waiting keys' whose window is
+    -- full. (A key waiting for a slot has no time to give.)
+    v_opens := (select {{schema}}.rate_opens(s.starts, p_limits #> '{queue,rate}', v_now)
+                  from {{schema}}.limit_starts s
+                 where p_limits #> '{queue,rate}' is not null and s.queue = p_queue and s.scope = 'queue'
+                   and s.key = '' and {{schema}}.rate_room(s.starts, p_limits #> '{queue,rate}', v_now) = 0);
+    if v_opens is null and p_limits #> '{perKey,rate}' is not null then
+      v_opens := (select min({{schema}}.rate_opens(s.starts, p_limits #> '{perKey,rate}', v_now))
+                    from {{schema}}.limit_starts s
+                   where s.queue = p_queue and s.scope = 'key'
+                     and {{schema}}.rate_room(s.starts, p_limits #> '{perKey,rate}', v_now) = 0
+                     and exists (select 1 from {{schema}}.deferred_jobs d
+                                  where d.state = 'available' and d.queue = p_queue and d.gate_key = s.key));
+    end if;
     batch_id := null;
     claim_slot := null;
     jobs := null;

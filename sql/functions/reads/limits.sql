@@ -1,7 +1,7 @@
 -- The limits of each queue that has any (declared, overridden or in effect) and what they hold now: attempts
 -- holding a slot, jobs waiting at the gate, and per key (the p_keys busiest) the same and its starts within
--- its rate's period. Only attempts still running count (held_attempts()), though their holds are given back
--- by the next claim only.
+-- its rate's period. Only attempts still running count (held_members()), though their holds are given back by
+-- the next claim only.
 create function {{schema}}.queue_limits(p_queue text, p_keys int)
   returns table (queue text, declared jsonb, override jsonb, effective jsonb, running bigint, waiting bigint,
                  keys jsonb)
@@ -10,7 +10,7 @@ create function {{schema}}.queue_limits(p_queue text, p_keys int)
 begin
   return query
     select s.queue, s.limits_declared, s.limits_override, e.limits,
-           (select count(*) from {{schema}}.held_attempts(s.queue, e.fifo)),
+           (select count(*) from {{schema}}.held_members(s.queue, e.fifo) h where h.running),
            (select count(*) from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = s.queue),
            (select coalesce(jsonb_agg(jsonb_build_object('key', k.key, 'running', k.running, 'waiting', k.waiting,
                                                          'recentStarts', k.recent)
@@ -20,7 +20,8 @@ begin
                                       where ls.queue = s.queue and ls.scope = 'key' and ls.key = x.key
                                         and t > now() - (coalesce((e.limits #>> '{perKey,rate,periodMs}')::float8, 1000)
                                                          * interval '1 millisecond')), 0)::int as recent
-                      from (select a.key, 1 as running, 0 as waiting from {{schema}}.held_attempts(s.queue, e.fifo) a
+                      from (select a.key, 1 as running, 0 as waiting from {{schema}}.held_members(s.queue, e.fifo) a
+                             where a.running
                             union all
                             select d.gate_key, 0, 1 from {{schema}}.deferred_jobs d
                              where d.state = 'available' and d.queue = s.queue) x
