@@ -5,8 +5,8 @@
 --   limit_holds    the attempts of a limited queue that hold a slot of their key (and of the queue), one row per
 --                  receipt: written by the claim that started them, deleted by a later claim once none of them
 --                  holds a slot any more (its receipt member closed; for a strict FIFO key, its job ended).
---   limit_starts   the sliding-window log of a rate limit: the most recent starts, newest first, at most the
---                  limit's count (scope 'key' per key, scope 'queue' one row for the queue).
+--   limit_starts   the log of a rate limit's starts: n starts at `at`, per key (scope 'key') and for the queue
+--                  (scope 'queue', key ''), one row per claim.
 --   deferred_jobs  'available' rows with a gate_key: jobs a claim found over their limit, waiting at the gate in
 --                  job id order per key, never due by time (run_at infinity). They are available jobs: the
 --                  operator reads count and list them as such.
@@ -43,10 +43,14 @@ create table {{schema}}.limit_holds (
 );
 create index limit_holds_queue on {{schema}}.limit_holds (queue);
 
+-- Appended to, never updated: a claim adds a row per key it started (and one for the queue), and a rate reads
+-- only its window's rows through the index, so a snapshot held open (which keeps every dead row) costs it
+-- nothing. The leader deletes rows older than any period.
 create table {{schema}}.limit_starts (
-  queue  text not null,
-  scope  text not null check (scope in ('key', 'queue')),
-  key    text not null,
-  starts timestamptz[] not null,
-  primary key (queue, scope, key)
+  queue text not null,
+  scope text not null check (scope in ('key', 'queue')),
+  key   text not null,
+  at    timestamptz not null,
+  n     int not null
 );
+create index limit_starts_window on {{schema}}.limit_starts (queue, scope, key, at);

@@ -72,10 +72,9 @@ begin
   select count(*) into instances from gone;
   -- Descriptor reports of hosts gone for a day.
   delete from {{schema}}.descriptor_reports d where d.reported_at < now() - interval '1 day';
-  -- Rate logs whose newest start is older than any period (at most a day, src/model/limits.ts): they allow a
-  -- full window again, as no log does. (A key's next start writes a fresh one.)
+  -- Rate logs' rows older than any period (at most a day, src/model/limits.ts): no window reads them again.
   delete from {{schema}}.limit_starts ls where ls.ctid = any(array(
-    select x.ctid from {{schema}}.limit_starts x where x.starts[1] < now() - interval '1 day' limit p_limit));
+    select x.ctid from {{schema}}.limit_starts x where x.at < now() - interval '1 day' limit p_limit));
   unique_claims := {{schema}}.unique_cleanup(p_limit);
   return next;
 end

@@ -37,52 +37,55 @@ begin
 end
 $$;
 
--- How many more starts a rate allows at p_now, given its log (newest first). Null rate: no bound.
-create function {{schema}}.rate_room(p_starts timestamptz[], p_rate jsonb, p_now timestamptz) returns int
-  language plpgsql immutable
+-- How many more starts a rate allows at p_now (no bound without a rate): its window's rows of the log, read
+-- through the index (at most `limit` starts, so a bounded number of rows). Rows logged after p_now (a claim that
+-- took the lock first though its transaction began later) count too.
+create function {{schema}}.rate_room(p_queue text, p_scope text, p_key text, p_rate jsonb, p_now timestamptz)
+  returns int
+  language plpgsql stable
   as $$
 declare
   v_limit int;
   v_burst int;
-  v_period float8;
+  v_period interval;
+  v_in_period bigint;
+  v_in_burst bigint;
 begin
   if p_rate is null then
     return 2147483647;
   end if;
   v_limit := (p_rate ->> 'limit')::int;
   v_burst := coalesce((p_rate ->> 'burst')::int, v_limit);
-  v_period := coalesce((p_rate ->> 'periodMs')::float8, 1000);
-  return greatest(0, least(
-    v_limit - (select count(*) from unnest(p_starts) s where s > p_now - v_period * interval '1 millisecond'),
-    v_burst - (select count(*) from unnest(p_starts) s
-                where s > p_now - v_period * v_burst / v_limit * interval '1 millisecond')))::int;
+  v_period := coalesce((p_rate ->> 'periodMs')::float8, 1000) * interval '1 millisecond';
+  select coalesce(sum(s.n), 0), coalesce(sum(s.n) filter (where s.at > p_now - v_period * v_burst / v_limit), 0)
+    into v_in_period, v_in_burst
+    from {{schema}}.limit_starts s
+   where s.queue = p_queue and s.scope = p_scope and s.key = p_key and s.at > p_now - v_period;
+  return greatest(0, least(v_limit - v_in_period, v_burst - v_in_burst))::int;
 end
 $$;
 
--- When a rate allows a start again, if nothing else starts meanwhile: the newest start that fills a window
--- leaves it. (The log is newest first, so its limit-th entry is the oldest start in a full window.)
-create function {{schema}}.rate_opens(p_starts timestamptz[], p_rate jsonb, p_now timestamptz) returns timestamptz
-  language plpgsql immutable
+-- When a rate allows a start again, if nothing else starts meanwhile: once the start that filled a window
+-- leaves it (walking the window's rows newest first, the row at which their starts reach the limit).
+create function {{schema}}.rate_opens(p_queue text, p_scope text, p_key text, p_rate jsonb, p_now timestamptz)
+  returns timestamptz
+  language plpgsql stable
   as $$
 declare
   v_limit int := (p_rate ->> 'limit')::int;
   v_burst int := coalesce((p_rate ->> 'burst')::int, v_limit);
-  v_period float8 := coalesce((p_rate ->> 'periodMs')::float8, 1000);
-  v_n int := coalesce(cardinality(p_starts), 0);
+  v_period interval := coalesce((p_rate ->> 'periodMs')::float8, 1000) * interval '1 millisecond';
+  v_full timestamptz;
+  v_full_burst timestamptz;
 begin
-  return greatest(p_now,
-    case when v_n >= v_limit then p_starts[v_limit] + v_period * interval '1 millisecond' end,
-    case when v_n >= v_burst then p_starts[v_burst] + v_period * v_burst / v_limit * interval '1 millisecond' end);
+  select max(w.at) filter (where w.total >= v_limit), max(w.at) filter (where w.total >= v_burst)
+    into v_full, v_full_burst
+    from (select s.at, sum(s.n) over (order by s.at desc rows unbounded preceding) as total
+            from {{schema}}.limit_starts s
+           where s.queue = p_queue and s.scope = p_scope and s.key = p_key and s.at > p_now - v_period) w;
+  return greatest(p_now, v_full + v_period, v_full_burst + v_period * v_burst / v_limit);
 end
 $$;
-
--- A rate's log with p_n starts at p_now added, newest first, no longer than the limit.
-create function {{schema}}.rate_logged(p_starts timestamptz[], p_rate jsonb, p_n int, p_now timestamptz)
-  returns timestamptz[]
-  language sql immutable
-  as $$
-    select (array_fill(p_now, array[p_n]) || coalesce(p_starts, '{}'))[1:(p_rate ->> 'limit')::int]
-  $$;
 
 -- The members of a queue's holds that hold a slot now, one row each: its receipt member is still open
 -- (`running`; a receipt is gone only once all its members closed: a slot is pruned only then), or, for a strict
@@ -205,37 +208,38 @@ begin
   insert into {{schema}}.limit_holds (batch_id, queue, slot, idxs, job_ids, run_leases, keys, held_at)
   values (p_batch, p_queue, p_slot, p_idxs, p_job_ids, p_leases, p_keys, p_now);
   if p_limits #> '{perKey,rate}' is not null then
-    insert into {{schema}}.limit_starts (queue, scope, key, starts)
-    select p_queue, 'key', k.key, {{schema}}.rate_logged(null, p_limits #> '{perKey,rate}', k.n, p_now)
-      from (select m.key, count(*)::int as n from unnest(p_keys) m(key) group by m.key) k
-    on conflict (queue, scope, key) do update
-      set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{perKey,rate,limit}')::int];
+    insert into {{schema}}.limit_starts (queue, scope, key, at, n)
+    select p_queue, 'key', m.key, p_now, count(*) from unnest(p_keys) m(key) group by m.key;
   end if;
   if p_limits #> '{queue,rate}' is not null then
-    insert into {{schema}}.limit_starts (queue, scope, key, starts)
-    values (p_queue, 'queue', '', {{schema}}.rate_logged(null, p_limits #> '{queue,rate}', cardinality(p_idxs), p_now))
-    on conflict (queue, scope, key) do update
-      set starts = (excluded.starts || limit_starts.starts)[1:(p_limits #>> '{queue,rate,limit}')::int];
+    insert into {{schema}}.limit_starts (queue, scope, key, at, n)
+    values (p_queue, 'queue', '', p_now, cardinality(p_idxs));
   end if;
 end
 $$;
 
--- How many more starts of key p_key its rate allows now (no bound without a per-key rate).
-create function {{schema}}.key_rate_room(p_queue text, p_key text, p_rate jsonb, p_now timestamptz) returns int
+-- The keys with jobs waiting at a queue's gate, by a skip scan of the gate's index: a probe per key, not per job.
+create function {{schema}}.gate_keys(p_queue text) returns table (key text)
   language plpgsql stable
   as $$
 begin
-  if p_rate is null then
-    return 2147483647;
-  end if;
-  return {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
-                                where s.queue = p_queue and s.scope = 'key' and s.key = p_key), p_rate, p_now);
+  return query
+    with recursive keys as (
+      (select d.gate_key from {{schema}}.deferred_jobs d
+        where d.state = 'available' and d.queue = p_queue and d.gate_key is not null
+        order by d.gate_key limit 1)
+      union all
+      select (select d.gate_key from {{schema}}.deferred_jobs d
+               where d.state = 'available' and d.queue = p_queue and d.gate_key > k.gate_key
+               order by d.gate_key limit 1)
+        from keys k where k.gate_key is not null
+    )
+    select k.gate_key from keys k where k.gate_key is not null;
 end
 $$;
 
 -- Lets waiting jobs through the gate: the oldest of each waiting key with room, oldest first overall, at most
 -- p_room. They are appended to the gate lane (one reservation, one insert) and claimed there at once.
--- The waiting keys are found by a skip scan of the gate's index: a probe per waiting key, not per waiting job.
 create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_used_keys text[], p_instance text,
     p_deadline_secs int, p_now timestamptz)
   returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
@@ -249,24 +253,16 @@ declare
   v_slot smallint;
   v_set text;
 begin
-  with recursive keys as (
-    (select d.gate_key from {{schema}}.deferred_jobs d
-      where d.state = 'available' and d.queue = p_queue and d.gate_key is not null
-      order by d.gate_key limit 1)
-    union all
-    select (select d.gate_key from {{schema}}.deferred_jobs d
-             where d.state = 'available' and d.queue = p_queue and d.gate_key > k.gate_key
-             order by d.gate_key limit 1)
-      from keys k where k.gate_key is not null
+  with keys as (
+    select k.key as gate_key from {{schema}}.gate_keys(p_queue) k
   ), used as (
     select u.key, count(*)::int as n from unnest(p_used_keys) u(key) group by u.key
   ), picked as (
     select w.job_id
       from (select k.gate_key,
                    least(coalesce(v_cap - coalesce(u.n, 0), 2147483647),
-                         {{schema}}.key_rate_room(p_queue, k.gate_key, p_limits #> '{perKey,rate}', p_now)) as room
-              from keys k left join used u on u.key = k.gate_key
-             where k.gate_key is not null) r
+                         {{schema}}.rate_room(p_queue, 'key', k.gate_key, p_limits #> '{perKey,rate}', p_now)) as room
+              from keys k left join used u on u.key = k.gate_key) r
       cross join lateral (select d.job_id from {{schema}}.deferred_jobs d
                            where d.state = 'available' and d.queue = p_queue and d.gate_key = r.gate_key
                            order by d.job_id limit greatest(r.room, 0)) w
@@ -334,7 +330,7 @@ begin
     select k.key,
            least(coalesce(v_cap - coalesce(u.n, 0) + k.held, 2147483647),
                  case when v_rate is null then 2147483647
-                      else {{schema}}.key_rate_room(p_queue, k.key, v_rate, p_now) end) as room,
+                      else {{schema}}.rate_room(p_queue, 'key', k.key, v_rate, p_now) end) as room,
            v_gated and exists (select 1 from {{schema}}.deferred_jobs d
                                 where d.state = 'available' and d.queue = p_queue and d.gate_key = k.key) as waiting
       from k left join used u on u.key = k.key
@@ -422,9 +418,7 @@ begin
     from held x;
   v_room := greatest(0, least(p_max,
     coalesce((p_limits #>> '{queue,concurrency}')::int - cardinality(v_used_jobs), 2147483647),
-    {{schema}}.rate_room((select s.starts from {{schema}}.limit_starts s
-                           where s.queue = p_queue and s.scope = 'queue' and s.key = ''),
-                         p_limits #> '{queue,rate}', v_now)));
+    {{schema}}.rate_room(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now)));
   v_left := v_room;
   if v_left > 0 then
     for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_used_keys, p_instance,
@@ -473,17 +467,12 @@ begin
   if v_contended or exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue) then
     -- The earliest a full rate window opens: the queue's, else the earliest of the waiting keys' whose window is
     -- full. (A key waiting for a slot has no time to give.)
-    v_opens := (select {{schema}}.rate_opens(s.starts, p_limits #> '{queue,rate}', v_now)
-                  from {{schema}}.limit_starts s
-                 where p_limits #> '{queue,rate}' is not null and s.queue = p_queue and s.scope = 'queue'
-                   and s.key = '' and {{schema}}.rate_room(s.starts, p_limits #> '{queue,rate}', v_now) = 0);
-    if v_opens is null and p_limits #> '{perKey,rate}' is not null then
-      v_opens := (select min({{schema}}.rate_opens(s.starts, p_limits #> '{perKey,rate}', v_now))
-                    from {{schema}}.limit_starts s
-                   where s.queue = p_queue and s.scope = 'key'
-                     and {{schema}}.rate_room(s.starts, p_limits #> '{perKey,rate}', v_now) = 0
-                     and exists (select 1 from {{schema}}.deferred_jobs d
-                                  where d.state = 'available' and d.queue = p_queue and d.gate_key = s.key));
+    if {{schema}}.rate_room(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now) = 0 then
+      v_opens := {{schema}}.rate_opens(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now);
+    elsif p_limits #> '{perKey,rate}' is not null then
+      v_opens := (select min({{schema}}.rate_opens(p_queue, 'key', k.key, p_limits #> '{perKey,rate}', v_now))
+                    from {{schema}}.gate_keys(p_queue) k
+                   where {{schema}}.rate_room(p_queue, 'key', k.key, p_limits #> '{perKey,rate}', v_now) = 0);
     end if;
     batch_id := null;
     claim_slot := null;

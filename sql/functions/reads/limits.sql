@@ -16,10 +16,10 @@ begin
                                                          'recentStarts', k.recent)
                                       order by k.running desc, k.waiting desc, k.key), '[]')
               from (select x.key, sum(x.running)::int as running, sum(x.waiting)::int as waiting,
-                           coalesce((select count(*) from {{schema}}.limit_starts ls, unnest(ls.starts) t
+                           coalesce((select sum(ls.n) from {{schema}}.limit_starts ls
                                       where ls.queue = s.queue and ls.scope = 'key' and ls.key = x.key
-                                        and t > now() - (coalesce((e.limits #>> '{perKey,rate,periodMs}')::float8, 1000)
-                                                         * interval '1 millisecond')), 0)::int as recent
+                                        and ls.at > now() - coalesce((e.limits #>> '{perKey,rate,periodMs}')::float8, 1000)
+                                                            * interval '1 millisecond'), 0)::int as recent
                       from (select a.key, 1 as running, 0 as waiting from {{schema}}.held_members(s.queue, e.fifo) a
                              where a.running
                             union all
