@@ -57,7 +57,7 @@ const commands: Record<string, Command> = {
   queues: { summary: 'per-queue counts', options: OPERATOR_OPTIONS, run: queuesCommand },
   queue: {
     summary:
-      'queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME: queue health, fleet-wide pause, enqueue shards, removing an empty queue',
+      'queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME | limits [NAME]: queue health, fleet-wide pause, enqueue shards, removing an empty queue, flow-control limits and their overrides',
     options: { ...OPERATOR_OPTIONS, ...queueOptions },
     run: queueCommand,
   },

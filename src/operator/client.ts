@@ -311,17 +311,19 @@ export class AwaClient {
   }
 
   /** Overrides a queue's declared limits, field by field (a null field or section removes the declared one);
-   * `null` clears the override. Applies to the fleet's next claims. Returns the limits now in effect. */
+   * `null` clears the override. Applies to the fleet's next claims. Returns the limits now in effect. An
+   * unknown queue is refused as by pauseQueue(), unless `create`. */
   async setQueueLimits(
     queue: string,
     override: LimitsOverride | null,
-    options?: ActorOptions,
+    options?: QueueSettingOptions,
   ): Promise<QueueLimits | null> {
     validateName('queue', queue);
     const valid = override === null ? null : validateLimitsOverride('limits', override);
-    const by = this.actorOf(options, []);
+    const by = this.actorOf(options, ['create']);
+    const create = createOption(options);
     return this.audited('setQueueLimits', by, (db, by) =>
-      this.store.actions.setLimitsOverride(db, queue, valid, by),
+      this.store.actions.setLimitsOverride(db, queue, valid, by, create),
     );
   }
 

@@ -53,23 +53,24 @@ export async function queueLimits(
 }
 
 /** Sets (null: clears) an operator's override of a queue's limits; returns the limits now in effect. Throws
- * UnknownQueueError for a queue nothing names. */
+ * UnknownQueueError for a queue nothing names, unless `create`. */
 export async function setLimitsOverride(
   db: Queryable,
   schema: Schema,
   queue: string,
   override: LimitsOverride | null,
   by: Actor,
+  create = false,
 ): Promise<Audited<QueueLimits | null>> {
   const { rows, record } = await audited<{ known: boolean; effective: QueueLimits | null }>(
     db,
     schema,
     { by, action: override === null ? 'queue.limits.reset' : 'queue.limits', target: queue },
     {
-      ctes: `act as (select ${schema.ident}.queue_known($1) as known,
-                            case when ${schema.ident}.queue_known($1)
+      ctes: `act as (select $3::boolean or ${schema.ident}.queue_known($1) as known,
+                            case when $3::boolean or ${schema.ident}.queue_known($1)
                                  then ${schema.ident}.set_limits_override($1, $2::jsonb) end as effective)`,
-      values: [queue, override === null ? null : JSON.stringify(override)],
+      values: [queue, override === null ? null : JSON.stringify(override), create],
       detail: `jsonb_build_object('override', $2::jsonb)`,
       when: `(select a.known from act a)`,
     },

@@ -529,7 +529,7 @@ describe('operator commands', () => {
       expect(await awa(['queue', 'list', '--create'], env)).toEqual({
         code: 2,
         stdout: '',
-        stderr: 'awa queue: --create applies to queue pause, resume and shards\n',
+        stderr: 'awa queue: --create applies to queue pause, resume, shards and changing limits\n',
       });
     });
 

@@ -65,6 +65,10 @@ describe('flow control: limits decided in the claim', () => {
     expect(await runningByKey('k2')).toEqual({ a: 2, b: 2 });
     expect(await countsOf('k2')).toMatchObject({ available: 3, running: 4 });
     expect((await f.client.getJob(ids[2]!))?.state).toBe('available');
+    // The gate's jobs are the queue's oldest available ones (the lanes hold none now).
+    const health = (await f.client.queueHealth()).find((q) => q.queue === 'k2')!;
+    expect(health.available).toBe(3);
+    expect(health.oldestAvailableAt).not.toBeNull();
     // Nothing more may start, and the claim says when to look again instead of coming back as "empty".
     const again = await claim('k2', 10);
     expect(started(again)).toEqual([]);
@@ -263,6 +267,14 @@ describe('flow control: limits decided in the claim', () => {
     await expect(
       f.client.setQueueLimits('no-such-queue', { queue: { concurrency: 1 } }),
     ).rejects.toBeInstanceOf(UnknownQueueError);
+    // A queue limited before its first job: its first jobs start under the limit.
+    expect(
+      await f.client.setQueueLimits('before-jobs', { queue: { concurrency: 1 } }, { create: true }),
+    ).toEqual({
+      queue: { concurrency: 1 },
+    });
+    const first = await enqueue('before-jobs', ['a', 'b']);
+    expect(started(await claim('before-jobs', 10))).toEqual([first[0]]);
   });
 
   it('reads what the limits hold now: running and waiting per key, busiest first', async () => {

@@ -29,6 +29,8 @@ function recordingClient(): { client: DashboardClient; calls: string[]; audits: 
   const audits: string[] = [];
   const answer: Record<string, unknown> = {
     queueHealth: [],
+    queueLimits: [],
+    setQueueLimits: null,
     listJobs: [],
     compactHistorySpan: null,
     getJob: null,

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/index.js';
-import { effectiveLimits, validateLimits, validateLimitsOverride } from '../../src/model/limits.js';
+import {
+  effectiveLimits,
+  validateLimits,
+  validateLimitsOverride,
+  type QueueLimits,
+} from '../../src/model/limits.js';
 import { resolveHostConfig } from '../../src/host/config.js';
 
 // Limits are validated once, where they are declared or set, with errors that name the field; defaults are
@@ -86,7 +91,8 @@ describe('queue limits', () => {
       fieldOf(() =>
         resolveHostConfig({
           connectionString: 'postgres://localhost/x',
-          queues: { api: { limits: { perKey: 3 } } },
+          // As an untyped caller might write it.
+          queues: { api: { limits: { perKey: 3 } as unknown as QueueLimits } },
         }),
       ),
     ).toBe('queues.api.limits.perKey');

@@ -66,6 +66,11 @@ begin
                               where t.slot = r.slot and t.lane_id = r.lane_id and t.lane_seq = r.lane_seq)
            order by r.lane_seq limit 1) h
        group by l.queue
+      union all
+      -- Jobs waiting at a limited queue's gate (limits.sql) are available too: the oldest of them, by when it
+      -- was enqueued (a read of the queue's gate).
+      select d.queue, min(d.enqueued_at) from {{schema}}.deferred_jobs d where d.state = 'available'
+       group by d.queue
     ), blocking as materialized (
       select q as queue from {{schema}}.slot_holding_queues(v_oldest) q where v_oldest is not null
     )
@@ -75,7 +80,7 @@ begin
              + coalesce((select t.n from recent_tallied t where t.queue = c.queue), 0)
              + coalesce((select h.n from recent_history h where h.queue = c.queue), 0),
            coalesce((select f.n from recent_failed f where f.queue = c.queue), 0),
-           (select h.oldest from heads h where h.queue = c.queue),
+           (select min(h.oldest) from heads h where h.queue = c.queue),
            exists (select 1 from blocking k where k.queue = c.queue),
            {{schema}}.queue_shards(c.queue)
       from counts c order by c.queue;

@@ -2,8 +2,9 @@ import { MAX_ENQUEUE_SHARDS } from '../../model/job-kind.js';
 import { UsageError } from '../args.js';
 import type { CliContext } from '../io.js';
 import { ago, parse, print, withClient } from './common.js';
+import { LIMITS_USAGE, limitsCommand, limitsOptionGiven, limitsOptions, limitsRequest } from './limits.js';
 
-// awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME
+// awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME | limits [NAME] …
 
 export const queueOptions = {
   'window-ms': {
@@ -15,6 +16,7 @@ export const queueOptions = {
     description:
       'queue pause/resume/shards: act on a queue nothing names yet (set one up before its first job)',
   },
+  ...limitsOptions,
 };
 
 const USAGE = 'awa queue list | show NAME | pause NAME | resume NAME | shards NAME COUNT | remove NAME';
@@ -25,9 +27,18 @@ const ARITY: Record<string, number> = { list: 0, show: 1, pause: 1, resume: 1, s
 export async function queueCommand(argv: string[], ctx: CliContext): Promise<number | void> {
   const { positionals, values } = parse(argv, queueOptions);
   const [verb = 'list', name, ...rest] = positionals;
+  const limitsOption = limitsOptionGiven(values);
+  if (verb === 'limits') {
+    if (positionals.length > 2) throw new UsageError(`usage: ${LIMITS_USAGE}`);
+    const request = limitsRequest(name, values);
+    if (values.create !== undefined && request === null)
+      throw new UsageError('--create applies to queue pause, resume, shards and changing limits');
+    return withClient(ctx, values, (client) => limitsCommand(client, name, request, values, ctx));
+  }
+  if (limitsOption) throw new UsageError(`--${limitsOption} applies to queue limits`);
   if (ARITY[verb] !== positionals.slice(1).length) throw new UsageError(`usage: ${USAGE}`);
   if (values.create !== undefined && verb !== 'pause' && verb !== 'resume' && verb !== 'shards')
-    throw new UsageError('--create applies to queue pause, resume and shards');
+    throw new UsageError('--create applies to queue pause, resume, shards and changing limits');
   const create = values.create === true;
   const count = verb === 'shards' ? shardCount(rest[0]!) : 0;
   return withClient(ctx, values, async (client) => {

@@ -1,6 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { AUDIT_ACTION_PATTERN, type Actor } from '../../model/audit.js';
 import { InvalidRequestError } from '../../model/errors.js';
+import type { LimitsOverride } from '../../model/limits.js';
 import type { JobSummary } from '../../storage/index.js';
 import type { DashboardClient } from './config.js';
 import * as input from './input.js';
@@ -27,9 +28,16 @@ export function createApi(client: DashboardClient): Hono<ApiEnv> {
 
   api.get('/queues', async (c) => {
     const q = c.req.query();
-    input.knownParams(q, ['windowMs']);
+    input.knownParams(q, ['windowMs', 'limits']);
     const windowMs = q.windowMs === undefined ? 60_000 : input.int('windowMs', q.windowMs, 1_000, 86_400_000);
-    return c.json({ at: new Date().toISOString(), windowMs, queues: await client.queueHealth({ windowMs }) });
+    // limits=1: every limited queue's limits too, without keys (the list's "limits" column), in the same answer
+    // so that the list's poll stays one request.
+    const withLimits = q.limits === undefined ? false : input.flag('limits', q.limits);
+    const [queues, limits] = await Promise.all([
+      client.queueHealth({ windowMs }),
+      withLimits ? client.queueLimits({ keys: 0 }) : null,
+    ]);
+    return c.json({ at: new Date().toISOString(), windowMs, queues, ...(limits ? { limits } : {}) });
   });
 
   api.post('/queues/:queue/:action{pause|resume}', async (c) => {
@@ -38,6 +46,26 @@ export function createApi(client: DashboardClient): Hono<ApiEnv> {
     const pause = c.req.param('action') === 'pause';
     const changed = pause ? await client.pauseQueue(queue, by(c)) : await client.resumeQueue(queue, by(c));
     return c.json({ queue, paused: pause, changed });
+  });
+
+  // Flow control (docs/dashboard.md, "Limits on the queue page"): one queue's limits with its busiest keys, and
+  // an operator's override of what the hosts declared.
+  api.get('/queues/:queue/limits', async (c) => {
+    const q = c.req.query();
+    input.knownParams(q, ['keys']);
+    const queue = input.name('queue', c.req.param('queue'));
+    const keys = q.keys === undefined ? 20 : input.int('keys', q.keys, 0, MAX_LIMIT_KEYS);
+    // A queue without limits (or that nothing names) answers null: the page offers to set some.
+    const [limits] = await client.queueLimits({ queue, keys });
+    return c.json({ queue, limits: limits ?? null });
+  });
+
+  api.post('/queues/:queue/limits', async (c) => {
+    const queue = input.name('queue', c.req.param('queue'));
+    const override = input.limitsOverride(await input.jsonBody(c.req.raw));
+    // The client checks the override and names a bad field (answered 400 with it).
+    const effective = await client.setQueueLimits(queue, override as LimitsOverride | null, by(c));
+    return c.json({ queue, override, effective });
   });
 
   api.get('/jobs', async (c) => c.json(await searchJobs(client, input.jobSearch(c.req.query()))));
@@ -163,6 +191,9 @@ export function createApi(client: DashboardClient): Hono<ApiEnv> {
   api.all('*', (c: Context) => c.json({ error: 'not_found' }, 404));
   return api;
 }
+
+/** The most keys one limits read lists (the client's bound). */
+const MAX_LIMIT_KEYS = 1000;
 
 /** DLQ totals are counted up to this many entries; the page shows "≥ N" past it. */
 export const DLQ_COUNT_BOUND = 10_000;

@@ -34,6 +34,8 @@ export type DashboardClient = Partial<Pick<AwaClient, 'readsFrom'>> &
     | 'listFlows'
     | 'getFlow'
     | 'cancelFlow'
+    | 'queueLimits'
+    | 'setQueueLimits'
   >;
 
 /** A bearer token, a username and password, or (only on a loopback address, or with `insecure`) none. */
@@ -127,6 +129,8 @@ const CLIENT_METHODS = [
   'listFlows',
   'getFlow',
   'cancelFlow',
+  'queueLimits',
+  'setQueueLimits',
 ] as const;
 export const MIN_TOKEN_CHARS = 16;
 export const MIN_PASSWORD_CHARS = 8;

@@ -58,6 +58,12 @@ export function int(field: string, raw: unknown, min: number, max: number): numb
   return n;
 }
 
+/** A yes/no parameter: 1 or 0. */
+export function flag(field: string, raw: string): boolean {
+  if (raw !== '1' && raw !== '0') throw new InvalidRequestError(field, 'must be 1 or 0');
+  return raw === '1';
+}
+
 /** Rejects query parameters the endpoint does not know, so a typo is an error rather than a silent no-op. */
 export function knownParams(query: Record<string, string>, known: readonly string[]): void {
   for (const key of Object.keys(query)) {
@@ -146,4 +152,18 @@ export function idList(body: Record<string, unknown>): string[] {
     throw new InvalidRequestError('ids', `must be an array of 1 to ${MAX_IDS} job ids`);
   }
   return [...new Set(ids.map((id, i) => jobId(`ids[${i}]`, id)))];
+}
+
+/** `{ override: {...} }` sets an override of a queue's limits, `{ override: null }` clears it. Only the shape is
+ * checked here; the client checks the limits themselves and names the field it refuses. */
+export function limitsOverride(body: Record<string, unknown>): Record<string, unknown> | null {
+  for (const key of Object.keys(body)) {
+    if (key !== 'override')
+      throw new InvalidRequestError(key, 'is not accepted (send { override: {...} } or { override: null })');
+  }
+  const override = body.override;
+  if (override === null) return null;
+  if (typeof override !== 'object' || override === undefined || Array.isArray(override))
+    throw new InvalidRequestError('override', 'must be an object of limits, or null to clear the override');
+  return override as Record<string, unknown>;
 }

@@ -57,7 +57,12 @@ async function request(path, init = {}) {
     throw new Error('logged out');
   }
   const body = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(body.message || body.error || `HTTP ${response.status}`);
+  if (!response.ok) {
+    const err = new Error(body.message || body.error || `HTTP ${response.status}`);
+    // The parameter or option a 400 names, so a form can mark its input.
+    err.field = body.field;
+    throw err;
+  }
   return body;
 }
 
@@ -191,8 +196,9 @@ document.addEventListener('visibilitychange', () => {
 // ---- pages ----
 
 async function queuesPage(gen) {
-  const data = await get(`/queues${query({ windowMs: 60000 })}`);
+  const data = await get(`/queues${query({ windowMs: 60000, limits: 1 })}`);
   if (gen !== generation) return;
+  const limitsOf = new Map(data.limits.map((l) => [l.queue, l]));
   for (const q of data.queues) {
     const h = history.get(q.queue) ?? { depth: [], rate: [] };
     h.depth.push(q.available);
@@ -235,6 +241,7 @@ async function queuesPage(gen) {
       el('td', {}, sparkline(h.rate, 'rate')),
       el('td', {}, q.inOldestSlot ? badge('in oldest slot', 'held') : ''),
       el('td', { class: 'num shards' }, String(q.enqueueShards)),
+      el('td', { class: 'limits' }, limitsCell(q.queue, limitsOf.get(q.queue))),
       el('td', {}, toggle),
     );
   });
@@ -267,6 +274,7 @@ async function queuesPage(gen) {
             'throughput',
             'ring',
             { label: 'shards', num: true },
+            'limits',
             '',
           ],
           rows,
@@ -288,6 +296,301 @@ async function queueAction(queue, action) {
   } catch (err) {
     showError(err);
   }
+}
+
+/** The queues list's limits cell: a link to the queue's page, a badge when it is limited (the limits in its
+ * title) with the jobs waiting at its gate. */
+function limitsCell(queue, state) {
+  const href = `#/queue/${encodeURIComponent(queue)}`;
+  if (!state || !state.effective) return el('a', { href, class: 'muted' }, 'none');
+  return [
+    el('a', { href, title: limitsLine(state.effective) }, badge('limited', 'held')),
+    state.waiting > 0 ? ` ${Number(state.waiting).toLocaleString()} at gate` : null,
+  ];
+}
+
+// ---- a queue's page: its health and its flow-control limits ----
+
+/** The fields of the limits, in the order the page lists them; `form` marks those the form overrides. */
+const LIMIT_FIELDS = [
+  { name: 'key.arg', section: 'key', key: 'arg' },
+  { name: 'perKey.concurrency', section: 'perKey', key: 'concurrency', form: 'count' },
+  { name: 'perKey.rate', section: 'perKey', key: 'rate', form: 'rate' },
+  { name: 'perKey.fifo', section: 'perKey', key: 'fifo' },
+  { name: 'queue.concurrency', section: 'queue', key: 'concurrency', form: 'count' },
+  { name: 'queue.rate', section: 'queue', key: 'rate', form: 'rate' },
+];
+
+/** A field's value in limits or an override: undefined when absent, null when an override removes it. */
+function limitValue(limits, field) {
+  const section = limits ? limits[field.section] : undefined;
+  if (section === null) return null;
+  return section ? section[field.key] : undefined;
+}
+
+function periodText(ms) {
+  if (ms % 3600000 === 0) return `${ms / 3600000}h`;
+  if (ms % 60000 === 0) return `${ms / 60000}m`;
+  if (ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}
+
+/** A rate as `awa queue limits` prints it: `100/1s (burst 100)`. */
+function rateText(r) {
+  return `${r.limit}/${periodText(r.periodMs ?? 1000)} (burst ${r.burst ?? r.limit})`;
+}
+
+function limitText(value) {
+  if (value === undefined || value === null) return '—';
+  return typeof value === 'object' ? rateText(value) : String(value);
+}
+
+/** The limits in effect in a line, as the CLI says them: `per key (args.tenant): 3 running, 100/1s (burst 100);
+ * queue: 50 running`. */
+function limitsLine(limits) {
+  if (!limits) return 'none';
+  const parts = [];
+  const p = limits.perKey;
+  if (p) {
+    const what = [
+      p.concurrency !== undefined ? `${p.concurrency} running` : null,
+      p.rate ? rateText(p.rate) : null,
+      p.fifo ? 'strict FIFO' : null,
+    ];
+    parts.push(`per key${limits.key ? ` (args.${limits.key.arg})` : ''}: ${what.filter(Boolean).join(', ')}`);
+  }
+  const q = limits.queue;
+  if (q) {
+    const what = [
+      q.concurrency !== undefined ? `${q.concurrency} running` : null,
+      q.rate ? rateText(q.rate) : null,
+    ];
+    parts.push(`queue: ${what.filter(Boolean).join(', ')}`);
+  }
+  return parts.join('; ');
+}
+
+/** An override's value as the form's input shows it: `100/1s,burst=20`, `none` for a removed limit, empty for
+ * no override (the declared value applies). */
+function limitInput(value) {
+  if (value === undefined) return '';
+  if (value === null) return 'none';
+  if (typeof value === 'object') return `${value.limit}/${periodText(value.periodMs)},burst=${value.burst}`;
+  return String(value);
+}
+
+const PERIOD_MS = { ms: 1, s: 1000, m: 60000, h: 3600000 };
+
+/** A form input's text as the override's value; undefined: no override. A count that is not digits is sent as
+ * written, so the server's check names it; a rate must parse here. */
+function parseLimitInput(field, text) {
+  const raw = text.trim();
+  if (raw === '') return undefined;
+  if (raw === 'none') return null;
+  if (field.form === 'count') return /^\d+$/.test(raw) ? Number(raw) : raw;
+  const m = /^(\d+)\/(\d*)(ms|s|m|h)(?:,\s*burst=(\d+))?$/.exec(raw);
+  if (!m) {
+    const err = new Error(
+      `${field.name}: write the rate as LIMIT/PERIOD (100/1s, 20/500ms, 1000/1m), optionally ,burst=N; or none`,
+    );
+    err.field = `limits.${field.name}`;
+    throw err;
+  }
+  const limit = Number(m[1]);
+  return {
+    limit,
+    periodMs: Number(m[2] || '1') * PERIOD_MS[m[3]],
+    burst: m[4] === undefined ? limit : Number(m[4]),
+  };
+}
+
+/** The override the form asks for: the current one with the form's fields replaced (key and FIFO kept). */
+function overrideFromForm(form, current) {
+  const next = JSON.parse(JSON.stringify(current ?? {}));
+  for (const field of LIMIT_FIELDS.filter((f) => f.form)) {
+    const value = parseLimitInput(field, form.elements[field.name].value);
+    if (next[field.section] === null) next[field.section] = {};
+    const section = (next[field.section] ??= {});
+    if (value === undefined) delete section[field.key];
+    else section[field.key] = value;
+    if (Object.keys(section).length === 0) delete next[field.section];
+  }
+  return Object.keys(next).length === 0 ? null : next;
+}
+
+async function queuePage(gen, queue) {
+  const health = el('p', { id: 'queue-health' });
+  const summary = el('p', { id: 'limits-summary' });
+  const now = el('p', { id: 'limits-now', class: 'muted' });
+  const fields = el('div');
+  const keys = el('div');
+  const error = el('p', { id: 'limits-error', class: 'error', role: 'alert' });
+  // The latest override read, which the form's changes are applied to.
+  let override = null;
+  const inputs = LIMIT_FIELDS.filter((f) => f.form).map((f) =>
+    el(
+      'label',
+      {},
+      f.name,
+      el('input', {
+        name: f.name,
+        size: f.form === 'rate' ? 16 : 6,
+        autocomplete: 'off',
+        spellcheck: 'false',
+      }),
+    ),
+  );
+  const form = el(
+    'form',
+    { class: 'search limits-form', id: 'limits-form', 'data-action': 'limits', onsubmit: (e) => save(e) },
+    inputs,
+    el('button', { type: 'submit', class: 'primary' }, 'Save override'),
+    el(
+      'button',
+      { type: 'button', id: 'limits-reset', onclick: () => send(null, 'reset') },
+      'Reset to declared',
+    ),
+    el(
+      'p',
+      { class: 'muted limits-help' },
+      'Override: a number, a rate such as 100/1s or 1000/1m,burst=50, "none" for no limit whatever the code ' +
+        'declares, or empty to follow the declared value.',
+    ),
+  );
+  replace(
+    main,
+    el('h2', {}, `Queue ${queue}`),
+    health,
+    el('h3', {}, 'Limits'),
+    summary,
+    now,
+    fields,
+    form,
+    error,
+    el('h3', {}, 'Busiest keys'),
+    keys,
+  );
+  const fill = (state) => {
+    for (const f of LIMIT_FIELDS.filter((x) => x.form)) {
+      const input = form.elements[f.name];
+      input.value = limitInput(limitValue(state?.override, f));
+      const declared = limitValue(state?.declared, f);
+      input.placeholder = declared === undefined ? 'none declared' : `${limitInput(declared)} declared`;
+      input.removeAttribute('aria-invalid');
+    }
+  };
+  async function send(next, what) {
+    replace(error);
+    try {
+      const r = await post(`/queues/${encodeURIComponent(queue)}/limits`, { override: next });
+      say(
+        `Queue ${queue}: ${what === 'reset' ? 'override cleared; ' : ''}limits now: ${limitsLine(r.effective)}.`,
+      );
+      await load(generation, true);
+    } catch (err) {
+      refused(err);
+    }
+  }
+  /** Shows why the form's values were refused under the form, marking the input of the field it names. */
+  function refused(err) {
+    const name = String(err.field ?? '').replace(/^limits\./, '');
+    const field = LIMIT_FIELDS.find((f) => f.form && (name === f.name || name.startsWith(`${f.name}.`)));
+    if (field) form.elements[field.name].setAttribute('aria-invalid', 'true');
+    replace(error, err.message);
+    showError(err);
+  }
+  function save(event) {
+    event.preventDefault();
+    for (const input of form.querySelectorAll('input')) input.removeAttribute('aria-invalid');
+    let next;
+    try {
+      next = overrideFromForm(form, override);
+    } catch (err) {
+      return refused(err);
+    }
+    return send(next, 'save');
+  }
+  async function load(g, refill) {
+    const [all, { limits: state }] = await Promise.all([
+      get(`/queues${query({ windowMs: 60000 })}`),
+      get(`/queues/${encodeURIComponent(queue)}/limits`),
+    ]);
+    if (g !== generation) return;
+    const q = all.queues.find((x) => x.queue === queue);
+    replace(
+      health,
+      q
+        ? [
+            q.paused ? badge('paused') : badge('active', 'live'),
+            ` ${q.available} available, ${q.running} running, ${q.scheduled} scheduled, ${q.retryable} retryable · `,
+            el('a', { href: `#/jobs${query({ state: 'available', queue })}` }, 'jobs'),
+          ]
+        : 'No queue of this name holds jobs.',
+    );
+    override = state?.override ?? null;
+    replace(
+      summary,
+      state?.effective ? limitsLine(state.effective) : 'No limits: claims take what the hosts have room for.',
+    );
+    replace(
+      now,
+      state ? `${state.running} running under the limits, ${state.waiting} waiting at the gate.` : '',
+    );
+    const rows = LIMIT_FIELDS.flatMap((f) => {
+      const declared = limitValue(state?.declared, f);
+      const over = limitValue(state?.override, f);
+      if (declared === undefined && over === undefined) return [];
+      const source = over === undefined ? 'declared' : over === null ? 'override: none' : 'override';
+      return [
+        el(
+          'tr',
+          { 'data-field': f.name },
+          el('td', {}, f.name),
+          el('td', { class: 'effective' }, limitText(limitValue(state?.effective, f))),
+          el('td', { class: 'source' }, badge(source, over === undefined ? 'live' : 'held')),
+          el('td', { class: 'declared' }, limitText(declared)),
+          el('td', { class: 'override' }, over === null ? 'none' : limitText(over)),
+        ),
+      ];
+    });
+    replace(
+      fields,
+      rows.length === 0
+        ? null
+        : table(['field', 'in effect', 'source', 'declared', 'override'], rows, { id: 'limits-fields' }),
+    );
+    replace(
+      keys,
+      !state || state.keys.length === 0
+        ? el('p', { class: 'muted', id: 'limit-keys-none' }, 'No key running or waiting.')
+        : table(
+            [
+              'key',
+              { label: 'running', num: true },
+              { label: 'waiting', num: true },
+              { label: 'recent starts', num: true },
+            ],
+            state.keys.map((k) =>
+              el(
+                'tr',
+                { 'data-key': k.key },
+                el('td', {}, k.key === '' ? el('span', { class: 'muted' }, '(no key)') : clip(k.key)),
+                num(k.running),
+                num(k.waiting),
+                num(k.recentStarts),
+              ),
+            ),
+            { id: 'limit-keys' },
+          ),
+    );
+    if (refill) fill(state);
+  }
+  await load(gen, true);
+  const again = async (g) => {
+    await load(g, false);
+    poll(g, again);
+  };
+  poll(gen, again);
 }
 
 // Every job state, as src/model/job.ts lists them (the page shell carries the list: one list, not a copy).
@@ -1092,11 +1395,13 @@ function navigate() {
   for (const a of document.querySelectorAll('#nav a')) {
     a.classList.toggle(
       'active',
-      a.dataset.page === (page === 'job' ? 'jobs' : page === 'flow' ? 'flows' : page),
+      a.dataset.page ===
+        (page === 'job' ? 'jobs' : page === 'flow' ? 'flows' : page === 'queue' ? 'queues' : page),
     );
   }
   const pages = {
     queues: () => queuesPage(gen),
+    queue: () => queuePage(gen, decodeURIComponent(parts[1] ?? '')),
     jobs: () => jobsPage(gen, params),
     job: () => jobPage(gen, decodeURIComponent(parts[1] ?? '')),
     flows: () => flowsPage(gen, params),
