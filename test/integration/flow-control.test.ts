@@ -120,6 +120,31 @@ describe('flow control: limits decided in the claim', () => {
     expect(new Set(seen).size).toBe(ids.length);
   });
 
+  it('a limited claim that rolls back loses nothing: every job still starts once afterwards', async () => {
+    // A claim reads each lane once (a transaction of its own). A second pass in the same transaction would store
+    // the lanes' cursors past its own receipts (sequences ignore the rollback): a limited claim that sorted twice
+    // lost those jobs when its host died mid-statement.
+    await limit('rollback', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const ids = await enqueue('rollback', ['a', 'b', 'a', 'b', 'a', 'b', 'a', 'b', 'a', 'b']);
+    const c = await f.pool.connect();
+    try {
+      await c.query('begin');
+      // It starts one of each key and sends the other eight to the gate, then its host dies.
+      expect(started(await claim('rollback', 10, c))).toEqual([ids[0], ids[1]]);
+      await c.query('rollback');
+    } finally {
+      c.release();
+    }
+    expect(await countsOf('rollback')).toMatchObject({ available: 10, running: 0 });
+    const seen: string[] = [];
+    for (let round = 0; round < 30 && seen.length < ids.length; round++) {
+      const r = await claim('rollback', 10);
+      seen.push(...started(r));
+      await complete(r);
+    }
+    expect([...seen].sort((x, y) => Number(x) - Number(y))).toEqual(ids);
+  });
+
   it('holds the whole queue to its concurrency across claimers', async () => {
     await limit('qcap', { queue: { concurrency: 5 } });
     await enqueue(

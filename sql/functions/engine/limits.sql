@@ -393,11 +393,11 @@ declare
   v_used_keys text[];
   v_room int;
   v_left int;
-  v_sort_budget int := greatest(p_max * 4, 256);
   v_contended boolean := false;
   v_sorted record;
   v_members record;
-  v_taken int;
+  -- This claim sent fresh jobs to the gate: more may be runnable behind them in the lanes.
+  v_gated boolean := false;
   v_opens timestamptz;
   b record;
 begin
@@ -437,19 +437,26 @@ begin
       return next;
     end loop;
   end if;
-  -- Fresh rows, a receipt at a time, until the room is used or the sorting budget spent (a backlog of one busy
-  -- key is moved to the gate over several claims, each job once).
-  while v_left > 0 and v_sort_budget > 0 loop
-    v_taken := 0;
-    for b in select * from {{schema}}.claim_lanes(p_queue, least(v_left, v_sort_budget), p_instance, p_aging_secs,
-                                                  p_deadline_secs, p_wait_ms) loop
+  -- Fresh rows: one pass over the lanes (claim_lanes()), for what room is left. Once only per transaction: a
+  -- lane's cursors are healed from the receipts this transaction sees, its own included, and stored at once
+  -- (sequences ignore a rollback), so a second pass would store a high-water that a rolled-back claim's receipts
+  -- made and skip their rows for good. A pass that sent jobs to the gate asks for the next claim at once.
+  -- While jobs wait at the gate (a limit binds), the pass reads at least 64 rows, so a busy key's backlog ahead
+  -- of other keys' jobs moves to the gate in a few claims even when little room is left; what it reads beyond
+  -- the room waits at the gate and goes first next time.
+  if v_left > 0 then
+    for b in select * from {{schema}}.claim_lanes(p_queue,
+                                                  case when exists (select 1 from {{schema}}.deferred_jobs d
+                                                                     where d.state = 'available' and d.queue = p_queue)
+                                                       then greatest(v_left, 64) else v_left end,
+                                                  p_instance, p_aging_secs, p_deadline_secs, p_wait_ms) loop
       if b.batch_id is null then
         v_contended := true;
         continue;
       end if;
-      v_taken := v_taken + json_array_length(b.jobs);
       v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_left, v_used_keys,
                                           v_used_jobs, v_now);
+      v_gated := v_gated or v_sorted.n < json_array_length(b.jobs);
       continue when v_sorted.n = 0;
       v_used_jobs := v_used_jobs || v_sorted.run_jobs;
       v_used_keys := v_used_keys || v_sorted.run_keys;
@@ -461,9 +468,7 @@ begin
       retry_ms := null;
       return next;
     end loop;
-    exit when v_taken = 0;
-    v_sort_budget := v_sort_budget - v_taken;
-  end loop;
+  end if;
   if v_contended or exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue) then
     -- The earliest a full rate window opens: the queue's, else the earliest of the waiting keys' whose window is
     -- full. (A key waiting for a slot has no time to give.)
@@ -479,6 +484,7 @@ begin
     jobs := null;
     bulk := null;
     retry_ms := case when v_contended then null
+                     when v_gated and v_left > 0 then 1
                      else least(100, greatest(1, ceil(extract(epoch from coalesce(v_opens, v_now + interval '100 ms')
                                                                         - clock_timestamp()) * 1000)))::int end;
     return next;
