@@ -57,7 +57,8 @@ export const ringVariant: StorageVariant = {
       else
         await db.query(
           `update ${schema.ident}.deferred_jobs set run_at = now() + make_interval(secs => $2)
-            where queue = any($1::text[]) and ($3 is not true or run_at > now())`,
+            where queue = any($1::text[]) and ($3 is not true or run_at > now())
+              and state not in ('blocked', 'available')`,
           [target.queues, inSeconds, target.pendingOnly === true],
         );
     },

@@ -263,6 +263,37 @@ describe('flow control: limits decided in the claim', () => {
     expect(started(await claim('strict', 10))).toEqual([ids[1]]);
   });
 
+  it('strict FIFO holds across a second retry too, while another attempt of its first claim still runs', async () => {
+    await limit('strict2', { key: { arg: 'k' }, perKey: { fifo: true } });
+    const ids = await enqueue('strict2', ['a', 'b', 'a']);
+    // One claim starts a and b; b keeps running (its receipt row stays), a retries twice.
+    const first = await claim('strict2', 10);
+    expect(started(first)).toEqual([ids[0], ids[1]]);
+    const [b] = first.batches;
+    const retryNow = { runAt: new Date(Date.now() - 1_000), error: { error: 'again' } };
+    await f.storage.settler.settleAttempts(f.pool, [settle(b!, b!.jobs[0]!, 'retry', retryNow)]);
+    expect(await f.storage.maintenance.promoteDue(f.pool, 100)).toBe(1);
+    const second = await claim('strict2', 10);
+    expect(argsOf(second)).toEqual([{ k: 'a', i: 0 }]);
+    const [b2] = second.batches;
+    await f.storage.settler.settleAttempts(f.pool, [settle(b2!, b2!.jobs[0]!, 'retry', retryNow)]);
+    expect(await f.storage.maintenance.promoteDue(f.pool, 100)).toBe(1);
+    // Its third attempt runs in its own slot, ahead of the key's next job.
+    const third = await claim('strict2', 10);
+    expect(argsOf(third)).toEqual([{ k: 'a', i: 0 }]);
+    expect(third.batches[0]!.jobs[0]!.attempt).toBe(3);
+    expect((await f.client.getJob(ids[2]!))?.state).toBe('available');
+  });
+
+  it('a job waiting at the gate cannot be retried ahead of its limits', async () => {
+    await limit('noretry', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const ids = await enqueue('noretry', ['a', 'a']);
+    expect(started(await claim('noretry', 10))).toEqual([ids[0]]);
+    expect(await f.client.retryJob(ids[1]!)).toMatchObject({ retried: false });
+    expect(await f.storage.maintenance.promoteDue(f.pool, 100)).toBe(0);
+    expect((await f.client.getJob(ids[1]!))?.state).toBe('available');
+  });
+
   it('an operator override applies at the next claim; reset brings back what the code declared', async () => {
     await limit('override', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
     const ids = await enqueue('override', ['a', 'a', 'a', 'a']);

@@ -108,7 +108,10 @@ begin
         cross join lateral (select {{schema}}.receipt_slot(h.slot, h.batch_id) as slot) rs
        where h.queue = p_queue
     ), members as (
-      select r.batch_id, u.job_id, u.run_lease, u.key, r.present and not r.closed @> u.idx as open
+      -- latest: the job's newest start among the holds (a job's earlier start, kept in a row another member
+      -- still holds, is not its slot any more).
+      select r.batch_id, u.job_id, u.run_lease, u.key, r.present and not r.closed @> u.idx as open,
+             u.run_lease = max(u.run_lease) over (partition by u.job_id) as latest
         from receipts r
         cross join lateral unnest(r.idxs, r.job_ids, r.run_leases, r.keys) u(idx, job_id, run_lease, key)
     ), held as (
@@ -117,7 +120,7 @@ begin
                                      where d.job_id = m.job_id and d.state = 'available') as at_gate
         from members m
        where m.open
-          or (p_fifo and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = m.job_id)
+          or (p_fifo and m.latest and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = m.job_id)
                           or exists (select 1 from {{schema}}.ready_entries e
                                       where e.job_id = m.job_id and e.run_lease >= m.run_lease
                                         and not exists (select 1 from {{schema}}.ready_tombstones t

@@ -11,6 +11,7 @@ create function {{schema}}.retry_job(p_id bigint)
 declare
   e {{schema}}.done_entries;
   v_meta jsonb;
+  v_state text;
 begin
   if exists (select 1 from {{schema}}.dlq_retry(array[p_id])) then
     return query select 'dlq'::text, null::text, null::text, null::bigint;
@@ -21,9 +22,12 @@ begin
     return query select null::text, 'unique_held'::text, 'dlq'::text, {{schema}}.unique_holder(v_meta);
     return;
   end if;
-  -- A blocked job of a flow runs when its dependencies allow, not before: there is nothing to retry yet.
-  if exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = p_id and d.state = 'blocked') then
-    return query select null::text, 'not_retryable'::text, 'blocked'::text, null::bigint;
+  -- A blocked job of a flow runs when its dependencies allow, and a job at a limited queue's gate when its limits
+  -- allow (limits.sql), not before: there is nothing to retry yet.
+  select d.state into v_state from {{schema}}.deferred_jobs d
+   where d.job_id = p_id and d.state in ('blocked', 'available');
+  if found then
+    return query select null::text, 'not_retryable'::text, v_state, null::bigint;
     return;
   end if;
   update {{schema}}.deferred_jobs d set run_at = now() where d.job_id = p_id and d.run_at > now();
