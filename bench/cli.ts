@@ -30,6 +30,7 @@ import { producersScenario } from './scenarios/producers.js';
 import { soakScenario } from './scenarios/soak.js';
 import { stepsScenario } from './scenarios/steps.js';
 import { flowScenario } from './scenarios/flow.js';
+import { limitsScenario } from './scenarios/limits.js';
 
 // `awa bench <scenario>`: runs one scenario for one system or all of them, each run in databases of its
 // own that are dropped afterwards (also on Ctrl-C), and reports the median of --runs runs.
@@ -46,6 +47,7 @@ const SCENARIOS: Record<string, Scenario> = {
   'steps-1': stepsScenario(1),
   'steps-3': stepsScenario(3),
   flow: flowScenario(),
+  limits: limitsScenario(),
 };
 
 /** Defaults per scenario: duration (s) for the time-based ones. */
@@ -76,7 +78,7 @@ export async function benchCommand(argv: string[]): Promise<void> {
     throw new BenchUsageError(`unexpected argument "${positionals[1]}"; usage: ${benchUsage}`);
   if (values['database-url']) process.env.DATABASE_URL = values['database-url'] as string;
   const opts: ScenarioOptions = {
-    jobs: int(values.jobs, 100_000, 'jobs'),
+    jobs: int(values.jobs, name === 'limits' ? 20_000 : 100_000, 'jobs'),
     concurrency: int(values.concurrency ?? values.workers, 1000, 'concurrency'),
     duration: int(values.duration, DEFAULT_DURATION[name] ?? 60, 'duration'),
     rate: int(values.rate, name === 'mixed' ? 100 : 500, 'rate'),

@@ -4,11 +4,17 @@ import type { BenchOption } from './args.js';
 // peers (pg-boss, graphile-worker are dev dependencies).
 
 export const benchSummary =
-  'benchmarks: enqueue | drain | latency | pinned | soak | producers | mixed | micro, against pg-boss and graphile-worker';
+  'benchmarks: enqueue | drain | latency | pinned | soak | producers | mixed | micro, against pg-boss and graphile-worker; limits (awa only: flow control on four host processes)';
 
 export const benchOptions: Record<string, BenchOption> = {
-  jobs: { type: 'number', description: 'jobs for enqueue/drain (default 100000)' },
-  concurrency: { type: 'number', description: 'handler concurrency per system (default 1000)' },
+  jobs: {
+    type: 'number',
+    description: 'jobs for enqueue/drain (default 100000); limits: jobs of each drain (default 20000)',
+  },
+  concurrency: {
+    type: 'number',
+    description: 'handler concurrency per system (default 1000); limits: shared by its four host processes',
+  },
   workers: { type: 'number', description: 'alias of --concurrency' },
   duration: {
     type: 'number',

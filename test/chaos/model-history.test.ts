@@ -4,13 +4,17 @@
 // mid-run and replaced; the workers' own logs (attempt starts, settlement verdicts, rescues) join the
 // producers' history. (2) In-process producers, claimers and a leader against a server this test owns, which
 // restarts mid-run. Both histories must pass every check, and the first also the chaos suite's verifyRun.
+// Both include a limited queue (history.ts HISTORY_LIMITS): in (1) the worker processes declare its limits and
+// claim it, one of them SIGKILLed with attempts of it running; the checker proves no key and not the queue ran
+// more than its concurrency and no key started more than its rate, from the database's samples and receipts
+// and from the workers' handler intervals.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmbeddedPostgres } from '../../src/embedded/launcher.js';
 import { resolveSchema } from '../../src/storage/operations.js';
 import { chaosSleep } from '../fixtures/chaos-jobs.js';
 import { createModelDatabase, type ModelDatabase } from '../model/engine.js';
 import { checkHistory, workerEvents } from '../model/history-check.js';
-import { HistoryRun } from '../model/history.js';
+import { declaredLimits, HISTORY_LIMITS, HistoryRun } from '../model/history.js';
 import {
   ChaosWorker,
   closeScene,
@@ -23,7 +27,7 @@ import {
 import { verifyRun, type ExpectedJob } from './invariants.js';
 
 const SEED = Number(process.env.AWA_MODEL_SEED ?? 20261206);
-const QUEUES = ['hq', 'hq_dlq'];
+const QUEUES = ['hq', 'hq_dlq', HISTORY_LIMITS.queue];
 
 describe('chaos: concurrent histories across processes and a server restart', () => {
   let scene: Scene | undefined;
@@ -47,7 +51,11 @@ describe('chaos: concurrent histories across processes and a server restart', ()
         logs.dir,
         workerConfig(db.url, id, {
           sleepMs: 20,
-          queues: { hq: { concurrency: 6 }, hq_dlq: { concurrency: 6, dlq: true } },
+          queues: {
+            hq: { concurrency: 6 },
+            hq_dlq: { concurrency: 6, dlq: true },
+            [HISTORY_LIMITS.queue]: { concurrency: 6, limits: declaredLimits(HISTORY_LIMITS) },
+          },
         }),
       );
     workers.push(...(await Promise.all(['hist-a', 'hist-b'].map(spawn))));
@@ -68,6 +76,7 @@ describe('chaos: concurrent histories across processes and a server restart', ()
         pinSnapshot: false,
         stallClaimer: false,
         stalenessSeconds: 2,
+        limited: HISTORY_LIMITS,
         midRun: async () => {
           const victim = workers.find((w) => w.running().length > 0) ?? workers[0]!;
           await victim.kill();
@@ -79,7 +88,15 @@ describe('chaos: concurrent histories across processes and a server restart', ()
     await run.run();
     await Promise.all(workers.map((w) => w.stop()));
     const events = [...run.events, ...workerEvents(workers, run.t0, run.events.length)];
-    const report = await checkHistory(events, client, pool, run.schema, QUEUES, `procs-${SEED}`);
+    const report = await checkHistory(
+      events,
+      client,
+      pool,
+      run.schema,
+      QUEUES,
+      `procs-${SEED}`,
+      HISTORY_LIMITS,
+    );
     const committed = new Set(events.flatMap((e) => (e.op === 'committed' ? e.uids : [])));
     const expected: ExpectedJob[] = events.flatMap((e) =>
       e.op === 'claimed'
@@ -89,11 +106,16 @@ describe('chaos: concurrent histories across processes and a server restart', ()
         : [],
     );
     const verified = await verifyRun(client, expected, workers, { allowWorkerErrors: true });
-    printReport('model-history-procs', verified, { ...run.counters, committed: report.committed });
+    printReport('model-history-procs', verified, {
+      ...run.counters,
+      committed: report.committed,
+      ...report.limited,
+    });
     expect(report.violations, `history written to ${report.file}`).toEqual([]);
     expect(verified.violations).toEqual([]);
     expect(report.committed).toBeGreaterThan(50);
     expect(workers.filter((w) => w.killedAt !== null)).toHaveLength(1);
+    expect(report.limited!.dbStarts).toBeGreaterThan(50);
   }, 180_000);
 
   it(`a PostgreSQL restart mid-history (seed ${SEED})`, async () => {
@@ -115,6 +137,7 @@ describe('chaos: concurrent histories across processes and a server restart', ()
         stallClaimer: false,
         stalenessSeconds: 2,
         restart: () => srv.restart(),
+        limited: HISTORY_LIMITS,
       },
       'restart',
     );
@@ -126,6 +149,7 @@ describe('chaos: concurrent histories across processes and a server restart', ()
       owned.schema,
       QUEUES,
       `restart-${SEED}`,
+      HISTORY_LIMITS,
     );
     console.log(
       `[history] restart seed ${SEED}: ${JSON.stringify({ ...report, violations: report.violations.length, ...run.counters })}`,
@@ -133,5 +157,6 @@ describe('chaos: concurrent histories across processes and a server restart', ()
     expect(report.violations, `history written to ${report.file}`).toEqual([]);
     expect(run.events.some((e) => e.op === 'restart')).toBe(true);
     expect(report.committed).toBeGreaterThan(50);
+    expect(report.limited!.dbStarts).toBeGreaterThan(50);
   }, 180_000);
 });

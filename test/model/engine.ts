@@ -7,7 +7,16 @@ import pg from 'pg';
 import { AwaClient } from '../../src/index.js';
 import { resolveSchema, type Schema, type Storage } from '../../src/storage/operations.js';
 import { ringVariant, type StorageVariant } from '../conformance/variants.js';
+import { MODEL_RATE_PERIOD_MS, type ModelLimits } from './flow-control.js';
 import { QueueModel, TERMINAL } from './model.js';
+
+/** The limits a run's limited queue declares (as a host would): one attempt per key, four starts per key
+ * per hour (a window no run outlives, see flow-control.ts), three attempts of the queue. */
+export const DECLARED_LIMITS: ModelLimits = { keyConcurrency: 1, keyRate: 4, queueConcurrency: 3 };
+/** The args field a limited job's key comes from. */
+export const KEY_ARG = 'tenant';
+
+const rateJson = (limit: number) => ({ limit, periodMs: MODEL_RATE_PERIOD_MS, burst: limit });
 
 /** A database on `serverUrl`, created and migrated for this test; dropped by `drop()`. */
 export interface ModelDatabase {
@@ -164,18 +173,33 @@ export class Real {
     readonly instances: readonly string[],
   ) {}
 
+  /** A run's queues: two unlimited (the second with a DLQ) and a third with limits its hosts declare. */
   static async open(db: ModelDatabase, run: string): Promise<{ model: QueueModel; real: Real }> {
-    const queues = [`${run}_a`, `${run}_b`];
+    const queues = [`${run}_a`, `${run}_b`, `${run}_l`];
     const dlq = new Set([queues[1]!]);
+    const limited = queues[2]!;
     const instances = [`${run}-i1`, `${run}-i2`];
+    const declared = {
+      key: { arg: KEY_ARG },
+      perKey: { concurrency: DECLARED_LIMITS.keyConcurrency, rate: rateJson(DECLARED_LIMITS.keyRate!) },
+      queue: { concurrency: DECLARED_LIMITS.queueConcurrency },
+    };
     for (const id of instances)
       await db.storage.instances.registerInstance(
         db.pool,
         id,
-        queues.map((q) => ({ queue: q, dlq: dlq.has(q), concurrency: 10 })),
+        queues.map((q) => ({
+          queue: q,
+          dlq: dlq.has(q),
+          concurrency: 10,
+          ...(q === limited ? { limits: declared } : {}),
+        })),
         'model',
       );
-    return { model: new QueueModel(queues, dlq), real: new Real(db, run, queues, dlq, instances) };
+    return {
+      model: new QueueModel(queues, dlq, new Map([[limited, DECLARED_LIMITS]])),
+      real: new Real(db, run, queues, dlq, instances),
+    };
   }
 
   nextUid(): string {

@@ -33,6 +33,44 @@ export interface HistoryOptions {
   kind?: string;
   /** Called once, mid-run, while producers produce (e.g. SIGKILL a worker process). */
   midRun?: () => Promise<void>;
+  /** A queue of `queues` with limits (docs/flow-control.md): its jobs carry a key, its claimers (in-process)
+   * declare the limits, and a sampler reads its receipts and running attempts from the database. */
+  limited?: HistoryLimits;
+}
+
+/** A limited queue of a history: its limits as a host declares them, and how many keys its jobs spread over. */
+export interface HistoryLimits {
+  queue: string;
+  keyConcurrency: number;
+  rate: { limit: number; periodMs: number; burst: number };
+  queueConcurrency: number;
+  keys: number;
+}
+
+/** The limited queue of the histories: 2 attempts per key over 4 keys, 20 starts per key per 500 ms (10 in any
+ * 250 ms), 5 attempts of the queue. Each binds at some point of a run. */
+export const HISTORY_LIMITS: HistoryLimits = {
+  queue: 'hq_lim',
+  keyConcurrency: 2,
+  rate: { limit: 20, periodMs: 500, burst: 10 },
+  queueConcurrency: 5,
+  keys: 4,
+};
+
+/** The limits as a host's queue options declare them. */
+export function declaredLimits(l: HistoryLimits) {
+  return {
+    key: { arg: 'tenant' },
+    perKey: { concurrency: l.keyConcurrency, rate: l.rate },
+    queue: { concurrency: l.queueConcurrency },
+  };
+}
+
+/** The key of a job of a limited queue, from its uid: the checker derives it the same way. */
+export function keyOfUid(uid: string, keys: number): string {
+  let h = 0;
+  for (const ch of uid) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+  return `t${h % keys}`;
 }
 
 export interface HistoryCounters {
@@ -141,6 +179,7 @@ export class HistoryRun {
       ...(this.opts.leader === false ? [] : [this.leader()]),
       this.heartbeats(),
       this.faults(),
+      ...(this.opts.limited ? [this.sampler(this.opts.limited)] : []),
     ];
     if (this.opts.midRun) {
       await sleep(this.opts.produceMs / 2);
@@ -155,6 +194,11 @@ export class HistoryRun {
     await this.waitQuiet();
     this.running = false;
     await Promise.all(actors);
+    if (this.opts.limited) {
+      // The last receipts; with this process's leader, which reads them before every prune, that is all of them.
+      await this.sampleReceipts(await this.conn('final').get(), this.opts.limited);
+      if (this.opts.leader !== false) this.record({ actor: 'sampler', op: 'receipts_complete' });
+    }
     await pinned?.end().catch(() => {});
     await Promise.all(this.conns.map((c) => c.end()));
   }
@@ -200,9 +244,11 @@ export class HistoryRun {
       const uids = Array.from({ length: n }, (_, k) => `${this.tag}:${p}:${i}:${k}`);
       const rollback = this.rand() < 0.15;
       const kind = this.opts.kind ?? 'h';
+      const limited = this.opts.limited?.queue === queue ? this.opts.limited : null;
+      const argsOf = (uid: string) => (limited ? { uid, tenant: keyOfUid(uid, limited.keys) } : { uid });
       const inputs = uids.map((uid) => ({
         kind,
-        args: { uid },
+        args: argsOf(uid),
         options: { queue, priority: priority as 2, maxAttempts: 3 },
       }));
       let c: pg.Client | null = null;
@@ -220,7 +266,7 @@ export class HistoryRun {
           block: uids.length > 1 && how !== 'one',
         });
         if (how === 'one')
-          await this.client.enqueue(kind, { uid: uids[0] }, { ...inputs[0]!.options, client: c });
+          await this.client.enqueue(kind, argsOf(uids[0]!), { ...inputs[0]!.options, client: c });
         else if (how === 'many') await this.client.enqueueMany(inputs, { client: c });
         else await this.client.copyEnqueue(inputs, { client: c });
         await this.pause(15);
@@ -254,7 +300,12 @@ export class HistoryRun {
         await this.storage.instances.registerInstance(
           await conn.get(),
           instance,
-          this.opts.queues.map((q) => ({ queue: q, dlq: q.endsWith('dlq'), concurrency: 20 })),
+          this.opts.queues.map((q) => ({
+            queue: q,
+            dlq: q.endsWith('dlq'),
+            concurrency: 20,
+            ...(q === this.opts.limited?.queue ? { limits: declaredLimits(this.opts.limited) } : {}),
+          })),
           'history',
         );
         return;
@@ -333,6 +384,12 @@ export class HistoryRun {
         await sleep(this.opts.stalenessSeconds * 1000 + 2_500);
       } else await this.pause(20);
       await this.steps(conn, k, jobs);
+      // The attempts stop running here, before their settlement is sent: no later than their end in the database.
+      this.record({
+        actor: `c${k}`,
+        op: 'attempts_ended',
+        attempts: jobs.map((j) => ({ id: j.id, runLease: j.runLease })),
+      });
       const items: Settlement[] = jobs.map((j) => ({ ...j.ref, ...this.outcome(j.attempt) }));
       await this.settle(conn, k, items);
       if (!this.liveInstances.has(instance)) {
@@ -488,15 +545,17 @@ export class HistoryRun {
       try {
         const c = await conn.get();
         // Draining: time passes for the backlog (retries of rescued attempts wait out the backoff rule).
+        // (Not a limited queue's: the jobs at its gate are deferred rows never due, which this would make due.)
         if (!this.producing)
           await this.variant.hooks.setDeferredDue(
             c,
             this.schema,
-            { queues: this.opts.queues, pendingOnly: true },
+            { queues: this.opts.queues.filter((q) => q !== this.opts.limited?.queue), pendingOnly: true },
             0,
           );
         const promoted = await this.storage.maintenance.promoteDue(c, 1000);
         if (promoted > 0) this.record({ actor: 'leader', op: 'promoted', count: promoted });
+        const rescueSentT = Date.now() - this.t0;
         const rescued = await this.storage.maintenance.rescue(c, {
           stalenessSeconds: this.opts.stalenessSeconds,
           maxBatches: 1000,
@@ -505,6 +564,7 @@ export class HistoryRun {
           this.record({
             actor: 'leader',
             op: 'rescued',
+            sentT: rescueSentT,
             items: rescued.map((r) => ({
               id: r.jobId,
               runLease: r.runLease,
@@ -517,11 +577,7 @@ export class HistoryRun {
           const slot = await this.storage.maintenance.rotate(c);
           if (slot !== null) this.record({ actor: 'leader', op: 'rotated', slot });
         }
-        const pruned = await this.storage.maintenance.prune(c, {
-          lockTimeoutMs: 10,
-          carryLimit: 200,
-          carryAfterSlots: 4,
-        });
+        const pruned = await this.pruneAfterSampling(c);
         if (pruned.outcome === 'pruned' || pruned.outcome === 'carried')
           this.record({ actor: 'leader', op: 'pruned', slot: pruned.slot, outcome: pruned.outcome });
         // Tallies race the claimers' receipts (a claim that read the current slot just before a rotation);
@@ -532,6 +588,94 @@ export class HistoryRun {
         if (!connectionLost(err) && !/lock timeout|canceling statement/i.test(String(err))) throw err;
       }
       await this.pause(60);
+    }
+  }
+
+  /**
+   * What the database recorded for a limited queue, read every 50 ms on a connection of its own: each receipt
+   * of the queue's lanes once (its claim time and the members it started; members the claim sent to the gate
+   * are closed 'settled' at that very time, so they are left out), and the running attempts per key (the jobs
+   * view). Receipts go once their slot is pruned, so they are read while the run goes on.
+   */
+  private async sampler(l: HistoryLimits): Promise<void> {
+    const conn = this.conn('sampler');
+    while (this.running) {
+      try {
+        const c = await conn.get();
+        await this.sampleReceipts(c, l);
+        const running = await c.query<{ key: string; n: number }>(
+          `select coalesce(args ->> 'tenant', '') as key, count(*)::int as n
+             from ${this.schema.ident}.jobs where state = 'running' and queue = $1 group by 1`,
+          [l.queue],
+        );
+        this.record({
+          actor: 'sampler',
+          op: 'running_sampled',
+          byKey: Object.fromEntries(running.rows.map((r) => [r.key, r.n])),
+        });
+      } catch (err) {
+        conn.drop();
+        if (!connectionLost(err)) throw err;
+      }
+      await sleep(50);
+    }
+  }
+
+  /**
+   * Prunes the ring. With a limited queue, first reads its receipts, in the prune's transaction and under the
+   * queue's 'limits' lock (claim_limited() takes it first): no claim of the queue commits between the read and
+   * the prune, so no receipt, nor the ready rows its members name, goes unread. The history then has every start.
+   */
+  private async pruneAfterSampling(c: pg.Client) {
+    const prune = () =>
+      this.storage.maintenance.prune(c, { lockTimeoutMs: 10, carryLimit: 200, carryAfterSlots: 4 });
+    const l = this.opts.limited;
+    if (!l) return prune();
+    await c.query('begin');
+    try {
+      await c.query(`select pg_advisory_xact_lock(${this.schema.ident}.lock_ns('limits'), hashtext($1))`, [
+        l.queue,
+      ]);
+      await this.sampleReceipts(c, l);
+      const pruned = await prune();
+      await c.query('commit');
+      return pruned;
+    } catch (err) {
+      await c.query('rollback').catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Receipts of the limited queue already recorded, by lane, batch and claim time. */
+  private readonly receiptsSeen = new Set<string>();
+
+  /** Records each receipt of the limited queue not recorded yet: its claim time and the members it started. */
+  private async sampleReceipts(c: pg.ClientBase, l: HistoryLimits): Promise<void> {
+    const s = this.schema.ident;
+    const { rows } = await c.query<{ receipt: string; at_us: string; jobs: [string, string][] }>(
+      `select b.lane_id || ':' || b.batch_id || ':' || b.claimed_at as receipt,
+              (extract(epoch from b.claimed_at) * 1000000)::bigint::text as at_us,
+              json_agg(json_build_array(r.job_id::text, coalesce(r.meta ->> 'limitKey', r.args ->> 'tenant', ''))
+                       order by m.idx) as jobs
+         from ${s}.claim_batches b
+         join ${s}.lanes ln on ln.lane_id = b.lane_id and ln.queue = $1
+        cross join lateral ${s}.receipt_members(b.slot, b.batch_id) m
+         join ${s}.ready_entries r on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
+        where not exists (select 1 from ${s}.closure_batches x
+                           where x.slot = b.slot and x.batch_id = b.batch_id and x.outcome = 'settled'
+                             and x.closed_at = b.claimed_at and x.idxs @> m.idx)
+        group by b.lane_id, b.batch_id, b.claimed_at`,
+      [l.queue],
+    );
+    for (const r of rows) {
+      if (this.receiptsSeen.has(r.receipt)) continue;
+      this.receiptsSeen.add(r.receipt);
+      this.record({
+        actor: 'sampler',
+        op: 'receipt',
+        atUs: Number(r.at_us),
+        jobs: r.jobs.map(([id, key]) => ({ id, key })),
+      });
     }
   }
 

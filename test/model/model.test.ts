@@ -10,9 +10,13 @@ type Op =
   | { op: 'settle'; i: number; outcome: SettleOutcome; due: boolean }
   | { op: 'park' | 'cancel' | 'retry'; i: number }
   | { op: 'callback'; i: number; action: CallbackAction | 'timeout' }
-  | { op: 'rescue' | 'promote' | 'clock' | 'pause' | 'resume' };
+  | { op: 'rescue' | 'promote' | 'clock' | 'pause' | 'resume' }
+  | { op: 'limEnqueue'; key: number }
+  | { op: 'limClaim'; n: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ op: fc.constant('limEnqueue' as const), key: fc.nat(2) }),
+  fc.record({ op: fc.constant('limClaim' as const), n: fc.integer({ min: 1, max: 4 }) }),
   fc.record({
     op: fc.constant('enqueue' as const),
     queue: fc.nat(1),
@@ -58,6 +62,26 @@ function apply(m: QueueModel, o: Op, ids: { n: number }): void {
         scheduled: o.later,
         late: false,
       });
+      break;
+    case 'limEnqueue':
+      m.addCommitted({
+        id: String(++ids.n),
+        queue: 'l',
+        priority: 2,
+        bulk: false,
+        maxAttempts: 2,
+        pos: m.takePosition(),
+        scheduled: false,
+        late: false,
+        key: `k${o.key}`,
+      });
+      break;
+    case 'limClaim':
+      for (const j of m.claimLimited('l', o.n).started)
+        m.claimed(
+          { claimSlot: 0, batchId: String(ids.n), idx: 1, jobId: j.id, runLease: j.runLease + 1 },
+          'i',
+        );
       break;
     case 'claim':
       for (const j of [...m.claimable(m.queues[o.queue]!).values()].flat().slice(0, o.n))
@@ -106,7 +130,13 @@ function apply(m: QueueModel, o: Op, ids: { n: number }): void {
 }
 
 test.prop([fc.array(opArb, { maxLength: 80 })])('the model stays consistent whatever it is asked', (ops) => {
-  const m = new QueueModel(['a', 'b'], new Set(['b']));
+  // Queue 'l' is limited: one attempt per key, two starts per key (a rate no run outlives), three of the queue.
+  const m = new QueueModel(
+    ['a', 'b', 'l'],
+    new Set(['b']),
+    new Map([['l', { keyConcurrency: 1, keyRate: 2, queueConcurrency: 3 }]]),
+  );
+  const starts = new Map<string, number>();
   const ids = { n: 0 };
   for (const o of ops) {
     apply(m, o, ids);
@@ -120,6 +150,22 @@ test.prop([fc.array(opArb, { maxLength: 80 })])('the model stays consistent what
       expect(j.token !== null).toBe(j.state === 'waiting_external');
       if (j.state === 'dlq') expect(j.queue).toBe('b');
       if (TERMINAL.has(j.state)) expect(j.owner).toBeNull();
+      // Only an available job of a limited queue waits at its gate.
+      if (j.gated) expect([j.queue, j.state]).toEqual(['l', 'available']);
     }
+    // The limited queue's claims keep its limits: a key's running attempts started under them, the queue's,
+    // and a key's starts.
+    const running = m.running().filter((j) => j.queue === 'l');
+    const byKey = new Map<string, number>();
+    for (const j of running) byKey.set(j.key, (byKey.get(j.key) ?? 0) + 1);
+    for (const n of byKey.values()) expect(n).toBeLessThanOrEqual(1);
+    expect(running.length).toBeLessThanOrEqual(3);
+    if (o.op === 'limClaim') for (const j of running) starts.set(`${j.id}:${j.runLease}`, 1);
+    const perKey = new Map<string, number>();
+    for (const k of starts.keys()) {
+      const key = m.jobs.get(k.split(':')[0]!)!.key;
+      perKey.set(key, (perKey.get(key) ?? 0) + 1);
+    }
+    for (const n of perKey.values()) expect(n).toBeLessThanOrEqual(2);
   }
 });

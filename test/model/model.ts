@@ -3,6 +3,7 @@
 // can be observed after every step. docs/correctness.md maps each invariant to the function here that states it
 // and to the SQL or TypeScript that enforces it.
 import type { AttemptRef } from '../../src/storage/operations.js';
+import { FlowControl, type LaneEntry, type LimitedClaim, type ModelLimits } from './flow-control.js';
 
 export type JobState =
   | 'available'
@@ -58,6 +59,10 @@ export interface ModelJob {
   /** The callback token of the parked attempt; null once used or when not parked. */
   token: string | null;
   uniqueKey: string | null;
+  /** Its key under its queue's limits (meta.limitKey, else args.tenant, else ''). */
+  key: string;
+  /** Waiting at its limited queue's gate: available, but in no lane until a claim lets it through. */
+  gated: boolean;
 }
 
 export type SettleOutcome = 'completed' | 'retry' | 'failed' | 'cancelled' | 'snooze';
@@ -75,11 +80,19 @@ export class QueueModel {
   /** Tokens already used or whose attempt ended: a callback with one is rejected. */
   readonly spentTokens = new Set<string>();
   private nextPos = 0;
+  /** Flow control of each limited queue (docs/flow-control.md). */
+  readonly flow = new Map<string, FlowControl>();
+  /** Per limited queue, the positions of its lane's rows cancelled before a claim read them: a claim reads
+   * them as rows of its `max` and returns nothing for them. */
+  private readonly cancelledRows = new Map<string, number[]>();
 
   constructor(
     readonly queues: readonly string[],
     readonly dlqQueues: ReadonlySet<string>,
-  ) {}
+    limited: ReadonlyMap<string, ModelLimits> = new Map(),
+  ) {
+    for (const [q, l] of limited) this.flow.set(q, new FlowControl(q, l));
+  }
 
   /** A position for a job becoming runnable now (positions of all lanes share one order; only per-lane order matters). */
   takePosition(): number {
@@ -93,6 +106,7 @@ export class QueueModel {
       scheduled: boolean;
       late: boolean;
       uniqueKey?: string | null;
+      key?: string;
     },
   ): void {
     this.jobs.set(j.id, {
@@ -111,6 +125,8 @@ export class QueueModel {
       current: null,
       token: null,
       uniqueKey: j.uniqueKey ?? null,
+      key: j.key ?? '',
+      gated: false,
     });
   }
 
@@ -125,7 +141,7 @@ export class QueueModel {
     const lanes = new Map<string, ModelJob[]>();
     if (this.paused.has(queue)) return lanes;
     for (const j of this.jobs.values()) {
-      if (j.queue !== queue || j.state !== 'available') continue;
+      if (j.queue !== queue || j.state !== 'available' || j.gated) continue;
       const lane = laneOf(j);
       lanes.set(lane, [...(lanes.get(lane) ?? []), j]);
     }
@@ -169,9 +185,76 @@ export class QueueModel {
     return v;
   }
 
+  /** The queue's limits in force, or null when it has none (then it is claimed as any queue). */
+  limitsOf(queue: string): ModelLimits | null {
+    return this.flow.get(queue)?.limits ?? null;
+  }
+
+  /** Jobs waiting at a queue's gate. */
+  gate(queue: string): ModelJob[] {
+    return [...this.jobs.values()].filter((j) => j.queue === queue && j.state === 'available' && j.gated);
+  }
+
+  /** What a claim of limited `queue` starts and sends to the gate (flow-control.ts states the rule), of the
+   * lane's first `read` rows when given: a claim's pass over a lane stops at the end of a ring slot, so a lane
+   * whose next rows lie in the next slot is read in two claims (the caller counts what the receipts read). The jobs
+   * sent to the gate are moved there, those started are left for `claimed()`. A queue's lanes here: one (its
+   * jobs share a priority and are never COPY-loaded or committed late), so lane order is position order. */
+  claimLimited(queue: string, max: number, read?: number): LimitedClaim {
+    const flow = this.flow.get(queue)!;
+    if (this.paused.has(queue)) return { started: [], gated: [], consumed: 0 };
+    const lane = this.laneEntries(queue);
+    const res = flow.claim(this.jobs, max, this.gate(queue), lane.slice(0, read ?? lane.length));
+    this.consume(queue, lane, res.consumed);
+    for (const j of res.gated) {
+      // Closed at once as the claim took it: its attempt is not spent, its run lease is.
+      j.gated = true;
+      j.runLease += 1;
+    }
+    return res;
+  }
+
+  /** A claim of a limited queue while it has no limits: its lane's first `max` rows (or `read`, as above),
+   * returning those not cancelled. */
+  claimUnlimitedFlow(queue: string, max: number, rows?: number): ModelJob[] {
+    if (this.paused.has(queue)) return [];
+    const lane = this.laneEntries(queue);
+    const read = lane.slice(0, Math.min(max, rows ?? max));
+    this.consume(queue, lane, read.length);
+    return read.filter((j): j is ModelJob => j !== null);
+  }
+
+  /** A limited queue's lane in claim order: its available jobs and its rows cancelled before a claim read them. */
+  private laneEntries(queue: string): LaneEntry[] {
+    const live = [...this.claimable(queue).values()].flat();
+    const entries: { pos: number; job: LaneEntry }[] = [
+      ...live.map((j) => ({ pos: j.pos, job: j as LaneEntry })),
+      ...(this.cancelledRows.get(queue) ?? []).map((pos) => ({ pos, job: null })),
+    ];
+    return entries.sort((a, b) => a.pos - b.pos).map((e) => e.job);
+  }
+
+  /** The first `n` entries of a lane were read: its cancelled rows among them are passed for good. */
+  private consume(queue: string, lane: readonly LaneEntry[], n: number): void {
+    const dead = this.cancelledRows.get(queue) ?? [];
+    const passed = lane.slice(0, n).filter((e) => e === null).length;
+    this.cancelledRows.set(queue, [...dead].sort((a, b) => a - b).slice(passed));
+  }
+
+  /** An operator changes a limited queue's limits; with none left, its gate opens: the waiting jobs go back to
+   * its lane, oldest first. */
+  setLimits(queue: string, limits: ModelLimits | null): void {
+    for (const j of this.flow.get(queue)!.setLimits(limits, this.gate(queue))) {
+      j.gated = false;
+      j.pos = this.takePosition();
+      j.late = false;
+    }
+  }
+
   claimed(ref: AttemptRef, owner: string): void {
     const j = this.mustGet(ref.jobId);
     j.state = 'running';
+    j.gated = false;
     j.attempt += 1;
     j.runLease += 1;
     j.owner = owner;
@@ -256,7 +339,11 @@ export class QueueModel {
     if (!j || TERMINAL.has(j.state)) return null;
     const from = j.state;
     if (j.token) this.spentTokens.add(j.token);
+    // A limited queue's row cancelled in its lane stays there as a tombstone a claim reads (see claimLimited).
+    if (from === 'available' && !j.gated && this.flow.has(j.queue))
+      this.cancelledRows.set(j.queue, [...(this.cancelledRows.get(j.queue) ?? []), j.pos]);
     j.state = 'cancelled';
+    j.gated = false;
     j.owner = null;
     j.current = null;
     j.token = null;

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { commandArbs, type ModelCommand } from './commands.js';
+import { commandArbs, limitedCommandArbs, type ModelCommand } from './commands.js';
 import type { StorageVariant } from '../conformance/variants.js';
 import { ModelDatabases, Real, type ModelDatabase } from './engine.js';
 
@@ -19,6 +19,8 @@ export interface ModelRunOptions {
   timeLimitMs?: number;
   /** A failing case to replay (from a report). */
   path?: string;
+  /** Which commands: every kind (default), or those about the limited queue (limitedCommandArbs()). */
+  commands?: 'all' | 'limited';
 }
 
 export interface ModelRunStats {
@@ -75,7 +77,10 @@ export async function runModel(serverUrl: string, opts: ModelRunOptions): Promis
 async function check(dbs: ModelDatabases, opts: ModelRunOptions): Promise<ModelRunStats> {
   const stats: ModelRunStats = { runs: 0, commands: 0 };
   const property = fc.asyncProperty(
-    fc.commands(commandArbs(), { maxCommands: opts.maxCommands, size: 'max' }),
+    fc.commands(opts.commands === 'limited' ? limitedCommandArbs() : commandArbs(), {
+      maxCommands: opts.maxCommands,
+      size: 'max',
+    }),
     async (cmds) => runSequence(await dbs.next(), cmds, stats),
   );
   const details = await fc.check(property, {

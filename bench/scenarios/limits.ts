@@ -1,0 +1,169 @@
+import { AwaClient } from '../../src/index.js';
+import type { LimitedQueue } from '../limits/jobs.js';
+import { LimitedFleet } from '../limits/fleet.js';
+import { runOnFleet, type PlannedJob, type RunResult } from '../limits/run.js';
+import { maxPerKeyInWindow, sustainedOverKeys } from '../limits/windows.js';
+import { round, type Scenario } from '../scenario.js';
+
+// Flow control across a fleet (awa only; issue 36): four host processes (bench/limits/host.ts) on the
+// run's database, with the chaos suite's short heartbeat and rescue timings so a killed host's attempts come back
+// in seconds. One run measures, in order, on the same four processes:
+//   rate    10 keys x 500 jobs on a queue limited to 100 starts/s per key (burst 100), handlers sleeping 5 ms:
+//           the most starts of one key in any 1 s window, from the database (claim receipts) and from handler
+//           clocks, and the rate each key kept under backlog (% of the limit, the lowest key);
+//   drains  after a warm-up of 2,000 jobs on each queue, --jobs jobs over 1,000 keys, handlers sleeping 5 ms, drained by an unlimited queue and by a queue
+//           limited to 3 running per key, the keys shuffled (many keys: the cost of the limited claim) and side
+//           by side (each key's jobs adjacent: the limit holds every key back); then the same shuffled pair with
+//           no-op handlers. Running attempts per key are sampled from the jobs view every 20 ms.
+//   kill    the rate and the side-by-side key jobs at once, the busiest host SIGKILLed (from 0.5 s, once it has
+//           attempts running) and replaced: the same
+//           maxima, and lost jobs.
+// pg-boss and graphile-worker have no fleet-wide limits in their open versions: nothing to compare.
+
+const RATE = { limit: 100, periodMs: 1_000, burst: 100 };
+const RATE_KEYS = 10;
+const RATE_BACKLOG = 500;
+const KEYS = 1_000;
+const K = 3;
+const SLEEP_MS = 5;
+
+/** A seeded shuffle (the same order every run). */
+function shuffled<T>(xs: T[], seed = 36): T[] {
+  let s = seed >>> 0;
+  const next = () => {
+    s = (Math.imul(s, 1_664_525) + 1_013_904_223) >>> 0;
+    return s / 4_294_967_296;
+  };
+  for (let i = xs.length - 1; i > 0; i--) {
+    const j = Math.floor(next() * (i + 1));
+    [xs[i], xs[j]] = [xs[j]!, xs[i]!];
+  }
+  return xs;
+}
+
+function keyJobs(
+  queue: LimitedQueue,
+  n: number,
+  sleepMs: number,
+  order: 'shuffled' | 'adjacent',
+): PlannedJob[] {
+  const perKey = Math.ceil(n / KEYS);
+  const jobs = Array.from({ length: n }, (_, i) => ({
+    queue,
+    tenant: `k${Math.floor(i / perKey)}`,
+    sleepMs,
+  }));
+  return order === 'shuffled' ? shuffled(jobs) : jobs;
+}
+
+const rateJobs = (backlog: number): PlannedJob[] =>
+  Array.from({ length: RATE_KEYS * backlog }, (_, i) => ({
+    queue: 'rate',
+    tenant: `r${i % RATE_KEYS}`,
+    sleepMs: SLEEP_MS,
+  }));
+
+const perSec = (r: RunResult) => Math.round(r.ids.length / r.seconds);
+
+export function limitsScenario(): Scenario {
+  return {
+    kind: 'system',
+    systemsForAll: ['awa'],
+    async run({ adapter, opts, url }) {
+      if (adapter.label !== 'awa') throw new Error(`limits runs awa only, not ${adapter.label}`);
+      process.stderr.write('limits: awa only (pg-boss and graphile-worker have no fleet-wide limits)\n');
+      const perHost = Math.max(1, Math.floor(opts.concurrency / 4));
+      const limits = { key: { arg: 'tenant' } };
+      const fleet = new LimitedFleet({
+        url,
+        schema: adapter.schema,
+        queues: {
+          rate: { concurrency: 100, limits: { ...limits, perKey: { rate: RATE } } },
+          keys: { concurrency: perHost, limits: { ...limits, perKey: { concurrency: K } } },
+          free: { concurrency: perHost },
+        },
+        sleepMs: SLEEP_MS,
+        startLog: 'buffered',
+        short: true,
+      });
+      const client = new AwaClient({ connectionString: url, schema: adapter.schema, poolSize: 4 });
+      const run = (jobs: PlannedJob[], killAfterMs: number[] = []) =>
+        runOnFleet(fleet, client, url, adapter.schema, { jobs, killAfterMs, timeoutMs: 120_000 });
+      try {
+        await fleet.grow(4);
+        const rate = await run(rateJobs(RATE_BACKLOG));
+        const rateDb = rate.starts.byKey('rate');
+        const sustained = sustainedOverKeys(rateDb, RATE.periodMs, RATE.limit);
+
+        const n = opts.jobs;
+        // Warm-up (not measured): each queue's first claims, the hosts' JIT.
+        await run(keyJobs('free', 2_000, SLEEP_MS, 'shuffled'));
+        await run(keyJobs('keys', 2_000, SLEEP_MS, 'shuffled'));
+        const free = await run(keyJobs('free', n, SLEEP_MS, 'shuffled'));
+        const keys = await run(keyJobs('keys', n, SLEEP_MS, 'shuffled'));
+        const adjacent = await run(keyJobs('keys', n, SLEEP_MS, 'adjacent'));
+        const freeNoop = await run(keyJobs('free', n, 0, 'shuffled'));
+        const keysNoop = await run(keyJobs('keys', n, 0, 'shuffled'));
+
+        const kill = await run([...rateJobs(300), ...keyJobs('keys', n, SLEEP_MS, 'adjacent')], [500]);
+        const killIds = new Set(kill.ids);
+
+        const extra = {
+          hosts: 4,
+          concurrencyPerHost: perHost,
+          handlerMs: SLEEP_MS,
+          rate: {
+            limit: `${RATE.limit}/${RATE.periodMs}ms burst ${RATE.burst}`,
+            keys: RATE_KEYS,
+            backlogPerKey: RATE_BACKLOG,
+            maxDbStartsPerKeyPerSecond: maxPerKeyInWindow(rateDb, RATE.periodMs),
+            maxHandlerStartsPerKeyPerSecond: maxPerKeyInWindow(
+              fleet.handlerStarts('rate', new Set(rate.ids)),
+              RATE.periodMs,
+            ),
+            sustainedMinPercent: round(sustained.minPercent, 1),
+            sustainedMeanPercent: round((100 * sustained.starts) / (sustained.windows * RATE.limit), 1),
+          },
+          keys: {
+            perKeyConcurrency: K,
+            keys: KEYS,
+            jobs: n,
+            unlimitedJobsPerSec: perSec(free),
+            limitedJobsPerSec: perSec(keys),
+            ratio: round(perSec(keys) / perSec(free), 3),
+            maxRunningPerKey: keys.running.maxPerKey.get('keys') ?? 0,
+            adjacentJobsPerSec: perSec(adjacent),
+            adjacentRatio: round(perSec(adjacent) / perSec(free), 3),
+            adjacentMaxRunningPerKey: adjacent.running.maxPerKey.get('keys') ?? 0,
+            noopUnlimitedJobsPerSec: perSec(freeNoop),
+            noopLimitedJobsPerSec: perSec(keysNoop),
+            noopRatio: round(perSec(keysNoop) / perSec(freeNoop), 3),
+            noopMaxRunningPerKey: keysNoop.running.maxPerKey.get('keys') ?? 0,
+          },
+          kill: {
+            killed: kill.kills.length,
+            runningAtKill: kill.kills[0]?.runningIds.length ?? 0,
+            rescued: [...fleet.rescued().keys()].filter((id) => killIds.has(id)).length,
+            maxDbStartsPerKeyPerSecond: maxPerKeyInWindow(kill.starts.byKey('rate'), RATE.periodMs),
+            maxRunningPerKey: kill.running.maxPerKey.get('keys') ?? 0,
+            jobs: kill.ids.length,
+            lost: kill.notCompleted,
+          },
+          hostErrors: fleet.errors().length,
+        };
+        process.stderr.write(`[limits] ${JSON.stringify(extra)}\n`);
+        return {
+          jobs: n,
+          concurrency: perHost * 4,
+          seconds: round(keys.seconds, 3),
+          jobsPerSec: perSec(keys),
+          extra,
+        };
+      } finally {
+        await fleet.stop().catch(() => {});
+        await fleet.dispose();
+        await client.close();
+      }
+    },
+  };
+}
