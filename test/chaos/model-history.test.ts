@@ -14,7 +14,8 @@ import { resolveSchema } from '../../src/storage/operations.js';
 import { chaosSleep } from '../fixtures/chaos-jobs.js';
 import { createModelDatabase, type ModelDatabase } from '../model/engine.js';
 import { checkHistory, workerEvents } from '../model/history-check.js';
-import { declaredLimits, HISTORY_LIMITS, HistoryRun } from '../model/history.js';
+import { HistoryRun } from '../model/history.js';
+import { declaredLimits, HISTORY_LIMITS } from '../model/history-limits.js';
 import {
   ChaosWorker,
   closeScene,

@@ -11,7 +11,8 @@ import { serverUrl } from '../helpers/database.js';
 import { STORAGE_VARIANTS } from './variants.js';
 import { createModelDatabase, type ModelDatabase } from '../model/engine.js';
 import { checkHistory } from '../model/history-check.js';
-import { HISTORY_LIMITS, HistoryRun } from '../model/history.js';
+import { HistoryRun } from '../model/history.js';
+import { HISTORY_LIMITS } from '../model/history-limits.js';
 
 const SEED = Number(process.env.AWA_MODEL_SEED ?? 20261206);
 

@@ -8,71 +8,8 @@ import type pg from 'pg';
 import type { AwaClient, JobRecord } from '../../src/index.js';
 import { ringStorage, type Schema } from '../../src/storage/operations.js';
 import type { ChaosLine } from '../fixtures/chaos-jobs.js';
-import { keyOfUid, type HistoryLimits } from './history.js';
-
-export interface SettledItem {
-  id: string;
-  runLease: number;
-  outcome: string;
-  accepted: boolean;
-  instance?: string;
-}
-
-export interface ClaimedItem {
-  id: string;
-  uid: string;
-  runLease: number;
-  attempt: number;
-  batch: number;
-  idx: number;
-}
-
-type Base = { t: number; n: number; actor: string };
-export type HistoryEvent = Base &
-  (
-    | { op: 'enqueue'; uids: string[]; queue: string; priority: number; how: string; block: boolean }
-    | { op: 'committed' | 'rolled_back' | 'commit_unknown'; uids: string[]; error?: string }
-    | { op: 'claimed'; instance: string; queue: string; jobs: ClaimedItem[] }
-    | { op: 'claim_lost' | 'stall'; instance: string }
-    | { op: 'settled'; sent: number; resend: boolean; items: SettledItem[] }
-    | { op: 'settle_unknown'; items: SettledItem[] }
-    // sentT: when the rescue was sent (it ended its attempts no earlier).
-    | { op: 'rescued'; items: SettledItem[]; sentT?: number }
-    // Attempts whose handlers stopped running (before their settlement was sent, or the process was killed).
-    | { op: 'attempts_ended'; attempts: { id: string; runLease: number }[] }
-    // A limited queue as the database recorded it (history.ts sampler()): a receipt's claim time (µs since
-    // the epoch) and the members it started, with their keys; the running attempts per key at one instant.
-    | { op: 'receipt'; atUs: number; jobs: { id: string; key: string }[] }
-    | { op: 'running_sampled'; byKey: Record<string, number> }
-    // Every receipt of the limited queue was read before its slot was pruned (this process led the ring).
-    | { op: 'receipts_complete' }
-    | { op: 'promoted'; count: number }
-    | { op: 'rotated'; slot: number }
-    | { op: 'pruned'; slot: number | null; outcome: string }
-    | { op: 'terminate'; target: string }
-    | { op: 'restart' | 'pin' | 'mid_run' }
-    // Durable steps (history.ts steps()): `readSent` is the history's length when the attempt read its job's
-    // recorded steps, `sent` when it sent the record; `result` is what the database answered.
-    | { op: 'step_run'; id: string; runLease: number; name: string; readSent: number }
-    | { op: 'step_replayed'; id: string; runLease: number; name: string; result: unknown }
-    | {
-        op: 'step_recorded';
-        id: string;
-        runLease: number;
-        name: string;
-        sent: number;
-        status: string;
-        result: unknown;
-      }
-    | { op: 'step_unknown'; id: string; runLease: number; name: string }
-  );
-
-/** An event as an actor records it (the run numbers and times it). */
-export type HistoryEntry = HistoryEvent extends infer E
-  ? E extends unknown
-    ? Omit<E, 't' | 'n'>
-    : never
-  : never;
+import type { ClaimedItem, HistoryEntry, HistoryEvent, SettledItem } from './history-events.js';
+import { limitedFigures, limitsHeld, type HistoryLimits, type LimitedFigures } from './history-limits.js';
 
 const MAX_ATTEMPTS = 3;
 const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'dlq']);
@@ -258,144 +195,6 @@ function exactlyOneTerminalOutcome(
   return v;
 }
 
-/**
- * A limited queue's limits held at every instant (docs/flow-control.md), from three sources:
- * - the running attempts per key the sampler read from the database: never more than the key's concurrency,
- *   and the queue's never more than its concurrency;
- * - the attempts the history saw, each from its claim's answer to the first sign that it ended (its handler
- *   stopped, its settlement or rescue was sent). That interval lies inside the attempt's life in the database,
- *   so more than K of them overlapping at an instant is more than K running then;
- * - the starts the database recorded (receipts' claim times, members sent to the gate left out): per key, at
- *   most `limit` in any window of `periodMs` and `burst` in any window of periodMs × burst / limit.
- */
-function limitsHeld(events: readonly HistoryEvent[], l: HistoryLimits): string[] {
-  const v: string[] = [];
-  for (const e of events) {
-    if (e.op !== 'running_sampled') continue;
-    let total = 0;
-    for (const [key, n] of Object.entries(e.byKey)) {
-      total += n;
-      if (n > l.keyConcurrency)
-        v.push(`#${e.n}: key ${key} had ${n} attempts running (limit ${l.keyConcurrency})`);
-    }
-    if (total > l.queueConcurrency)
-      v.push(`#${e.n}: queue ${l.queue} had ${total} attempts running (limit ${l.queueConcurrency})`);
-  }
-  for (const [key, n] of maxOverlap(attemptIntervals(events, l))) {
-    if (key === '*' ? n > l.queueConcurrency : n > l.keyConcurrency)
-      v.push(`${key === '*' ? `queue ${l.queue}` : `key ${key}`}: ${n} attempts seen running at once`);
-  }
-  if (events.some((e) => e.op === 'receipts_complete')) {
-    // Every attempt the history saw started in the database: the rate was judged on every start.
-    const recorded = new Map<string, number>();
-    for (const e of events)
-      if (e.op === 'receipt') for (const j of e.jobs) recorded.set(j.id, (recorded.get(j.id) ?? 0) + 1);
-    const seen = new Map<string, number>();
-    for (const i of attemptIntervals(events, l)) seen.set(i.id, (seen.get(i.id) ?? 0) + 1);
-    for (const [id, n] of seen)
-      if ((recorded.get(id) ?? 0) < n)
-        v.push(`job ${id}: ${n} attempts seen, ${recorded.get(id) ?? 0} starts in the database's receipts`);
-  }
-  for (const [key, ts] of dbStarts(events)) {
-    for (const w of rateWindows(l))
-      for (let i = 0; i + w.n < ts.length; i++)
-        if (ts[i + w.n]! - ts[i]! < w.us) {
-          v.push(
-            `key ${key}: ${w.n + 1} starts within ${(ts[i + w.n]! - ts[i]!) / 1000} ms (at most ${w.n} per ${w.us / 1000} ms)`,
-          );
-          break;
-        }
-  }
-  return v;
-}
-
-/** The starts the database recorded per key (µs since the epoch), in order. */
-function dbStarts(events: readonly HistoryEvent[]): Map<string, number[]> {
-  const starts = new Map<string, number[]>();
-  for (const e of events)
-    if (e.op === 'receipt') for (const j of e.jobs) starts.set(j.key, [...(starts.get(j.key) ?? []), e.atUs]);
-  for (const ts of starts.values()) ts.sort((a, b) => a - b);
-  return starts;
-}
-
-/** A rate's two bounds: `limit` starts per period, `burst` per periodMs × burst / limit (in µs). */
-function rateWindows(l: HistoryLimits): { n: number; us: number }[] {
-  return [
-    { n: l.rate.limit, us: l.rate.periodMs * 1000 },
-    { n: l.rate.burst, us: ((l.rate.periodMs * l.rate.burst) / l.rate.limit) * 1000 },
-  ];
-}
-
-/** The most of sorted times `ts` inside one window (t - us, t]. */
-function mostInWindow(ts: readonly number[], us: number): number {
-  let most = 0;
-  for (let i = 0, j = 0; j < ts.length; j++) {
-    while (ts[i]! <= ts[j]! - us) i++;
-    most = Math.max(most, j - i + 1);
-  }
-  return most;
-}
-
-interface Interval {
-  id: string;
-  key: string;
-  start: number;
-  end: number;
-}
-
-/** Each attempt of the limited queue the history saw: from its claim's answer (or its handler's start) to the
- * earliest sign it ended. */
-function attemptIntervals(events: readonly HistoryEvent[], l: HistoryLimits): Interval[] {
-  const queueOf = new Map<string, string>();
-  for (const e of events) if (e.op === 'enqueue') for (const u of e.uids) queueOf.set(u, e.queue);
-  const ends = new Map<string, number>();
-  const ended = (id: string, lease: number, t: number) => {
-    const k = `${id}:${lease}`;
-    ends.set(k, Math.min(t, ends.get(k) ?? Infinity));
-  };
-  for (const e of events) {
-    if (e.op === 'attempts_ended') for (const a of e.attempts) ended(a.id, a.runLease, e.t);
-    if (e.op === 'rescued') for (const s of e.items) ended(s.id, s.runLease, e.sentT ?? e.t);
-  }
-  const out: Interval[] = [];
-  for (const e of events) {
-    if (e.op !== 'claimed') continue;
-    for (const j of e.jobs) {
-      if (queueOf.get(j.uid) !== l.queue) continue;
-      out.push({
-        id: j.id,
-        key: keyOfUid(j.uid, l.keys),
-        start: e.t,
-        end: ends.get(`${j.id}:${j.runLease}`) ?? Infinity,
-      });
-    }
-  }
-  return out;
-}
-
-/** The most intervals open at one instant, per key and ('*') overall. An interval is [start, end): one that
- * starts when another ends is not counted with it. */
-function maxOverlap(intervals: readonly Interval[]): Map<string, number> {
-  const max = new Map<string, number>();
-  const sweep = (name: string, list: readonly Interval[]) => {
-    const points = list.flatMap((i) =>
-      i.end > i.start ? [[i.start, 1] as const, [i.end, -1] as const] : [],
-    );
-    points.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-    let open = 0;
-    let most = 0;
-    for (const [, d] of points) most = Math.max(most, (open += d));
-    max.set(name, most);
-  };
-  sweep('*', intervals);
-  for (const key of new Set(intervals.map((i) => i.key)))
-    sweep(
-      key,
-      intervals.filter((i) => i.key === key),
-    );
-  return max;
-}
-
 /** Jobs of one enqueueMany/copyEnqueue block take consecutive positions in input order, so their first
  * attempts are claimed in that order (receipts of one lane are numbered in the order its claims commit). */
 function blocksClaimedInOrder(x: Indexed): string[] {
@@ -422,19 +221,7 @@ export interface HistoryReport {
   claims: number;
   /** A limited queue's figures: starts the database recorded, attempts the history saw, and the most running
    * at once (per key, and of the queue) in the database samples and in the history's intervals. */
-  limited?: {
-    dbStarts: number;
-    seenAttempts: number;
-    samples: number;
-    maxSampledPerKey: number;
-    maxSampledQueue: number;
-    maxSeenPerKey: number;
-    maxSeenQueue: number;
-    /** The most starts of one key the database recorded in any window of the rate's period, and of its
-     * burst window. */
-    maxStartsPerPeriod: number;
-    maxStartsPerBurstWindow: number;
-  };
+  limited?: LimitedFigures;
   violations: string[];
   file: string | null;
 }
@@ -482,28 +269,6 @@ export async function checkHistory(
     ...(limited ? { limited: limitedFigures(events, limited) } : {}),
     violations: v,
     file,
-  };
-}
-
-function limitedFigures(
-  events: readonly HistoryEvent[],
-  l: HistoryLimits,
-): NonNullable<HistoryReport['limited']> {
-  const samples = events.filter((e) => e.op === 'running_sampled');
-  const overlap = maxOverlap(attemptIntervals(events, l));
-  const [period, burst] = rateWindows(l);
-  const most = (us: number) =>
-    Math.max(0, ...[...dbStarts(events).values()].map((ts) => mostInWindow(ts, us)));
-  return {
-    maxStartsPerPeriod: most(period!.us),
-    maxStartsPerBurstWindow: most(burst!.us),
-    dbStarts: events.reduce((n, e) => n + (e.op === 'receipt' ? e.jobs.length : 0), 0),
-    seenAttempts: attemptIntervals(events, l).length,
-    samples: samples.length,
-    maxSampledPerKey: Math.max(0, ...samples.flatMap((e) => Object.values(e.byKey))),
-    maxSampledQueue: Math.max(0, ...samples.map((e) => Object.values(e.byKey).reduce((a, b) => a + b, 0))),
-    maxSeenPerKey: Math.max(0, ...[...overlap].filter(([k]) => k !== '*').map(([, n]) => n)),
-    maxSeenQueue: overlap.get('*') ?? 0,
   };
 }
 
@@ -657,3 +422,5 @@ export function workerEvents(
   }
   return out.sort((a, b) => a.t - b.t).map((e, i) => ({ ...e, t: e.t - t0, n: firstN + i }));
 }
+
+export type { ClaimedItem, HistoryEntry, HistoryEvent, SettledItem } from './history-events.js';

@@ -8,7 +8,8 @@ import type { AwaClient } from '../../src/index.js';
 import type { Outcome, Schema, Settlement, Storage } from '../../src/storage/operations.js';
 import { ringVariant, type StorageVariant } from '../conformance/variants.js';
 import { mulberry32 } from '../chaos/harness.js';
-import type { HistoryEntry, HistoryEvent } from './history-check.js';
+import type { HistoryEntry, HistoryEvent } from './history-events.js';
+import { declaredLimits, keyOfUid, limitedReceipts, type HistoryLimits } from './history-limits.js';
 
 export interface HistoryOptions {
   seed: number;
@@ -36,41 +37,6 @@ export interface HistoryOptions {
   /** A queue of `queues` with limits (docs/flow-control.md): its jobs carry a key, its claimers (in-process)
    * declare the limits, and a sampler reads its receipts and running attempts from the database. */
   limited?: HistoryLimits;
-}
-
-/** A limited queue of a history: its limits as a host declares them, and how many keys its jobs spread over. */
-export interface HistoryLimits {
-  queue: string;
-  keyConcurrency: number;
-  rate: { limit: number; periodMs: number; burst: number };
-  queueConcurrency: number;
-  keys: number;
-}
-
-/** The limited queue of the histories: 2 attempts per key over 4 keys, 20 starts per key per 500 ms (10 in any
- * 250 ms), 5 attempts of the queue. Each binds at some point of a run. */
-export const HISTORY_LIMITS: HistoryLimits = {
-  queue: 'hq_lim',
-  keyConcurrency: 2,
-  rate: { limit: 20, periodMs: 500, burst: 10 },
-  queueConcurrency: 5,
-  keys: 4,
-};
-
-/** The limits as a host's queue options declare them. */
-export function declaredLimits(l: HistoryLimits) {
-  return {
-    key: { arg: 'tenant' },
-    perKey: { concurrency: l.keyConcurrency, rate: l.rate },
-    queue: { concurrency: l.queueConcurrency },
-  };
-}
-
-/** The key of a job of a limited queue, from its uid: the checker derives it the same way. */
-export function keyOfUid(uid: string, keys: number): string {
-  let h = 0;
-  for (const ch of uid) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
-  return `t${h % keys}`;
 }
 
 export interface HistoryCounters {
@@ -651,22 +617,7 @@ export class HistoryRun {
 
   /** Records each receipt of the limited queue not recorded yet: its claim time and the members it started. */
   private async sampleReceipts(c: pg.ClientBase, l: HistoryLimits): Promise<void> {
-    const s = this.schema.ident;
-    const { rows } = await c.query<{ receipt: string; at_us: string; jobs: [string, string][] }>(
-      `select b.lane_id || ':' || b.batch_id || ':' || b.claimed_at as receipt,
-              (extract(epoch from b.claimed_at) * 1000000)::bigint::text as at_us,
-              json_agg(json_build_array(r.job_id::text, coalesce(r.meta ->> 'limitKey', r.args ->> 'tenant', ''))
-                       order by m.idx) as jobs
-         from ${s}.claim_batches b
-         join ${s}.lanes ln on ln.lane_id = b.lane_id and ln.queue = $1
-        cross join lateral ${s}.receipt_members(b.slot, b.batch_id) m
-         join ${s}.ready_entries r on r.slot = m.ready_slot and r.lane_id = m.lane_id and r.lane_seq = m.lane_seq
-        where not exists (select 1 from ${s}.closure_batches x
-                           where x.slot = b.slot and x.batch_id = b.batch_id and x.outcome = 'settled'
-                             and x.closed_at = b.claimed_at and x.idxs @> m.idx)
-        group by b.lane_id, b.batch_id, b.claimed_at`,
-      [l.queue],
-    );
+    const rows = await limitedReceipts(c, this.schema, l.queue);
     for (const r of rows) {
       if (this.receiptsSeen.has(r.receipt)) continue;
       this.receiptsSeen.add(r.receipt);
