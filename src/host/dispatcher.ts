@@ -77,6 +77,9 @@ export class Dispatcher {
   /** Echoes come due whatever the mode: during a claim one asks for one more round, while backing off it is
    * spent unclaimed. */
   private echoTimer: NodeJS.Timeout | null = null;
+  /** Armed when a limited queue's claim left jobs waiting for their limits: claims again when it said a window
+   * opens (or a slot may have freed on another host). Not a back-off: a permit freed here claims at once. */
+  private limitTimer: NodeJS.Timeout | null = null;
   /** Echo claims still owed (see ECHO_MS). */
   private echoRounds = 0;
   /** Armed by release() in any started mode, beside a claim or a back-off; the next claim cancels it. */
@@ -130,9 +133,10 @@ export class Dispatcher {
     this.current = this.afterStop();
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.echoTimer) clearTimeout(this.echoTimer);
+    if (this.limitTimer) clearTimeout(this.limitTimer);
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.clearCoalesce();
-    this.pollTimer = this.echoTimer = this.holdTimer = null;
+    this.pollTimer = this.echoTimer = this.holdTimer = this.limitTimer = null;
     for (const h of this.heldJobs.takeAll()) this.deps.handBack(this.queue, h.batch, h.job);
   }
 
@@ -301,10 +305,12 @@ export class Dispatcher {
     this.mayHaveMore = got === max || contended || limitedRetryMs !== undefined;
     this.take(batches);
     if (got >= max || this.wokenDuringClaim()) return 'claim again';
-    // Jobs wait for the queue's limits (docs/flow-control.md): the claim said when a limit opens; a slot freed
-    // here claims sooner (mayHaveMore).
-    if (limitedRetryMs !== undefined)
-      return this.stopped ? 'wait' : setTimeout(() => this.retryDue(), limitedRetryMs);
+    // Jobs wait for the queue's limits (docs/flow-control.md): claim again when the claim said a limit opens, and
+    // meanwhile wait, not back off, so a permit freed here claims at once (mayHaveMore).
+    if (limitedRetryMs !== undefined) {
+      if (!this.stopped) this.claimWhenLimitsOpen(limitedRetryMs);
+      return 'wait';
+    }
     // Another host is claiming this queue's lane right now: come back as soon as its claim is done
     // rather than wait for a notification that will not come for a backlog.
     if (contended) return this.stopped ? 'wait' : this.retrySoon();
@@ -332,6 +338,14 @@ export class Dispatcher {
       }
     this.startHeld(Date.now());
     this.watchHeld();
+  }
+
+  private claimWhenLimitsOpen(ms: number): void {
+    if (this.limitTimer) clearTimeout(this.limitTimer);
+    this.limitTimer = setTimeout(() => {
+      this.limitTimer = null;
+      this.wake();
+    }, ms);
   }
 
   private retrySoon(): NodeJS.Timeout {
