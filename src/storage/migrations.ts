@@ -190,14 +190,23 @@ export async function applyMigrations(client: pg.ClientBase, schema: Schema): Pr
   }
 }
 
+/** How often a step that lost a deadlock is tried again. Running hosts read the tables a migration alters, each
+ * statement taking its locks in its own order: PostgreSQL may end the migration's transaction to break a cycle
+ * (deadlock_timeout, 1 s by default, has passed by then), and the step is simply run again from the start. */
+const DEADLOCK_ATTEMPTS = 5;
+
 async function inTransaction(client: pg.ClientBase, what: string, fn: () => Promise<unknown>): Promise<void> {
-  try {
-    await client.query('begin');
-    await fn();
-    await client.query('commit');
-  } catch (err) {
-    await client.query('rollback').catch(() => {});
-    throw new AwaError('AWA_MIGRATION_FAILED', `${what} failed: ${(err as Error).message}`, { cause: err });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await client.query('begin');
+      await fn();
+      await client.query('commit');
+      return;
+    } catch (err) {
+      await client.query('rollback').catch(() => {});
+      if ((err as { code?: string }).code === '40P01' && attempt < DEADLOCK_ATTEMPTS) continue;
+      throw new AwaError('AWA_MIGRATION_FAILED', `${what} failed: ${(err as Error).message}`, { cause: err });
+    }
   }
 }
 

@@ -2,10 +2,9 @@ import { chromium, type Browser, type Locator, type Page } from 'playwright-core
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard, type RunningServer } from '../../src/index.js';
 import type { QueueLimits } from '../../src/model/limits.js';
-import { registerInstance, ringStorage } from '../../src/storage/operations.js';
 import { createTestSchema, type TestSchema } from '../../src/testing/index.js';
 import { CHROMIUM_ARGS, findChromium, logInWithForm, watchedPage } from '../helpers/browser.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimAsHost, declareLimitedHost } from '../helpers/limited-host.js';
 import { serverUrl } from '../helpers/database.js';
 import { until } from '../helpers/wait.js';
 
@@ -58,31 +57,11 @@ describe.skipIf(!executablePath)('a queue’s limits in the dashboard, in Chromi
   let page: Page;
   const problems: string[] = [];
 
-  /** One claim of the queue by the registered host, as its dispatcher makes one; how many jobs it started. */
-  const claimed = async (): Promise<number> => {
-    const batches = await claimBatches(ringStorage(t.client.schema), t.client.pool, {
-      queue: 'api',
-      max: 10,
-      instanceId: 'e2e-limits-host',
-      agingSeconds: 60,
-      deadlineSeconds: 0,
-    });
-    return batches.reduce((n, b) => n + b.jobs.length, 0);
-  };
   const override = async () => (await t.client.queueLimits({ queue: 'api', keys: 0 }))[0]!.override;
 
   beforeAll(async () => {
     t = await createTestSchema({ connectionString: serverUrl() });
-    await registerInstance(
-      t.client.pool,
-      t.client.schema,
-      'e2e-limits-host',
-      [
-        { queue: 'api', dlq: false, concurrency: 10, limits: DECLARED },
-        { queue: 'plain', dlq: false, concurrency: 1 },
-      ],
-      'test',
-    );
+    await declareLimitedHost(t, 'e2e-limits-host', DECLARED);
     await t.client.enqueueMany([
       { kind: 'call', args: { tenant: 'a' }, options: { queue: 'api' } },
       { kind: 'call', args: { tenant: 'a' }, options: { queue: 'api' } },
@@ -91,7 +70,7 @@ describe.skipIf(!executablePath)('a queue’s limits in the dashboard, in Chromi
       { kind: 'call', args: {}, options: { queue: 'plain' } },
     ]);
     // Tenant a's third job is over its 2 running: it waits at the gate.
-    expect(await claimed()).toBe(3);
+    expect(await claimAsHost(t, 'e2e-limits-host')).toBe(3);
     server = await startDashboard({
       client: t.client,
       auth: { username: USER, password: PASSWORD },
@@ -210,7 +189,7 @@ describe.skipIf(!executablePath)('a queue’s limits in the dashboard, in Chromi
     expect(await page.inputValue('#limits-form input[name="queue.concurrency"]')).toBe('none');
 
     // The next claim applies it (tenant a may run 3); the page's poll shows the job that left the gate.
-    expect(await claimed()).toBe(1);
+    expect(await claimAsHost(t, 'e2e-limits-host')).toBe(1);
     await seeText(page.locator('#limits-now'), '4 running under the limits, 0 waiting at the gate.');
     expect(await cells(page.locator('#limit-keys tr[data-key=a]'))).toEqual(['a', '3', '0', '3']);
 

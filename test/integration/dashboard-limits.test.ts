@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard, type RunningServer } from '../../src/index.js';
 import type { QueueLimits } from '../../src/model/limits.js';
-import { registerInstance, ringStorage } from '../../src/storage/operations.js';
 import { createTestSchema, type TestSchema } from '../../src/testing/index.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimAsHost, declareLimitedHost } from '../helpers/limited-host.js';
 import { serverUrl } from '../helpers/database.js';
 
 // The dashboard's limits API over real HTTP against a real schema: the limited queues beside the list, a queue's
@@ -27,16 +26,7 @@ let server: RunningServer;
 
 beforeAll(async () => {
   t = await createTestSchema({ connectionString: serverUrl() });
-  await registerInstance(
-    t.client.pool,
-    t.client.schema,
-    'limits-host',
-    [
-      { queue: 'api', dlq: false, concurrency: 10, limits: DECLARED },
-      { queue: 'plain', dlq: false, concurrency: 1 },
-    ],
-    'test',
-  );
+  await declareLimitedHost(t, 'limits-host', DECLARED);
   await t.client.enqueueMany([
     { kind: 'call', args: { tenant: 'a', n: 1 }, options: { queue: 'api' } },
     { kind: 'call', args: { tenant: 'a', n: 2 }, options: { queue: 'api' } },
@@ -45,7 +35,7 @@ beforeAll(async () => {
     { kind: 'call', args: {}, options: { queue: 'plain' } },
   ]);
   // Tenant a's third job is over its 2 running: it waits at the gate.
-  expect(await claimed()).toBe(3);
+  expect(await claimAsHost(t, 'limits-host')).toBe(3);
   server = await startDashboard({
     client: t.client,
     auth: { token: TOKEN },
@@ -57,18 +47,6 @@ afterAll(async () => {
   await server?.close();
   await t?.drop();
 });
-
-/** One claim of the queue by the registered host, as its dispatcher makes one; the number of jobs it started. */
-async function claimed(): Promise<number> {
-  const batches = await claimBatches(ringStorage(t.client.schema), t.client.pool, {
-    queue: 'api',
-    max: 10,
-    instanceId: 'limits-host',
-    agingSeconds: 60,
-    deadlineSeconds: 0,
-  });
-  return batches.reduce((n, b) => n + b.jobs.length, 0);
-}
 
 async function api(
   path: string,
@@ -182,7 +160,7 @@ describe('overriding limits', () => {
       waiting: 1,
     });
     // Tenant a has room for a third attempt now: the job at the gate starts.
-    expect(await claimed()).toBe(1);
+    expect(await claimAsHost(t, 'limits-host')).toBe(1);
     expect((await api('/queues/api/limits')).body.limits).toMatchObject({
       running: 4,
       waiting: 0,

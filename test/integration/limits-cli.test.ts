@@ -4,9 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main.js';
 import type { QueueLimits } from '../../src/model/limits.js';
-import { registerInstance, ringStorage } from '../../src/storage/operations.js';
 import { createTestSchema, type TestSchema } from '../../src/testing/index.js';
-import { claimBatches } from '../helpers/claim.js';
+import { claimAsHost, declareLimitedHost } from '../helpers/limited-host.js';
 import { serverUrl } from '../helpers/database.js';
 
 // `awa queue limits` against a real schema: it prints each limited queue's limits in a line, where each field
@@ -46,33 +45,12 @@ async function awa(...args: string[]): Promise<Run> {
   return { code, stdout, stderr };
 }
 
-/** One claim of the queue by the registered host; how many jobs it started. */
-async function claimed(): Promise<number> {
-  const batches = await claimBatches(ringStorage(t.client.schema), t.client.pool, {
-    queue: 'api',
-    max: 10,
-    instanceId: 'cli-limits-host',
-    agingSeconds: 60,
-    deadlineSeconds: 0,
-  });
-  return batches.reduce((n, b) => n + b.jobs.length, 0);
-}
-
 const override = async () => (await t.client.queueLimits({ queue: 'api', keys: 0 }))[0]!.override;
 
 beforeAll(async () => {
   t = await createTestSchema({ connectionString: serverUrl() });
   env = { DATABASE_URL: t.connectionString, AWA_ACTOR: 'ops-alice' };
-  await registerInstance(
-    t.client.pool,
-    t.client.schema,
-    'cli-limits-host',
-    [
-      { queue: 'api', dlq: false, concurrency: 10, limits: DECLARED },
-      { queue: 'plain', dlq: false, concurrency: 1 },
-    ],
-    'test',
-  );
+  await declareLimitedHost(t, 'cli-limits-host', DECLARED);
   await t.client.enqueueMany([
     { kind: 'call', args: { tenant: 'a' }, options: { queue: 'api' } },
     { kind: 'call', args: { tenant: 'a' }, options: { queue: 'api' } },
@@ -81,7 +59,7 @@ beforeAll(async () => {
     { kind: 'call', args: {}, options: { queue: 'api' } },
   ]);
   // Tenant a's third job is over its 2 running and waits at the gate; b and the job with no key start.
-  expect(await claimed()).toBe(4);
+  expect(await claimAsHost(t, 'cli-limits-host')).toBe(4);
 });
 afterAll(async () => {
   await t?.drop();
@@ -179,7 +157,7 @@ describe('awa queue limits QUEUE --set/--unset/--clear/--reset', () => {
       target: 'api',
     });
     // Tenant a has room for a third attempt: its job at the gate starts.
-    expect(await claimed()).toBe(1);
+    expect(await claimAsHost(t, 'cli-limits-host')).toBe(1);
     const now = await awa('queue', 'limits', 'api', '--keys', '0');
     expect(now.stdout).toBe(
       [

@@ -204,6 +204,40 @@ describe('migrations', () => {
     }
   });
 
+  it('a migration that loses a deadlock to a running host is tried again, and applies', async () => {
+    // A host's statement holds one table a migration alters and then wants another the migration took first:
+    // PostgreSQL breaks the cycle by ending one of them. Migration 24 alters queue_settings, then lanes.
+    const { db: at23, c, schema } = await databaseAt('migrate_deadlock', 23);
+    const host = new pg.Client(at23.url);
+    await host.connect();
+    try {
+      await host.query('begin');
+      await host.query(`select count(*) from ${schema.ident}.lanes`);
+      const migrating = migrate({ connectionString: at23.url });
+      // The migration holds queue_settings and waits for lanes, which the host holds.
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await c.query<{ n: number }>(
+          `select count(*)::int as n from pg_locks l join pg_class r on r.oid = l.relation
+            where not l.granted and r.relname = 'lanes'`,
+        );
+        if (rows[0]!.n > 0) break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      // The host now wants queue_settings: a cycle. The first of the two to look for one (the migration, which
+      // has waited longer) is ended; the host's statement then goes through and its transaction ends.
+      await host.query(`select count(*) from ${schema.ident}.queue_settings`);
+      await host.query('commit');
+      const result = await migrating;
+      expect(result.applied).toEqual(VERSIONS.filter((v) => v > 23));
+      const { rows } = await c.query<{ v: number }>('select max(version)::int as v from awa.schema_version');
+      expect(rows[0]!.v).toBe(LATEST);
+    } finally {
+      await host.end().catch(() => {});
+      await c.end();
+      await at23.drop();
+    }
+  });
+
   it('installs into another schema when asked, independent of the default one', async () => {
     await migrate({ connectionString: db.url, schema: 'jobs_alt' });
     const client = new AwaClient({ connectionString: db.url, schema: 'jobs_alt' });

@@ -32,8 +32,7 @@ declare
   v_shards smallint := {{schema}}.queue_shards(p_queue);
   p smallint;
   s smallint;
-  v_name text;
-  v_prefix text;
+  v_lane {{schema}}.lanes;
 begin
   if (select count(*) from {{schema}}.lanes where queue = p_queue and shard between 0 and v_shards - 1 and bulk = p_bulk)
      = 4 * v_shards then
@@ -48,27 +47,43 @@ begin
     for p in 1..4 loop
       continue when exists (select 1 from {{schema}}.lanes
                              where queue = p_queue and priority = p and shard = s and bulk = p_bulk);
-      v_name := md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end
-                    || case when p_bulk then ':bulk' else '' end);
-      foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
-                                        'lane_receipt_gen_'] loop
-        execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
-        -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
-        perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
-      end loop;
-      insert into {{schema}}.lanes
-        (queue, priority, shard, bulk, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
-         enqueue_shards)
-        values (p_queue, p, s, p_bulk, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
-                format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass,
-                v_shards);
+      v_lane := {{schema}}.create_lane(p_queue, p::smallint, s::smallint, p_bulk,
+        md5(p_queue || ':' || p || case when s > 0 then ':' || s else '' end
+            || case when p_bulk then ':bulk' else '' end),
+        v_shards);
     end loop;
   end loop;
   return true;
+end
+$$;
+
+-- Creates one lane: its six sequences, named from p_name, and its row. The caller holds the queue's 'lanes' lock.
+create function {{schema}}.create_lane(p_queue text, p_priority smallint, p_shard smallint, p_bulk boolean,
+    p_name text, p_shards smallint) returns {{schema}}.lanes
+  language plpgsql
+  as $$
+declare
+  v_prefix text;
+  v_lane {{schema}}.lanes;
+begin
+  foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
+                                    'lane_receipt_gen_'] loop
+    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || p_name);
+    -- Marked as called at 0 so pg_sequence_last_value() reads 0, not null.
+    perform setval(format('{{schema}}.%I', v_prefix || p_name)::regclass, 0, true);
+  end loop;
+  insert into {{schema}}.lanes
+    (queue, priority, shard, bulk, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
+     enqueue_shards)
+  values (p_queue, p_priority, p_shard, p_bulk, format('{{schema}}.%I', 'lane_enq_' || p_name)::regclass,
+          format('{{schema}}.%I', 'lane_claim_' || p_name)::regclass,
+          format('{{schema}}.%I', 'lane_floor_' || p_name)::regclass,
+          format('{{schema}}.%I', 'lane_notify_' || p_name)::regclass,
+          format('{{schema}}.%I', 'lane_drained_' || p_name)::regclass,
+          format('{{schema}}.%I', 'lane_receipt_gen_' || p_name)::regclass,
+          p_shards)
+  returning * into v_lane;
+  return v_lane;
 end
 $$;
 

@@ -149,8 +149,6 @@ create function {{schema}}.gate_lane(p_queue text) returns {{schema}}.lanes
   as $$
 declare
   v_lane {{schema}}.lanes;
-  v_name text := md5(p_queue || ':gate');
-  v_prefix text;
 begin
   select * into v_lane from {{schema}}.lanes l where l.queue = p_queue and l.shard = -1;
   if found then
@@ -161,21 +159,7 @@ begin
   if found then
     return v_lane;
   end if;
-  foreach v_prefix in array array['lane_enq_', 'lane_claim_', 'lane_floor_', 'lane_notify_', 'lane_drained_',
-                                    'lane_receipt_gen_'] loop
-    execute format('create sequence {{schema}}.%I as bigint minvalue 0 start 0', v_prefix || v_name);
-    perform setval(format('{{schema}}.%I', v_prefix || v_name)::regclass, 0, true);
-  end loop;
-  insert into {{schema}}.lanes
-    (queue, priority, shard, bulk, enqueue_seq, claim_seq, floor_seq, notify_seq, drained_seq, receipt_gen_seq,
-     enqueue_shards)
-  values (p_queue, 1, -1, false, format('{{schema}}.%I', 'lane_enq_' || v_name)::regclass,
-          format('{{schema}}.%I', 'lane_claim_' || v_name)::regclass,
-          format('{{schema}}.%I', 'lane_floor_' || v_name)::regclass,
-          format('{{schema}}.%I', 'lane_notify_' || v_name)::regclass,
-          format('{{schema}}.%I', 'lane_drained_' || v_name)::regclass,
-          format('{{schema}}.%I', 'lane_receipt_gen_' || v_name)::regclass, 1)
-  returning * into v_lane;
+  v_lane := {{schema}}.create_lane(p_queue, 1::smallint, -1::smallint, false, md5(p_queue || ':gate'), 1::smallint);
   return v_lane;
 end
 $$;
