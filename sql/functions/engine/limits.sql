@@ -132,16 +132,6 @@ begin
 end
 $$;
 
--- The attempts of a queue that hold a slot and are not parked at the gate: what its limits count.
-create function {{schema}}.held_attempts(p_queue text, p_fifo boolean)
-  returns table (job_id bigint, key text)
-  language plpgsql stable
-  as $$
-begin
-  return query select h.job_id, h.key from {{schema}}.held_members(p_queue, p_fifo) h where not h.parked;
-end
-$$;
-
 -- The queue's gate lane (shard -1): jobs let through the gate are appended there and claimed in the same
 -- claim. Created on first use, like any lane (ensure_lanes()).
 create function {{schema}}.gate_lane(p_queue text) returns {{schema}}.lanes
