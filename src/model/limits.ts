@@ -139,20 +139,3 @@ export function validateLimitsOverride(field: string, value: unknown): LimitsOve
   }
   return out;
 }
-
-/** What a claim applies: the declared limits, field by field under the override (the same merge as
- * effective_limits() in sql/functions/engine/limits.sql, for reads that show it). */
-export function effectiveLimits(
-  declared: QueueLimits | null,
-  override: LimitsOverride | null,
-): QueueLimits | null {
-  const merged: Record<string, unknown> = {};
-  for (const section of ['key', 'perKey', 'queue'] as const) {
-    const o = override?.[section];
-    if (o === null) continue;
-    const fields = { ...(declared?.[section] ?? {}), ...(o ?? {}) } as Record<string, unknown>;
-    for (const k of Object.keys(fields)) if (fields[k] === null) delete fields[k];
-    if (Object.keys(fields).length > 0) merged[section] = fields;
-  }
-  return merged.perKey || merged.queue ? (merged as QueueLimits) : null;
-}

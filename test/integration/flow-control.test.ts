@@ -333,6 +333,28 @@ describe('flow control: limits decided in the claim', () => {
     expect(started(await claim('before-jobs', 10))).toEqual([first[0]]);
   });
 
+  it('merges an override over the declared limits field by field, as claims apply them', async () => {
+    const declared = validateLimits('l', {
+      key: { arg: 'tenant' },
+      perKey: { concurrency: 3, rate: { limit: 100 } },
+      queue: { concurrency: 50 },
+    });
+    const effective = async (d: unknown, o: unknown) =>
+      (
+        await f.pool.query<{ l: unknown }>('select awa.effective_limits($1::jsonb, $2::jsonb) as l', [
+          d === null ? null : JSON.stringify(d),
+          o === null ? null : JSON.stringify(o),
+        ])
+      ).rows[0]!.l;
+    expect(await effective(declared, { perKey: { rate: null }, queue: { concurrency: 10 } })).toEqual({
+      key: { arg: 'tenant' },
+      perKey: { concurrency: 3 },
+      queue: { concurrency: 10 },
+    });
+    expect(await effective(declared, { perKey: null, queue: null })).toBeNull();
+    expect(await effective(null, null)).toBeNull();
+  });
+
   it('reads what the limits hold now: running and waiting per key, busiest first', async () => {
     await limit('reads', { key: { arg: 'k' }, perKey: { concurrency: 2, rate: { limit: 100 } } });
     await enqueue('reads', ['a', 'a', 'a', 'a', 'b']);

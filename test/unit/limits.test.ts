@@ -1,11 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionError } from '../../src/index.js';
-import {
-  effectiveLimits,
-  validateLimits,
-  validateLimitsOverride,
-  type QueueLimits,
-} from '../../src/model/limits.js';
+import { validateLimits, validateLimitsOverride, type QueueLimits } from '../../src/model/limits.js';
 import { resolveHostConfig } from '../../src/host/config.js';
 
 // Limits are validated once, where they are declared or set, with errors that name the field; defaults are
@@ -63,21 +58,6 @@ describe('queue limits', () => {
     expect(fieldOf(() => validateLimitsOverride('o', { perKey: { concurrency: -1 } }))).toBe(
       'o.perKey.concurrency',
     );
-  });
-
-  it('merges an override over the declared limits field by field', () => {
-    const declared = validateLimits('l', {
-      key: { arg: 'tenant' },
-      perKey: { concurrency: 3, rate: { limit: 100 } },
-      queue: { concurrency: 50 },
-    });
-    expect(effectiveLimits(declared, { perKey: { rate: null }, queue: { concurrency: 10 } })).toEqual({
-      key: { arg: 'tenant' },
-      perKey: { concurrency: 3 },
-      queue: { concurrency: 10 },
-    });
-    expect(effectiveLimits(declared, { perKey: null, queue: null })).toBeNull();
-    expect(effectiveLimits(null, null)).toBeNull();
   });
 
   it('are a queue option of the worker host, which then holds no jobs ahead of permits by default', () => {
