@@ -26,6 +26,7 @@ export const MIGRATION_NAMES: readonly string[] = [
   'host_schema_version',
   'flows',
   'flow_control',
+  'limit_gate_hash',
 ];
 export const MIGRATION_VERSIONS: readonly number[] = MIGRATION_NAMES.map((_, i) => i + 1);
 export const LATEST_VERSION: number = MIGRATION_VERSIONS.length;

@@ -87,48 +87,107 @@ begin
 end
 $$;
 
--- The members of a queue's holds that hold a slot now, one row each: its receipt member is still open
+-- The members of the hold rows p_rows that hold a slot now, one row each: its receipt member is still open
 -- (`running`; a receipt is gone only once all its members closed: a slot is pruned only then), or, for a strict
 -- FIFO key, its job will run again: it waits in the backlog to retry, or at the gate (`parked`: that job's own
 -- slot, which it takes again when it runs), or a later row of it waits in a lane (promoted, not claimed yet,
--- not cancelled). A claim reads them once: a probe per receipt the holds name (no more than the queue's claims
--- in flight) and, for a strict FIFO key, a few per member that closed.
+-- not cancelled). Set-based: every receipt the rows name is looked for and its closures read in one statement
+-- (a function call per receipt locks every partition of the ring's tables each time it runs: 500 rows took
+-- 100 ms), and, for a strict FIFO key, a few probes per member that closed. Still a probe per receipt that has
+-- a member running: with handlers of very different lengths, that is about one per running attempt.
+create function {{schema}}.held_in(p_rows {{schema}}.limit_holds[], p_fifo boolean)
+  returns table (batch_id bigint, job_id bigint, key text, running boolean, parked boolean)
+  language plpgsql stable
+  as $$
+declare
+  v_rows {{schema}}.limit_holds[] := p_rows;
+  v_batches bigint[];
+  v_jobs bigint[];
+  v_leases bigint[];
+  v_keys text[];
+  v_open boolean[];
+begin
+  -- In steps, each statement naming only the tables it needs: a statement locks every partition (and index) of
+  -- each partitioned table it names, each time it runs, so one that names them all costs a millisecond even
+  -- with nothing to read.
+  if coalesce(cardinality(v_rows), 0) = 0 then
+    return;
+  end if;
+  with receipts as materialized (
+    select r.batch_id, r.idxs, r.job_ids, r.run_leases, r.keys,
+           exists (select 1 from {{schema}}.claim_batches c where c.slot = r.slot and c.batch_id = r.batch_id)
+             as present,
+           coalesce((select range_agg(m) from {{schema}}.closure_batches c cross join lateral unnest(c.idxs) m
+                      where c.slot = r.slot and c.batch_id = r.batch_id), '{}') as closed
+      from (select h.batch_id, h.idxs, h.job_ids, h.run_leases, h.keys, coalesce(f.slot, h.slot) as slot
+              from unnest(v_rows) h
+              left join {{schema}}.receipt_forwards f on f.batch_id = h.batch_id) r
+  )
+  select array_agg(r.batch_id), array_agg(u.job_id), array_agg(u.run_lease), array_agg(u.key),
+         array_agg(r.present and not r.closed @> u.idx)
+    into v_batches, v_jobs, v_leases, v_keys, v_open
+    from receipts r
+    cross join lateral unnest(r.idxs, r.job_ids, r.run_leases, r.keys) u(idx, job_id, run_lease, key);
+  if not p_fifo then
+    return query select m.b, m.j, m.k, true, false
+                   from unnest(v_batches, v_jobs, v_keys, v_open) m(b, j, k, open) where m.open;
+    return;
+  end if;
+  -- Strict FIFO: a member that closed still holds while its job will run again. Only the job's newest start
+  -- among the holds counts (an earlier start, kept in a row another member still holds, is not its slot any
+  -- more); a job's holds all carry its key, so they are all read here.
+  return query
+    select x.b, x.j, x.k, x.open,
+           not x.open and exists (select 1 from {{schema}}.deferred_jobs d
+                                   where d.job_id = x.j and d.state = 'available')
+      from (select m.*, m.lease = max(m.lease) over (partition by m.j) as latest
+              from unnest(v_batches, v_jobs, v_leases, v_keys, v_open) m(b, j, lease, k, open)) x
+     where x.open
+        or (x.latest and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = x.j)
+                          or exists (select 1 from {{schema}}.ready_entries e
+                                      where e.job_id = x.j and e.run_lease >= x.lease
+                                        and not exists (select 1 from {{schema}}.ready_tombstones t
+                                                         where t.slot = e.slot and t.lane_id = e.lane_id
+                                                           and t.lane_seq = e.lane_seq)
+                                        and not {{schema}}.lane_covers(e.lane_id, e.lane_seq))));
+end
+$$;
+
+-- held_in() of all a queue's hold rows: what operator reads show.
 create function {{schema}}.held_members(p_queue text, p_fifo boolean)
   returns table (batch_id bigint, job_id bigint, key text, running boolean, parked boolean)
   language plpgsql stable
   as $$
 begin
-  return query
-    with receipts as materialized (
-      select h.batch_id, h.idxs, h.job_ids, h.run_leases, h.keys,
-             exists (select 1 from {{schema}}.claim_batches c where c.slot = rs.slot and c.batch_id = h.batch_id)
-               as present,
-             {{schema}}.receipt_closed(rs.slot, h.batch_id) as closed
-        from {{schema}}.limit_holds h
-        cross join lateral (select {{schema}}.receipt_slot(h.slot, h.batch_id) as slot) rs
-       where h.queue = p_queue
-    ), members as (
-      -- latest: the job's newest start among the holds (a job's earlier start, kept in a row another member
-      -- still holds, is not its slot any more).
-      select r.batch_id, u.job_id, u.run_lease, u.key, r.present and not r.closed @> u.idx as open,
-             u.run_lease = max(u.run_lease) over (partition by u.job_id) as latest
-        from receipts r
-        cross join lateral unnest(r.idxs, r.job_ids, r.run_leases, r.keys) u(idx, job_id, run_lease, key)
-    ), held as (
-      select m.batch_id, m.job_id, m.key, m.open,
-             not m.open and exists (select 1 from {{schema}}.deferred_jobs d
-                                     where d.job_id = m.job_id and d.state = 'available') as at_gate
-        from members m
-       where m.open
-          or (p_fifo and m.latest and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = m.job_id)
-                          or exists (select 1 from {{schema}}.ready_entries e
-                                      where e.job_id = m.job_id and e.run_lease >= m.run_lease
-                                        and not exists (select 1 from {{schema}}.ready_tombstones t
-                                                         where t.slot = e.slot and t.lane_id = e.lane_id
-                                                           and t.lane_seq = e.lane_seq)
-                                        and not {{schema}}.lane_covers(e.lane_id, e.lane_seq))))
-    )
-    select x.batch_id, x.job_id, x.key, x.open, x.at_gate from held x;
+  return query select * from {{schema}}.held_in(array(select h from {{schema}}.limit_holds h where h.queue = p_queue),
+                                                p_fifo);
+end
+$$;
+
+-- Reads a queue's holds once for a claim: the job ids and keys of the attempts that hold a slot (not parked at
+-- the gate), with the hold rows none of whose members holds one any more deleted (given back).
+create function {{schema}}.read_holds(p_queue text, p_fifo boolean, out job_ids bigint[], out keys text[])
+  language plpgsql
+  as $$
+declare
+  v_rows {{schema}}.limit_holds[] := array(select h from {{schema}}.limit_holds h where h.queue = p_queue);
+begin
+  job_ids := '{}';
+  keys := '{}';
+  if cardinality(v_rows) = 0 then
+    return;
+  end if;
+  with held as materialized (select * from {{schema}}.held_in(v_rows, p_fifo)),
+  gone as (
+    delete from {{schema}}.limit_holds h
+     using unnest(v_rows) r
+     where h.batch_id = r.batch_id
+       and not exists (select 1 from held x where x.batch_id = r.batch_id)
+  )
+  select coalesce(array_agg(x.job_id) filter (where not x.parked), '{}'),
+         coalesce(array_agg(x.key) filter (where not x.parked), '{}')
+    into job_ids, keys
+    from held x;
 end
 $$;
 
@@ -155,7 +214,8 @@ end
 $$;
 
 -- A receipt's members as its JSON lists them (claimed_json()), in member order: job id, run lease and key.
--- Keys are read from the JSON as it is (no conversion of each job's args). Members left null are skipped.
+-- The JSON is converted once (a json value is parsed again by each field read of it). Members left null are
+-- skipped.
 create function {{schema}}.receipt_keys(p_limits jsonb, p_jobs json, out idxs int[], out job_ids bigint[],
     out leases bigint[], out keys text[])
   language plpgsql stable
@@ -167,8 +227,8 @@ begin
          array_agg((e.j ->> 5)::bigint order by e.o),
          array_agg(coalesce(e.j -> 9 ->> 'limitKey', e.j -> 2 #>> v_path, '') order by e.o)
     into idxs, job_ids, leases, keys
-    from json_array_elements(p_jobs) with ordinality e(j, o)
-   where json_typeof(e.j) = 'array';
+    from jsonb_array_elements(p_jobs::jsonb) with ordinality e(j, o)
+   where jsonb_typeof(e.j) = 'array';
 end
 $$;
 
@@ -195,30 +255,56 @@ begin
 end
 $$;
 
--- The keys with jobs waiting at a queue's gate, by a skip scan of the gate's index: a probe per key, not per job.
-create function {{schema}}.gate_keys(p_queue text) returns table (key text)
-  language plpgsql stable
+-- Up to p_n keys with jobs waiting at a queue's gate, by a skip scan of limit_gate_hash: a probe per key, not
+-- per job. They are read in the order of their hashes from a random point, wrapping round, so a claim looks at a
+-- bounded number of waiting keys and, over claims, at each of them alike (however many keys wait, a claim's cost
+-- follows its room).
+create function {{schema}}.gate_keys(p_queue text, p_n int) returns table (key text)
+  language plpgsql
   as $$
+declare
+  v_start int := (floor(random() * 4294967296) - 2147483648)::int;
 begin
   return query
     with recursive keys as (
-      (select d.gate_key from {{schema}}.deferred_jobs d
+      (select hashtext(d.gate_key) as h, d.gate_key, 1 as n from {{schema}}.deferred_jobs d
         where d.state = 'available' and d.queue = p_queue and d.gate_key is not null
-        order by d.gate_key limit 1)
+          and hashtext(d.gate_key) >= v_start
+        order by hashtext(d.gate_key), d.gate_key limit 1)
       union all
-      select (select d.gate_key from {{schema}}.deferred_jobs d
-               where d.state = 'available' and d.queue = p_queue and d.gate_key > k.gate_key
-               order by d.gate_key limit 1)
-        from keys k where k.gate_key is not null
+      select x.h, x.gate_key, k.n + 1
+        from keys k
+        cross join lateral (select hashtext(d.gate_key) as h, d.gate_key from {{schema}}.deferred_jobs d
+                             where d.state = 'available' and d.queue = p_queue and d.gate_key is not null
+                               and (hashtext(d.gate_key), d.gate_key) > (k.h, k.gate_key)
+                             order by hashtext(d.gate_key), d.gate_key limit 1) x
+       where k.n < p_n
+    ), wrapped as (
+      (select hashtext(d.gate_key) as h, d.gate_key, (select count(*) from keys)::int + 1 as n
+         from {{schema}}.deferred_jobs d
+        where d.state = 'available' and d.queue = p_queue and d.gate_key is not null
+          and hashtext(d.gate_key) < v_start
+        order by hashtext(d.gate_key), d.gate_key limit 1)
+      union all
+      select x.h, x.gate_key, w.n + 1
+        from wrapped w
+        cross join lateral (select hashtext(d.gate_key) as h, d.gate_key from {{schema}}.deferred_jobs d
+                             where d.state = 'available' and d.queue = p_queue and d.gate_key is not null
+                               and (hashtext(d.gate_key), d.gate_key) > (w.h, w.gate_key)
+                               and hashtext(d.gate_key) < v_start
+                             order by hashtext(d.gate_key), d.gate_key limit 1) x
+       where w.n < p_n
     )
-    select k.gate_key from keys k where k.gate_key is not null;
+    select k.gate_key from keys k
+    union all
+    select w.gate_key from wrapped w where w.n <= p_n;
 end
 $$;
 
--- Lets waiting jobs through the gate: the oldest of each waiting key with room, oldest first overall, at most
--- p_room. They are appended to the gate lane (one reservation, one insert) and claimed there at once.
-create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_used_keys text[], p_instance text,
-    p_deadline_secs int, p_now timestamptz)
+-- Lets waiting jobs through the gate: the oldest of each waiting key with room (of the keys p_gate_keys that
+-- gate_keys() gave this claim), oldest first overall, at most p_room. They are appended to the gate lane (one reservation, one insert) and claimed there at once.
+create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_gate_keys text[],
+    p_used_keys text[], p_instance text, p_deadline_secs int, p_now timestamptz)
   returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
   language plpgsql
   as $$
@@ -230,8 +316,11 @@ declare
   v_slot smallint;
   v_set text;
 begin
+  if cardinality(p_gate_keys) = 0 then
+    return;
+  end if;
   with keys as (
-    select k.key as gate_key from {{schema}}.gate_keys(p_queue) k
+    select k.key as gate_key from unnest(p_gate_keys) k(key)
   ), used as (
     select u.key, count(*)::int as n from unnest(p_used_keys) u(key) group by u.key
   ), picked as (
@@ -278,10 +367,12 @@ $$;
 -- (p_room). A member whose job holds its key's slot already (p_used_jobs: a strict FIFO key's job running again)
 -- runs first, in that slot, whoever waits. The others are closed at once and wait at the gate, their attempt not
 -- spent. Records the starts of those that run. Returns the receipt's JSON with null for each member that does not
--- run, how many run, and their job ids and keys. p_used_keys: the key of each attempt holding a slot now (the
--- claim keeps it up to date), so a key's room is counted in memory, not looked up.
+-- run, how many run, and their job ids and keys. p_idxs, p_job_ids, p_leases, p_keys: the receipt's members
+-- (receipt_keys()). p_used_keys: the key of each attempt holding a slot now (the claim keeps it up to date), so
+-- a key's room is counted in memory, not looked up.
 create function {{schema}}.sort_receipt(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint,
-    p_jobs json, p_room int, p_used_keys text[], p_used_jobs bigint[], p_now timestamptz,
+    p_jobs json, p_idxs int[], p_job_ids bigint[], p_leases bigint[], p_keys text[], p_room int,
+    p_used_keys text[], p_used_jobs bigint[], p_now timestamptz,
     out jobs json, out n int, out run_jobs bigint[], out run_keys text[])
   language plpgsql
   as $$
@@ -290,15 +381,13 @@ declare
   v_rate jsonb := p_limits #> '{perKey,rate}';
   -- Only a strict FIFO key's job can hold its slot before its claim (see held_members()).
   v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
-  v_m record;
   v_runs boolean[];
   -- Whether any job waits at the gate: only then is each key looked for there.
   v_gated boolean := exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue);
 begin
-  v_m := {{schema}}.receipt_keys(p_limits, p_jobs);
   with m as (
     select u.idx, u.key, v_fifo and u.job_id = any(p_used_jobs) as held
-      from unnest(v_m.idxs, v_m.keys, v_m.job_ids) u(idx, key, job_id)
+      from unnest(p_idxs, p_keys, p_job_ids) u(idx, key, job_id)
   ), k as (
     select m.key, count(*) filter (where m.held)::int as held from m group by m.key
   ), used as (
@@ -308,8 +397,12 @@ begin
            least(coalesce(v_cap - coalesce(u.n, 0) + k.held, 2147483647),
                  case when v_rate is null then 2147483647
                       else {{schema}}.rate_room(p_queue, 'key', k.key, v_rate, p_now) end) as room,
-           v_gated and exists (select 1 from {{schema}}.deferred_jobs d
-                                where d.state = 'available' and d.queue = p_queue and d.gate_key = k.key) as waiting
+           -- A probe per key of limit_gate_hash, all its columns given (a scalar subquery with a limit is never
+           -- turned into a join that reads the whole gate).
+           v_gated and (select true from {{schema}}.deferred_jobs d
+                         where d.state = 'available' and d.queue = p_queue and hashtext(d.gate_key) = hashtext(k.key)
+                           and d.gate_key = k.key
+                         limit 1) is not null as waiting
       from k left join used u on u.key = k.key
   ), by_key as (
     select m.idx,
@@ -323,7 +416,7 @@ begin
   if false = any(v_runs) then
     with gated as (
       select u.o::int as idx, u.elem, u.key
-        from rows from (json_array_elements(p_jobs), unnest(v_m.keys), unnest(v_runs)) with ordinality
+        from rows from (json_array_elements(p_jobs), unnest(p_keys), unnest(v_runs)) with ordinality
              as u(elem, key, runs, o)
        where not u.runs
     ), closure as (
@@ -338,11 +431,11 @@ begin
            to_timestamp((g.elem ->> 7)::float8 / 1000000), (g.elem -> 9)::jsonb, g.key
       from gated g;
   end if;
-  run_jobs := array(select u.id from unnest(v_m.job_ids, v_runs) u(id, runs) where u.runs);
-  run_keys := array(select u.key from unnest(v_m.keys, v_runs) u(key, runs) where u.runs);
+  run_jobs := array(select u.id from unnest(p_job_ids, v_runs) u(id, runs) where u.runs);
+  run_keys := array(select u.key from unnest(p_keys, v_runs) u(key, runs) where u.runs);
   perform {{schema}}.record_starts(p_queue, p_limits, p_slot, p_batch,
-    array(select u.idx from unnest(v_m.idxs, v_runs) u(idx, runs) where u.runs), run_jobs,
-    array(select u.lease from unnest(v_m.leases, v_runs) u(lease, runs) where u.runs), run_keys, p_now);
+    array(select u.idx from unnest(p_idxs, v_runs) u(idx, runs) where u.runs), run_jobs,
+    array(select u.lease from unnest(p_leases, v_runs) u(lease, runs) where u.runs), run_keys, p_now);
   n := cardinality(run_jobs);
   if n = cardinality(v_runs) then
     jobs := p_jobs;
@@ -373,6 +466,8 @@ declare
   v_contended boolean := false;
   v_sorted record;
   v_members record;
+  v_gate text[];
+  v_holds record;
   -- This claim sent fresh jobs to the gate: more may be runnable behind them in the lanes.
   v_gated boolean := false;
   v_opens timestamptz;
@@ -384,21 +479,17 @@ begin
   -- logged after its time as inside its window, so any window still holds at most the limit.
   v_now := now();
   -- What holds a slot now; hold rows none of whose members does any more are given back.
-  with held as materialized (select * from {{schema}}.held_members(p_queue, v_fifo)),
-  gone as (
-    delete from {{schema}}.limit_holds h
-     where h.queue = p_queue and h.batch_id not in (select x.batch_id from held x)
-  )
-  select coalesce(array_agg(x.job_id) filter (where not x.parked), '{}'),
-         coalesce(array_agg(x.key) filter (where not x.parked), '{}')
-    into v_used_jobs, v_used_keys
-    from held x;
+  v_holds := {{schema}}.read_holds(p_queue, v_fifo);
+  -- The keys waiting at the gate that this claim considers (a bounded number: see gate_keys()).
+  v_gate := array(select k.key from {{schema}}.gate_keys(p_queue, greatest(64, 2 * p_max)) k);
+  v_used_jobs := v_holds.job_ids;
+  v_used_keys := v_holds.keys;
   v_room := greatest(0, least(p_max,
     coalesce((p_limits #>> '{queue,concurrency}')::int - cardinality(v_used_jobs), 2147483647),
     {{schema}}.rate_room(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now)));
   v_left := v_room;
   if v_left > 0 then
-    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_used_keys, p_instance,
+    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_gate, v_used_keys, p_instance,
                                                   p_deadline_secs, v_now) loop
       v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
       perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, v_members.idxs,
@@ -431,8 +522,10 @@ begin
         v_contended := true;
         continue;
       end if;
-      v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_left, v_used_keys,
-                                          v_used_jobs, v_now);
+      v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
+      v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_members.idxs,
+                                          v_members.job_ids, v_members.leases, v_members.keys, v_left,
+                                          v_used_keys, v_used_jobs, v_now);
       v_gated := v_gated or v_sorted.n < json_array_length(b.jobs);
       continue when v_sorted.n = 0;
       v_used_jobs := v_used_jobs || v_sorted.run_jobs;
@@ -453,7 +546,7 @@ begin
       v_opens := {{schema}}.rate_opens(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now);
     elsif p_limits #> '{perKey,rate}' is not null then
       v_opens := (select min({{schema}}.rate_opens(p_queue, 'key', k.key, p_limits #> '{perKey,rate}', v_now))
-                    from {{schema}}.gate_keys(p_queue) k
+                    from unnest(v_gate) k(key)
                    where {{schema}}.rate_room(p_queue, 'key', k.key, p_limits #> '{perKey,rate}', v_now) = 0);
     end if;
     batch_id := null;
