@@ -14,7 +14,8 @@ import { round, type Scenario } from '../scenario.js';
 //   drains  after a warm-up of 2,000 jobs on each queue, --jobs jobs over 1,000 keys, handlers sleeping 5 ms, drained by an unlimited queue and by a queue
 //           limited to 3 running per key, the keys shuffled (many keys: the cost of the limited claim) and side
 //           by side (each key's jobs adjacent: the limit holds every key back); then the same shuffled pair with
-//           no-op handlers. Running attempts per key are sampled from the jobs view every 20 ms.
+//           no-op handlers, and with handlers of very different lengths (every 50th sleeps 1.5 s: a claim's
+//           attempts end far apart, so the holds of many claims stay open at once). Running attempts per key are sampled from the jobs view every 20 ms.
 //   kill    the rate and the side-by-side key jobs at once, the busiest host SIGKILLed (from 0.5 s, once it has
 //           attempts running) and replaced: the same
 //           maxima, and lost jobs.
@@ -26,6 +27,9 @@ const RATE_BACKLOG = 500;
 const KEYS = 1_000;
 const K = 3;
 const SLEEP_MS = 5;
+// Handlers of very different lengths: every LONG_EVERY-th job sleeps LONG_MS, so a claim's attempts end far apart.
+const LONG_EVERY = 50;
+const LONG_MS = 1_500;
 
 /** A seeded shuffle (the same order every run). */
 function shuffled<T>(xs: T[], seed = 36): T[] {
@@ -46,12 +50,13 @@ function keyJobs(
   n: number,
   sleepMs: number,
   order: 'shuffled' | 'adjacent',
+  longEvery = 0,
 ): PlannedJob[] {
   const perKey = Math.ceil(n / KEYS);
   const jobs = Array.from({ length: n }, (_, i) => ({
     queue,
     tenant: `k${Math.floor(i / perKey)}`,
-    sleepMs,
+    sleepMs: longEvery > 0 && i % longEvery === 0 ? LONG_MS : sleepMs,
   }));
   return order === 'shuffled' ? shuffled(jobs) : jobs;
 }
@@ -104,6 +109,8 @@ export function limitsScenario(): Scenario {
         const adjacent = await run(keyJobs('keys', n, SLEEP_MS, 'adjacent'));
         const freeNoop = await run(keyJobs('free', n, 0, 'shuffled'));
         const keysNoop = await run(keyJobs('keys', n, 0, 'shuffled'));
+        const freeMixed = await run(keyJobs('free', n, SLEEP_MS, 'shuffled', LONG_EVERY));
+        const keysMixed = await run(keyJobs('keys', n, SLEEP_MS, 'shuffled', LONG_EVERY));
 
         const kill = await run([...rateJobs(300), ...keyJobs('keys', n, SLEEP_MS, 'adjacent')], [500]);
         const killIds = new Set(kill.ids);
@@ -139,6 +146,10 @@ export function limitsScenario(): Scenario {
             noopLimitedJobsPerSec: perSec(keysNoop),
             noopRatio: round(perSec(keysNoop) / perSec(freeNoop), 3),
             noopMaxRunningPerKey: keysNoop.running.maxPerKey.get('keys') ?? 0,
+            mixedUnlimitedJobsPerSec: perSec(freeMixed),
+            mixedLimitedJobsPerSec: perSec(keysMixed),
+            mixedRatio: round(perSec(keysMixed) / perSec(freeMixed), 3),
+            mixedMaxRunningPerKey: keysMixed.running.maxPerKey.get('keys') ?? 0,
           },
           kill: {
             killed: kill.kills.length,

@@ -398,4 +398,41 @@ describe('flow control: limits decided in the claim', () => {
     );
     expect(rows[0]).toEqual({ holds: 0, gated: 0, starts: 0 });
   });
+  it('a claim looks at a bounded number of the keys waiting at the gate, and over claims lets each of them through', async () => {
+    await limit('many', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    const keys = Array.from({ length: 150 }, (_, i) => `m${i}`);
+    const ids = await enqueue(
+      'many',
+      keys.flatMap((k) => [k, k]),
+    );
+    const first = await claim('many', 300);
+    // Each key's first job starts; its second waits at the gate.
+    expect(started(first).sort()).toEqual(ids.filter((_, i) => i % 2 === 0).sort());
+    await complete(first);
+    // One claim reads at most max(64, 2 x asked) waiting keys, from a random point of their hash order...
+    const look = async () =>
+      (await f.pool.query<{ key: string }>(`select key from awa.gate_keys('many', 64)`)).rows.map(
+        (r) => r.key,
+      );
+    const seen = new Set<string>();
+    for (let i = 0; i < 40; i++) {
+      const some = await look();
+      expect(some.length).toBe(64);
+      expect(new Set(some).size).toBe(64);
+      for (const k of some) seen.add(k);
+    }
+    // ...and over claims every waiting key is looked at.
+    expect(seen.size).toBe(150);
+    // Claims of 10 (64 keys looked at each) let every waiting job through, each once, one per key at a time.
+    const second: string[] = [];
+    for (let round = 0; round < 100 && second.length < 150; round++) {
+      const r = await claim('many', 10);
+      const got = argsOf(r).map((a) => a.k);
+      expect(new Set(got).size).toBe(got.length);
+      second.push(...started(r));
+      await complete(r);
+    }
+    expect(second.sort()).toEqual(ids.filter((_, i) => i % 2 === 1).sort());
+    expect(await countsOf('many')).toMatchObject({ available: 0, running: 0 });
+  });
 });
