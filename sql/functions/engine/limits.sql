@@ -100,7 +100,6 @@ create function {{schema}}.held_in(p_rows {{schema}}.limit_holds[], p_fifo boole
   language plpgsql stable
   as $$
 declare
-  v_rows {{schema}}.limit_holds[] := p_rows;
   v_batches bigint[];
   v_jobs bigint[];
   v_leases bigint[];
@@ -110,7 +109,7 @@ begin
   -- In steps, each statement naming only the tables it needs: a statement locks every partition (and index) of
   -- each partitioned table it names, each time it runs, so one that names them all costs a millisecond even
   -- with nothing to read.
-  if coalesce(cardinality(v_rows), 0) = 0 then
+  if coalesce(cardinality(p_rows), 0) = 0 then
     return;
   end if;
   with receipts as materialized (
@@ -120,7 +119,7 @@ begin
            coalesce((select range_agg(m) from {{schema}}.closure_batches c cross join lateral unnest(c.idxs) m
                       where c.slot = r.slot and c.batch_id = r.batch_id), '{}') as closed
       from (select h.batch_id, h.idxs, h.job_ids, h.run_leases, h.keys, coalesce(f.slot, h.slot) as slot
-              from unnest(v_rows) h
+              from unnest(p_rows) h
               left join {{schema}}.receipt_forwards f on f.batch_id = h.batch_id) r
   )
   select array_agg(r.batch_id), array_agg(u.job_id), array_agg(u.run_lease), array_agg(u.key),
