@@ -3,8 +3,10 @@ import type { ClaimBatch, ClaimedJob } from '../storage/index.js';
 // Claiming ahead: a dispatcher under a backlog may claim more jobs than it has free permits and hold the rest
 // here until permits come back, so its claims stay large when its concurrency is small (each claim pays a
 // fixed cost and a turn on the lane). It holds only what it finishes in AHEAD_HORIZON_MS at its recent pace
-// (so a held job waits about that long, and slow handlers hold nothing), and hands back, unstarted, a job held
-// longer than HOLD_MAX_MS (its handlers slowed down after it was claimed).
+// (so a held job waits about that long, and slow handlers hold nothing), or, when its claims wait their turn
+// longer than that (a limited queue's claims take turns across the fleet), the running jobs it expects to
+// finish while the claim waits (ClaimWait); it hands back, unstarted, a job held longer than HOLD_MAX_MS (its
+// handlers slowed down after it was claimed).
 
 /** How much work, at the queue's recent pace, a dispatcher may hold ahead of its permits. */
 export const AHEAD_HORIZON_MS = 20;
@@ -113,5 +115,46 @@ export class Pace {
     if (this.since === 0 || nowMs - this.lastAt > PACE_WINDOW_MS) return 0;
     const elapsed = nowMs - this.since;
     return elapsed > PACE_WINDOW_MS ? Math.min(this.rate, this.count / elapsed) : this.rate;
+  }
+}
+
+/**
+ * How many of a queue's running jobs are expected to finish while its next claim is in flight: all of them when
+ * its handlers run shorter than its claims take, else the share of a handler's run that a claim takes. A claim
+ * that waits its turn (a limited queue's claims take turns across the fleet, tens of milliseconds under a
+ * backlog) comes back to permits that emptied meanwhile; asking for those too keeps them busy, where asking
+ * only for what was free when the claim started leaves them idle for every turn. Both times are recent
+ * averages; a handler's run is taken as the time since the oldest start not yet matched (runs end roughly in
+ * the order they began, and a long one among short ones only lowers the estimate).
+ */
+export class ClaimWait {
+  private claimMs = 0;
+  /** Null until a handler has finished. */
+  private handlerMs: number | null = null;
+  private starts: number[] = [];
+  private head = 0;
+
+  claimed(ms: number): void {
+    this.claimMs = this.claimMs === 0 ? ms : this.claimMs * 0.7 + ms * 0.3;
+  }
+
+  started(nowMs: number): void {
+    this.starts.push(nowMs);
+  }
+
+  finished(nowMs: number): void {
+    const startedAt = this.starts[this.head++];
+    if (this.head >= this.starts.length) {
+      this.starts = [];
+      this.head = 0;
+    }
+    if (startedAt === undefined) return;
+    const ms = nowMs - startedAt;
+    this.handlerMs = this.handlerMs === null ? ms : this.handlerMs * 0.9 + ms * 0.1;
+  }
+
+  expected(running: number): number {
+    if (this.handlerMs === null || running <= 0) return 0;
+    return Math.floor(running * Math.min(1, this.claimMs / Math.max(1, this.handlerMs)));
   }
 }

@@ -28,8 +28,8 @@ export interface QueueOptions {
   /** Jobs of this queue running at once in this process. Default 50. */
   concurrency?: number;
   /** Under a backlog, most jobs a claim may take beyond the free permits, held until a permit is free; only
-   * as many as this process finishes in about 20 ms at its recent pace. Default: the concurrency; 0 turns it
-   * off. */
+   * as many as this process finishes in about 20 ms at its recent pace, or, when its claims take longer than
+   * its handlers run, what finishes while a claim is in flight. Default: the concurrency; 0 turns it off. */
   prefetch?: number;
   /** Send jobs that fail for good to the dead-letter queue instead of failed history. Default false. */
   dlq?: boolean;
@@ -42,8 +42,8 @@ export interface QueueOptions {
    * maintenance leader, from its own configuration. Default: completedRetentionMs. */
   resultRetentionMs?: number;
   /** Limits on this queue's starts across every host (docs/flow-control.md): per key and per queue,
-   * concurrency and rate. The last host to start declares them; an operator may override them. A limited
-   * queue holds no jobs ahead of a permit unless prefetch says so (a held job has started, for its limits). */
+   * concurrency and rate. The last host to start declares them; an operator may override them. A job held
+   * ahead of a permit (prefetch) has started, for its limits: prefetch 0 holds none. */
   limits?: QueueLimits;
 }
 
@@ -257,11 +257,7 @@ function resolveQueue(name: string, q: QueueOptions | number): ResolvedQueue {
   return {
     concurrency,
     prefetch:
-      q.prefetch === undefined
-        ? limits
-          ? 0
-          : concurrency
-        : validateInt(`queues.${name}.prefetch`, q.prefetch, 0, 100_000),
+      q.prefetch === undefined ? concurrency : validateInt(`queues.${name}.prefetch`, q.prefetch, 0, 100_000),
     limits,
     dlq: q.dlq ?? false,
     deadlineMs:

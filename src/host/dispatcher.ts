@@ -1,5 +1,5 @@
 import type { ClaimBatch, ClaimedJob, ClaimResult } from '../storage/index.js';
-import { AHEAD_HORIZON_MS, HOLD_MAX_MS, HeldJobs, Pace, type HeldJob } from './claim-ahead.js';
+import { AHEAD_HORIZON_MS, HOLD_MAX_MS, ClaimWait, HeldJobs, Pace, type HeldJob } from './claim-ahead.js';
 
 // One per queue. Holds the queue's permits: every running job holds one. It claims as many jobs as it has
 // free permits plus, under a backlog, a few it may hold ahead of a permit (claim-ahead.ts), claims again
@@ -70,6 +70,7 @@ export class Dispatcher {
   private pending = 0;
   private readonly heldJobs = new HeldJobs();
   private readonly pace = new Pace();
+  private readonly claimWait = new ClaimWait();
   /** Re-entrancy guard of startHeld(), in any mode: a handler may finish, and so release(), in execute(). */
   private startingHeld = false;
   /** Ticks in every started mode (polling is the truth when a wake-up is lost); wake() reads the mode. */
@@ -181,6 +182,7 @@ export class Dispatcher {
     this.inFlight--;
     const now = Date.now();
     this.pace.finished(now);
+    this.claimWait.finished(now);
     this.startHeld(now);
     if (this.mayHaveMore) {
       // Under a backlog a claim waits for a quarter of a full claim of room (and, when a full claim is one
@@ -261,6 +263,7 @@ export class Dispatcher {
         const max = this.beginClaim();
         if (max === null) break;
         let result: ClaimResult;
+        const claimedAt = Date.now();
         try {
           result = await this.deps.claim(this.queue, max);
         } catch (err) {
@@ -271,6 +274,7 @@ export class Dispatcher {
         } finally {
           this.pending = 0;
         }
+        this.claimWait.claimed(Date.now() - claimedAt);
         const next = this.claimed(result, max);
         if (next === 'claim again') continue;
         if (next !== 'wait') retry = next;
@@ -332,6 +336,7 @@ export class Dispatcher {
         if (this.stopped) this.deps.handBack(this.queue, b, job);
         else if (this.heldJobs.size === 0 && this.inFlight < this.concurrency) {
           this.inFlight++;
+          this.claimWait.started(now);
           this.deps.execute(this.queue, b, job);
         } else if (b.bulk === false) this.heldJobs.pushAhead(b, job, now);
         else this.heldJobs.push(b, job, now);
@@ -361,9 +366,13 @@ export class Dispatcher {
     return setTimeout(() => this.retryDue(), this.errorDelayMs);
   }
 
-  /** Permits plus what may be held ahead of them at the queue's recent pace. */
+  /** Permits plus what may be held ahead of them: what finishes in AHEAD_HORIZON_MS at the queue's recent
+   * pace, or what is expected to finish while the claim is in flight, whichever is more. */
   private capacity(nowMs: number): number {
-    const ahead = Math.min(this.prefetch, Math.floor(this.pace.perMs(nowMs) * AHEAD_HORIZON_MS));
+    const ahead = Math.min(
+      this.prefetch,
+      Math.max(Math.floor(this.pace.perMs(nowMs) * AHEAD_HORIZON_MS), this.claimWait.expected(this.inFlight)),
+    );
     return this.concurrency + ahead;
   }
 
@@ -412,6 +421,7 @@ export class Dispatcher {
           continue;
         }
         this.inFlight++;
+        this.claimWait.started(nowMs);
         this.deps.execute(this.queue, h.batch, h.job);
       }
     } finally {

@@ -434,6 +434,74 @@ describe('Dispatcher', () => {
       d.stopClaiming();
     });
 
+    /** 10 permits, batches of 40, on a backlog whose claims each take `claimMs` (a limited queue's claims wait
+     * their turn) and whose handlers each take `handlerMs`: what each claim asked for, with what ran or was held
+     * when it was made, and what was held when each claim came back. */
+    const waitingTurns = async (prefetch: number, claimMs: number, handlerMs: number, ms: number) => {
+      const asks: number[] = [];
+      const occupied: number[] = [];
+      const heldOnReturn: number[] = [];
+      const started: number[] = [];
+      const handedBack: number[] = [];
+      let next = 1;
+      const d = new Dispatcher('q', 10, 40, 3_600_000, prefetch, {
+        claim: (_q, max) => {
+          asks.push(max);
+          occupied.push(d.running + d.held);
+          const batch = fakeBatch(max, next);
+          next += max;
+          return new Promise((resolve) =>
+            setTimeout(() => {
+              resolve({ batches: [batch], contended: false });
+              // Read once the claim's jobs were taken (started or held).
+              void Promise.resolve().then(() => heldOnReturn.push(d.held));
+            }, claimMs),
+          );
+        },
+        execute: (_q, _b, job) => {
+          started.push(Number(job.id));
+          setTimeout(() => d.release(), handlerMs);
+        },
+        handBack: (_q, _b, job) => handedBack.push(Number(job.id)),
+        backpressure: () => false,
+        onError: (e) => {
+          throw e;
+        },
+      });
+      d.start();
+      await vi.advanceTimersByTimeAsync(ms);
+      d.stopClaiming();
+      return { asks, occupied, heldOnReturn, started, handedBack };
+    };
+
+    it('while its claims wait their turn longer than its handlers run, asks for the permits that free meanwhile', async () => {
+      const { asks, occupied, heldOnReturn, started, handedBack } = await waitingTurns(10, 50, 5, 1_000);
+      // The first claim finds nothing running: it asks for its free permits only.
+      expect(asks[0]).toBe(10);
+      expect(occupied[0]).toBe(0);
+      // Once a claim came back to permits that emptied while it waited, the next one is made as soon as the
+      // last one's jobs start, all permits busy, for as many again: they will be free when its turn comes.
+      const ahead = asks.flatMap((n, i) => (occupied[i] === 10 ? [n] : []));
+      expect(ahead.length).toBeGreaterThan(10);
+      expect(ahead.slice(1).every((n) => n === 10)).toBe(true);
+      // Those jobs start as their claim comes back: nothing is held past it, nothing handed back.
+      expect(heldOnReturn.every((h) => h === 0)).toBe(true);
+      expect(handedBack).toEqual([]);
+      // About ten jobs every claim turn (50 ms), not every turn and a handler's run (55 ms), in claim order.
+      expect(started.length).toBeGreaterThanOrEqual(190);
+      expect(started).toEqual(Array.from({ length: started.length }, (_, i) => i + 1));
+    });
+
+    it('asks for no more than its free permits when its handlers outlast its claims, or with prefetch 0', async () => {
+      // Handlers of 200 ms, claims of 20: a claim sees a tenth of the running jobs finish, at most.
+      const slow = await waitingTurns(10, 20, 200, 2_000);
+      expect(slow.asks.every((n, i) => n + slow.occupied[i]! <= 11)).toBe(true);
+      expect(slow.handedBack).toEqual([]);
+      const strict = await waitingTurns(0, 50, 5, 1_000);
+      expect(strict.asks.every((n, i) => n + strict.occupied[i]! <= 10)).toBe(true);
+      expect(strict.heldOnReturn.every((h) => h === 0)).toBe(true);
+    });
+
     it('hands back, unstarted, jobs held 250 ms once its handlers stall, and what it holds when it stops', async () => {
       const { d, started, handedBack, finish } = await holdingAhead();
       const held = d.held;

@@ -60,12 +60,20 @@ describe('queue limits', () => {
     );
   });
 
-  it('are a queue option of the worker host, which then holds no jobs ahead of permits by default', () => {
+  it('are a queue option of the worker host, which claims ahead as for any queue unless prefetch is 0', () => {
     const config = resolveHostConfig({
       connectionString: 'postgres://localhost/x',
-      queues: { api: { concurrency: 8, limits: { perKey: { concurrency: 2 } } }, plain: 8 },
+      queues: {
+        api: { concurrency: 8, limits: { perKey: { concurrency: 2 } } },
+        strict: { concurrency: 8, prefetch: 0, limits: { perKey: { concurrency: 2 } } },
+        plain: 8,
+      },
     });
-    expect(config.queues.get('api')).toMatchObject({ prefetch: 0, limits: { perKey: { concurrency: 2 } } });
+    expect(config.queues.get('api')).toMatchObject({ prefetch: 8, limits: { perKey: { concurrency: 2 } } });
+    expect(config.queues.get('strict')).toMatchObject({
+      prefetch: 0,
+      limits: { perKey: { concurrency: 2 } },
+    });
     expect(config.queues.get('plain')).toMatchObject({ prefetch: 8, limits: null });
     expect(
       fieldOf(() =>
