@@ -87,60 +87,61 @@ begin
 end
 $$;
 
+-- The receipts the hold rows p_rows name, each with its members as the row lists them, whether the receipt is
+-- still in the ring (a receipt is gone only once all its members closed) and which of its members closed.
+-- Set-based: every receipt is looked for and its closures read in one statement (a function call per receipt
+-- locks every partition of the ring's tables each time it runs: 500 rows took 100 ms). It names only the tables
+-- it needs: a statement locks every partition (and index) of each partitioned table it names, each time it runs.
+create function {{schema}}.hold_receipts(p_rows {{schema}}.limit_holds[])
+  returns table (batch_id bigint, idxs int[], job_ids bigint[], run_leases bigint[], keys text[], present boolean,
+                 closed int4multirange)
+  language plpgsql stable
+  as $$
+begin
+  -- PL/pgSQL, not SQL: an inlined function's subqueries would run again for every member its caller unnests.
+  return query
+    select r.batch_id, r.idxs, r.job_ids, r.run_leases, r.keys,
+           exists (select 1 from {{schema}}.claim_batches c where c.slot = r.slot and c.batch_id = r.batch_id),
+           coalesce((select range_agg(m) from {{schema}}.closure_batches c cross join lateral unnest(c.idxs) m
+                      where c.slot = r.slot and c.batch_id = r.batch_id), '{}')
+      from (select h.batch_id, h.idxs, h.job_ids, h.run_leases, h.keys, coalesce(f.slot, h.slot) as slot
+              from unnest(p_rows) h
+              left join {{schema}}.receipt_forwards f on f.batch_id = h.batch_id) r;
+end
+$$;
+
 -- The members of the hold rows p_rows that hold a slot now, one row each: its receipt member is still open
--- (`running`; a receipt is gone only once all its members closed: a slot is pruned only then), or, for a strict
--- FIFO key, its job will run again: it waits in the backlog to retry, or at the gate (`parked`: that job's own
--- slot, which it takes again when it runs), or a later row of it waits in a lane (promoted, not claimed yet,
--- not cancelled). Set-based: every receipt the rows name is looked for and its closures read in one statement
--- (a function call per receipt locks every partition of the ring's tables each time it runs: 500 rows took
--- 100 ms), and, for a strict FIFO key, a few probes per member that closed. Still a probe per receipt that has
--- a member running: with handlers of very different lengths, that is about one per running attempt.
+-- (`running`), or, for a strict FIFO key, its job will run again: it waits in the backlog to retry, or at the
+-- gate (`parked`: that job's own slot, which it takes again when it runs), or a later row of it waits in a lane
+-- (promoted, not claimed yet, not cancelled). For a strict FIFO key, a few probes per member that closed.
 create function {{schema}}.held_in(p_rows {{schema}}.limit_holds[], p_fifo boolean)
   returns table (batch_id bigint, job_id bigint, key text, running boolean, parked boolean)
   language plpgsql stable
   as $$
-declare
-  v_batches bigint[];
-  v_jobs bigint[];
-  v_leases bigint[];
-  v_keys text[];
-  v_open boolean[];
 begin
-  -- In steps, each statement naming only the tables it needs: a statement locks every partition (and index) of
-  -- each partitioned table it names, each time it runs, so one that names them all costs a millisecond even
-  -- with nothing to read.
   if coalesce(cardinality(p_rows), 0) = 0 then
     return;
   end if;
-  with receipts as materialized (
-    select r.batch_id, r.idxs, r.job_ids, r.run_leases, r.keys,
-           exists (select 1 from {{schema}}.claim_batches c where c.slot = r.slot and c.batch_id = r.batch_id)
-             as present,
-           coalesce((select range_agg(m) from {{schema}}.closure_batches c cross join lateral unnest(c.idxs) m
-                      where c.slot = r.slot and c.batch_id = r.batch_id), '{}') as closed
-      from (select h.batch_id, h.idxs, h.job_ids, h.run_leases, h.keys, coalesce(f.slot, h.slot) as slot
-              from unnest(p_rows) h
-              left join {{schema}}.receipt_forwards f on f.batch_id = h.batch_id) r
-  )
-  select array_agg(r.batch_id), array_agg(u.job_id), array_agg(u.run_lease), array_agg(u.key),
-         array_agg(r.present and not r.closed @> u.idx)
-    into v_batches, v_jobs, v_leases, v_keys, v_open
-    from receipts r
-    cross join lateral unnest(r.idxs, r.job_ids, r.run_leases, r.keys) u(idx, job_id, run_lease, key);
   if not p_fifo then
-    return query select m.b, m.j, m.k, true, false
-                   from unnest(v_batches, v_jobs, v_keys, v_open) m(b, j, k, open) where m.open;
+    return query select r.batch_id, u.job_id, u.key, true, false
+                   from {{schema}}.hold_receipts(p_rows) r
+                   cross join lateral unnest(r.idxs, r.job_ids, r.keys) u(idx, job_id, key)
+                  where r.present and not r.closed @> u.idx;
     return;
   end if;
   -- Strict FIFO: a member that closed still holds while its job will run again. Only the job's newest start
   -- among the holds counts (an earlier start, kept in a row another member still holds, is not its slot any
   -- more); a job's holds all carry its key, so they are all read here.
   return query
+    with m as materialized (
+      select r.batch_id as b, u.job_id as j, u.lease, u.key as k, r.present and not r.closed @> u.idx as open
+        from {{schema}}.hold_receipts(p_rows) r
+        cross join lateral unnest(r.idxs, r.job_ids, r.run_leases, r.keys) u(idx, job_id, lease, key)
+    )
     select x.b, x.j, x.k, x.open,
            not x.open and exists (select 1 from {{schema}}.deferred_jobs d
                                    where d.job_id = x.j and d.state = 'available')
-      from (select m.*, m.lease = max(m.lease) over (partition by m.j) as latest
-              from unnest(v_batches, v_jobs, v_leases, v_keys, v_open) m(b, j, lease, k, open)) x
+      from (select m.*, m.lease = max(m.lease) over (partition by m.j) as latest from m) x
      where x.open
         or (x.latest and (exists (select 1 from {{schema}}.deferred_jobs d where d.job_id = x.j)
                           or exists (select 1 from {{schema}}.ready_entries e
@@ -163,32 +164,70 @@ begin
 end
 $$;
 
--- Reads a queue's holds once for a claim: the job ids and keys of the attempts that hold a slot (not parked at
--- the gate), with the hold rows none of whose members holds one any more deleted (given back).
-create function {{schema}}.read_holds(p_queue text, p_fifo boolean, out job_ids bigint[], out keys text[])
+-- The slots the hold rows p_rows hold now, without strict FIFO (a member holds while it is open): how many
+-- attempts of each key, as parallel arrays of distinct keys and their counts, how many in all, and the rows none
+-- of whose members holds one any more (to give back). A pure read, one statement: every open member once.
+create function {{schema}}.open_holds(p_rows {{schema}}.limit_holds[], out keys text[], out counts int[],
+    out total int, out gone bigint[])
+  language plpgsql stable
+  as $$
+begin
+  keys := '{}';
+  counts := '{}';
+  total := 0;
+  gone := '{}';
+  if coalesce(cardinality(p_rows), 0) = 0 then
+    return;
+  end if;
+  with r as materialized (select * from {{schema}}.hold_receipts(p_rows)),
+  open as materialized (
+    select r.batch_id, u.key from r cross join lateral unnest(r.idxs, r.keys) u(idx, key)
+     where r.present and not r.closed @> u.idx
+  )
+  select coalesce(array_agg(k.key), '{}'), coalesce(array_agg(k.n), '{}'), coalesce(sum(k.n), 0)::int,
+         array(select r.batch_id from r where not exists (select 1 from open o where o.batch_id = r.batch_id))
+    into keys, counts, total, gone
+    from (select o.key, count(*)::int as n from open o group by o.key) k;
+end
+$$;
+
+-- Reads a strict FIFO queue's holds for a claim, under its limits lock: how many attempts of each key hold a
+-- slot now (not parked at the gate), as open_holds() gives them, and their job ids (a FIFO job running again
+-- takes its own slot). Hold rows none of whose members holds a slot any more are deleted (given back).
+create function {{schema}}.read_fifo_holds(p_queue text, out keys text[], out counts int[], out total int,
+    out job_ids bigint[])
   language plpgsql
   as $$
 declare
   v_rows {{schema}}.limit_holds[] := array(select h from {{schema}}.limit_holds h where h.queue = p_queue);
 begin
-  job_ids := '{}';
-  keys := '{}';
-  if cardinality(v_rows) = 0 then
-    return;
-  end if;
-  with held as materialized (select * from {{schema}}.held_in(v_rows, p_fifo)),
+  with held as materialized (select * from {{schema}}.held_in(v_rows, true)),
   gone as (
     delete from {{schema}}.limit_holds h
      using unnest(v_rows) r
      where h.batch_id = r.batch_id
        and not exists (select 1 from held x where x.batch_id = r.batch_id)
   )
-  select coalesce(array_agg(x.job_id) filter (where not x.parked), '{}'),
-         coalesce(array_agg(x.key) filter (where not x.parked), '{}')
-    into job_ids, keys
-    from held x;
+  select coalesce(array_agg(k.key), '{}'), coalesce(array_agg(k.n), '{}'), coalesce(sum(k.n), 0)::int,
+         array(select x.job_id from held x where not x.parked)
+    into keys, counts, total, job_ids
+    from (select x.key, count(*)::int as n from held x where not x.parked group by x.key) k;
 end
 $$;
+
+-- How many attempts of each of p_keys hold a slot: those of the holds the claim read (p_hold_keys with
+-- p_hold_counts, from open_holds() or read_fifo_holds(): a key may come more than once) and those the claim
+-- started since (p_own_keys, a key once per start). Each key of p_keys once.
+create function {{schema}}.slots_used(p_keys text[], p_hold_keys text[], p_hold_counts int[], p_own_keys text[])
+  returns table (key text, n int)
+  language sql immutable
+  as $$
+    select k.key, (coalesce(h.n, 0) + coalesce(o.n, 0))::int
+      from (select distinct u.key from unnest(p_keys) u(key)) k
+      left join (select h.key, sum(h.n) as n from unnest(p_hold_keys, p_hold_counts) h(key, n) group by h.key) h
+             on h.key = k.key
+      left join (select o.key, count(*) as n from unnest(p_own_keys) o(key) group by o.key) o on o.key = k.key
+  $$;
 
 -- The queue's gate lane (shard -1): jobs let through the gate are appended there and claimed in the same
 -- claim. Created on first use, like any lane (ensure_lanes()).
@@ -301,33 +340,36 @@ end
 $$;
 
 -- Lets waiting jobs through the gate: the oldest of each waiting key with room (of the keys p_gate_keys that
--- gate_keys() gave this claim), oldest first overall, at most p_room. They are appended to the gate lane (one reservation, one insert) and claimed there at once.
+-- gate_keys() gave this claim), oldest first overall, at most p_room. They are appended to the gate lane (one
+-- reservation, one insert) and claimed there at once, and their starts recorded. Returns the receipt with its
+-- members' keys and job ids.
 create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_gate_keys text[],
-    p_used_keys text[], p_instance text, p_deadline_secs int, p_now timestamptz)
-  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
+    p_hold_keys text[], p_hold_counts int[], p_own_keys text[], p_instance text, p_deadline_secs int,
+    p_now timestamptz)
+  returns table (batch_id bigint, claim_slot smallint, n int, jobs json, keys text[], job_ids bigint[])
   language plpgsql
   as $$
 declare
   v_cap int := (p_limits #>> '{perKey,concurrency}')::int;
+  v_rate jsonb := p_limits #> '{perKey,rate}';
   v_moved {{schema}}.deferred_jobs[];
   v_lane {{schema}}.lanes;
   v_first bigint;
   v_slot smallint;
   v_set text;
+  v_members record;
+  b record;
 begin
   if cardinality(p_gate_keys) = 0 then
     return;
   end if;
-  with keys as (
-    select k.key as gate_key from unnest(p_gate_keys) k(key)
-  ), used as (
-    select u.key, count(*)::int as n from unnest(p_used_keys) u(key) group by u.key
-  ), picked as (
+  with picked as (
     select w.job_id
-      from (select k.gate_key,
-                   least(coalesce(v_cap - coalesce(u.n, 0), 2147483647),
-                         {{schema}}.rate_room(p_queue, 'key', k.gate_key, p_limits #> '{perKey,rate}', p_now)) as room
-              from keys k left join used u on u.key = k.gate_key) r
+      from (select u.key as gate_key,
+                   least(coalesce(v_cap - u.n, 2147483647),
+                         case when v_rate is null then 2147483647
+                              else {{schema}}.rate_room(p_queue, 'key', u.key, v_rate, p_now) end) as room
+              from {{schema}}.slots_used(p_gate_keys, p_hold_keys, p_hold_counts, p_own_keys) u) r
       cross join lateral (select d.job_id from {{schema}}.deferred_jobs d
                            where d.state = 'available' and d.queue = p_queue and d.gate_key = r.gate_key
                            order by d.job_id limit greatest(r.room, 0)) w
@@ -357,7 +399,18 @@ begin
          u.max_attempts, u.run_lease, u.enqueued_at, p_now, u.meta
     from unnest(v_moved) with ordinality as u;
   v_set := pg_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id)::text;
-  return query select * from {{schema}}.claim_lane(v_lane, cardinality(v_moved), p_instance, p_deadline_secs);
+  for b in select * from {{schema}}.claim_lane(v_lane, cardinality(v_moved), p_instance, p_deadline_secs) loop
+    v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
+    perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, v_members.idxs,
+                                     v_members.job_ids, v_members.leases, v_members.keys, p_now);
+    batch_id := b.batch_id;
+    claim_slot := b.claim_slot;
+    n := b.n;
+    jobs := b.jobs;
+    keys := v_members.keys;
+    job_ids := v_members.job_ids;
+    return next;
+  end loop;
 end
 $$;
 
@@ -367,11 +420,11 @@ $$;
 -- runs first, in that slot, whoever waits. The others are closed at once and wait at the gate, their attempt not
 -- spent. Records the starts of those that run. Returns the receipt's JSON with null for each member that does not
 -- run, how many run, and their job ids and keys. p_idxs, p_job_ids, p_leases, p_keys: the receipt's members
--- (receipt_keys()). p_used_keys: the key of each attempt holding a slot now (the claim keeps it up to date), so
--- a key's room is counted in memory, not looked up.
+-- (receipt_keys()). p_hold_keys, p_hold_counts, p_own_keys: the slots held (slots_used()), so a key's room is
+-- counted in memory, not looked up.
 create function {{schema}}.sort_receipt(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint,
     p_jobs json, p_idxs int[], p_job_ids bigint[], p_leases bigint[], p_keys text[], p_room int,
-    p_used_keys text[], p_used_jobs bigint[], p_now timestamptz,
+    p_hold_keys text[], p_hold_counts int[], p_own_keys text[], p_used_jobs bigint[], p_now timestamptz,
     out jobs json, out n int, out run_jobs bigint[], out run_keys text[])
   language plpgsql
   as $$
@@ -381,28 +434,26 @@ declare
   -- Only a strict FIFO key's job can hold its slot before its claim (see held_members()).
   v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
   v_runs boolean[];
-  -- Whether any job waits at the gate: only then is each key looked for there.
-  v_gated boolean := exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue);
+  -- The receipt's keys with a job waiting at the gate: one scan of the gate's index for all of them (an array
+  -- of keys, probed key by key; a subquery per key cost half a millisecond a receipt).
+  v_waiting text[] := case when exists (select 1 from {{schema}}.deferred_jobs d
+                                          where d.state = 'available' and d.queue = p_queue)
+                            then array(select distinct d.gate_key from {{schema}}.deferred_jobs d
+                                        where d.state = 'available' and d.queue = p_queue and d.gate_key = any(p_keys))
+                            else '{}' end;
 begin
   with m as (
     select u.idx, u.key, v_fifo and u.job_id = any(p_used_jobs) as held
       from unnest(p_idxs, p_keys, p_job_ids) u(idx, key, job_id)
   ), k as (
     select m.key, count(*) filter (where m.held)::int as held from m group by m.key
-  ), used as (
-    select u.key, count(*)::int as n from unnest(p_used_keys) u(key) group by u.key
   ), rooms as (
     select k.key,
-           least(coalesce(v_cap - coalesce(u.n, 0) + k.held, 2147483647),
+           least(coalesce(v_cap - u.n + k.held, 2147483647),
                  case when v_rate is null then 2147483647
                       else {{schema}}.rate_room(p_queue, 'key', k.key, v_rate, p_now) end) as room,
-           -- A probe per key of limit_gate_hash, all its columns given (a scalar subquery with a limit is never
-           -- turned into a join that reads the whole gate).
-           v_gated and (select true from {{schema}}.deferred_jobs d
-                         where d.state = 'available' and d.queue = p_queue and hashtext(d.gate_key) = hashtext(k.key)
-                           and d.gate_key = k.key
-                         limit 1) is not null as waiting
-      from k left join used u on u.key = k.key
+           k.key = any(v_waiting) as waiting
+      from k join {{schema}}.slots_used(p_keys, p_hold_keys, p_hold_counts, p_own_keys) u on u.key = k.key
   ), by_key as (
     select m.idx,
            (m.held or not r.waiting)
@@ -457,44 +508,69 @@ create function {{schema}}.claim_limited(p_queue text, p_limits jsonb, p_max int
 declare
   v_now timestamptz;
   v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
-  -- The attempts holding a slot (not parked at the gate): their job ids and keys, kept up to date below.
-  v_used_jobs bigint[];
-  v_used_keys text[];
+  -- The slots held (not parked at the gate): the holds read (keys with their counts, how many in all), the keys
+  -- this claim starts (a key once per start), and for a strict FIFO queue the job ids of both.
+  v_hold_keys text[];
+  v_hold_counts int[];
+  v_hold_total int;
+  v_own_keys text[] := '{}';
+  v_used_jobs bigint[] := '{}';
+  v_seen {{schema}}.limit_holds[];
+  v_early record;
+  v_late record;
   v_room int;
   v_left int;
   v_contended boolean := false;
   v_sorted record;
   v_members record;
   v_gate text[];
-  v_holds record;
   -- This claim sent fresh jobs to the gate: more may be runnable behind them in the lanes.
   v_gated boolean := false;
   v_opens timestamptz;
   b record;
 begin
+  -- Without strict FIFO, the holds are read before the lock, so that the fleet's claims read them side by side
+  -- rather than in turn. Read early, a hold counts at least what it holds at the claim's turn (its members
+  -- close at any time, never reopen: a slot freed meanwhile still counts as held, never one too many), and the
+  -- only holds an early read misses are those of claims that committed meanwhile: they are read under the lock.
+  if not v_fifo then
+    v_seen := array(select h from {{schema}}.limit_holds h where h.queue = p_queue);
+    v_early := {{schema}}.open_holds(v_seen);
+  end if;
   perform pg_advisory_xact_lock({{schema}}.lock_ns('limits'), hashtext(p_queue));
   -- A start is logged at the claim's transaction time, which its receipts record (claimed_at): exact in those
   -- terms. A claim that waited for the lock logs its starts earlier than it made them; it counted every start
   -- logged after its time as inside its window, so any window still holds at most the limit.
   v_now := now();
   -- What holds a slot now; hold rows none of whose members does any more are given back.
-  v_holds := {{schema}}.read_holds(p_queue, v_fifo);
+  if v_fifo then
+    v_late := {{schema}}.read_fifo_holds(p_queue);
+    v_hold_keys := v_late.keys;
+    v_hold_counts := v_late.counts;
+    v_hold_total := v_late.total;
+    v_used_jobs := v_late.job_ids;
+  else
+    v_late := {{schema}}.open_holds(array(
+      select h from {{schema}}.limit_holds h
+       where h.queue = p_queue and h.batch_id <> all (array(select r.batch_id from unnest(v_seen) r))));
+    delete from {{schema}}.limit_holds h where h.batch_id = any (v_early.gone || v_late.gone);
+    v_hold_keys := v_early.keys || v_late.keys;
+    v_hold_counts := v_early.counts || v_late.counts;
+    v_hold_total := v_early.total + v_late.total;
+  end if;
   -- The keys waiting at the gate that this claim considers (a bounded number: see gate_keys()).
   v_gate := array(select k.key from {{schema}}.gate_keys(p_queue, greatest(64, 2 * p_max)) k);
-  v_used_jobs := v_holds.job_ids;
-  v_used_keys := v_holds.keys;
   v_room := greatest(0, least(p_max,
-    coalesce((p_limits #>> '{queue,concurrency}')::int - cardinality(v_used_jobs), 2147483647),
+    coalesce((p_limits #>> '{queue,concurrency}')::int - v_hold_total, 2147483647),
     {{schema}}.rate_room(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now)));
   v_left := v_room;
   if v_left > 0 then
-    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_gate, v_used_keys, p_instance,
-                                                  p_deadline_secs, v_now) loop
-      v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
-      perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, v_members.idxs,
-                                       v_members.job_ids, v_members.leases, v_members.keys, v_now);
-      v_used_jobs := v_used_jobs || v_members.job_ids;
-      v_used_keys := v_used_keys || v_members.keys;
+    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_gate, v_hold_keys, v_hold_counts,
+                                                  v_own_keys, p_instance, p_deadline_secs, v_now) loop
+      v_own_keys := v_own_keys || b.keys;
+      if v_fifo then
+        v_used_jobs := v_used_jobs || b.job_ids;
+      end if;
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
@@ -524,11 +600,13 @@ begin
       v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
       v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_members.idxs,
                                           v_members.job_ids, v_members.leases, v_members.keys, v_left,
-                                          v_used_keys, v_used_jobs, v_now);
+                                          v_hold_keys, v_hold_counts, v_own_keys, v_used_jobs, v_now);
       v_gated := v_gated or v_sorted.n < json_array_length(b.jobs);
       continue when v_sorted.n = 0;
-      v_used_jobs := v_used_jobs || v_sorted.run_jobs;
-      v_used_keys := v_used_keys || v_sorted.run_keys;
+      v_own_keys := v_own_keys || v_sorted.run_keys;
+      if v_fifo then
+        v_used_jobs := v_used_jobs || v_sorted.run_jobs;
+      end if;
       v_left := v_left - v_sorted.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
