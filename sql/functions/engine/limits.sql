@@ -434,13 +434,8 @@ declare
   -- Only a strict FIFO key's job can hold its slot before its claim (see held_members()).
   v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
   v_runs boolean[];
-  -- The receipt's keys with a job waiting at the gate: one scan of the gate's index for all of them (an array
-  -- of keys, probed key by key; a subquery per key cost half a millisecond a receipt).
-  v_waiting text[] := case when exists (select 1 from {{schema}}.deferred_jobs d
-                                          where d.state = 'available' and d.queue = p_queue)
-                            then array(select distinct d.gate_key from {{schema}}.deferred_jobs d
-                                        where d.state = 'available' and d.queue = p_queue and d.gate_key = any(p_keys))
-                            else '{}' end;
+  -- Whether any job waits at the gate: only then is each key looked for there.
+  v_gated boolean := exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue);
 begin
   with m as (
     select u.idx, u.key, v_fifo and u.job_id = any(p_used_jobs) as held
@@ -452,7 +447,13 @@ begin
            least(coalesce(v_cap - u.n + k.held, 2147483647),
                  case when v_rate is null then 2147483647
                       else {{schema}}.rate_room(p_queue, 'key', k.key, v_rate, p_now) end) as room,
-           k.key = any(v_waiting) as waiting
+           -- A probe per key of limit_gate_hash, all its columns given (a scalar subquery with a limit is never
+           -- turned into a scan of the whole gate; a generic plan of "gate_key = any(keys)" read every waiting
+           -- job's entry and filtered it).
+           v_gated and (select true from {{schema}}.deferred_jobs d
+                         where d.state = 'available' and d.queue = p_queue and hashtext(d.gate_key) = hashtext(k.key)
+                           and d.gate_key = k.key
+                         limit 1) is not null as waiting
       from k join {{schema}}.slots_used(p_keys, p_hold_keys, p_hold_counts, p_own_keys) u on u.key = k.key
   ), by_key as (
     select m.idx,
@@ -552,7 +553,7 @@ begin
   else
     v_late := {{schema}}.open_holds(array(
       select h from {{schema}}.limit_holds h
-       where h.queue = p_queue and h.batch_id <> all (array(select r.batch_id from unnest(v_seen) r))));
+       where h.queue = p_queue and h.batch_id not in (select r.batch_id from unnest(v_seen) r)));
     delete from {{schema}}.limit_holds h where h.batch_id = any (v_early.gone || v_late.gone);
     v_hold_keys := v_early.keys || v_late.keys;
     v_hold_counts := v_early.counts || v_late.counts;
