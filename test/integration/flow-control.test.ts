@@ -3,6 +3,7 @@ import { InvalidOptionError, UnknownQueueError } from '../../src/index.js';
 import { validateLimits } from '../../src/model/limits.js';
 import type { ClaimBatch, ClaimResult, Queryable } from '../../src/storage/operations.js';
 import { settle } from '../helpers/claim.js';
+import { until } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Flow control (docs/flow-control.md): what a limited queue's claim starts, decided in the database. Claims here
@@ -118,6 +119,42 @@ describe('flow control: limits decided in the claim', () => {
     expect(maxRunning).toBe(K);
     expect(seen.length).toBe(ids.length);
     expect(new Set(seen).size).toBe(ids.length);
+  });
+
+  it('a claim that read the holds before waiting its turn also counts the holds committed while it waited', async () => {
+    await limit('turns', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
+    await enqueue('turns', ['a', 'a', 'a']);
+    const [gate, first, second] = await Promise.all([f.pool.connect(), f.pool.connect(), f.pool.connect()]);
+    /** Until `n` lock requests of this database wait (claims waiting for the queue's limits lock). */
+    const waitingClaims = (n: number) =>
+      until(`${n} claims waiting for the limits lock`, async () => {
+        const { rows } = await f.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_locks
+            where locktype = 'advisory' and not granted
+              and database = (select oid from pg_database where datname = current_database())`,
+        );
+        return rows[0]!.n === n;
+      });
+    try {
+      // The queue's limits lock held here: each claim reads the holds (none yet), then waits its turn.
+      await gate.query('begin');
+      await gate.query(`select pg_advisory_xact_lock(awa.lock_ns('limits'), hashtext('turns'))`);
+      const firstClaim = claim('turns', 1, first, 'first');
+      await waitingClaims(1);
+      const secondClaim = claim('turns', 5, second, 'second');
+      await waitingClaims(2);
+      await gate.query('commit');
+      // The first claim starts one job of key a and commits its hold while the second waits behind it: the
+      // second reads that hold once its turn comes, so both jobs it takes wait at the gate.
+      const [a, b] = await Promise.all([firstClaim, secondClaim]);
+      expect(started(a)).toHaveLength(1);
+      expect(started(b)).toEqual([]);
+      expect(await runningByKey('turns')).toEqual({ a: 1 });
+      expect(await countsOf('turns')).toMatchObject({ running: 1, available: 2 });
+    } finally {
+      await gate.query('rollback').catch(() => {});
+      for (const c of [gate, first, second]) c.release();
+    }
   });
 
   it('a limited claim that rolls back loses nothing: every job still starts once afterwards', async () => {
