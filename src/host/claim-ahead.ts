@@ -144,8 +144,12 @@ export class ClaimWait {
 
   finished(nowMs: number): void {
     const startedAt = this.starts[this.head++];
+    // Drop the matched starts once they are most of the array: jobs may run without a break for days.
     if (this.head >= this.starts.length) {
       this.starts = [];
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.starts.length) {
+      this.starts = this.starts.slice(this.head);
       this.head = 0;
     }
     if (startedAt === undefined) return;

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { HeldJobs, Pace } from '../../src/host/claim-ahead.js';
+import { ClaimWait, HeldJobs, Pace } from '../../src/host/claim-ahead.js';
 import type { ClaimBatch, ClaimedJob } from '../../src/storage/operations.js';
 
-// The two parts of claiming ahead that keep state: the pace a dispatcher may hold ahead for, and the held jobs.
+// The parts of claiming ahead that keep state: the pace a dispatcher may hold ahead for, what it expects to
+// finish while a claim is in flight, and the held jobs.
 
 const batch: ClaimBatch = { batchId: '1', claimSlot: 0, jobs: [] };
 const job = (id: number, runLease = 1): ClaimedJob => ({
@@ -110,5 +111,50 @@ describe('HeldJobs ahead', () => {
     held.pushAhead(live, job(6), 200);
     expect(held.oldestMs()).toBe(200);
     expect(held.takeHeldBefore(201).map((h) => h.job.id)).toEqual(['6']);
+  });
+});
+
+describe('ClaimWait', () => {
+  /** `jobs` jobs of `handlerMs` each, `running` at a time without a break, one claim of `claimMs` observed. */
+  const steady = (jobs: number, running: number, handlerMs: number, claimMs: number) => {
+    const wait = new ClaimWait();
+    wait.claimed(claimMs);
+    for (let i = 0; i < running; i++) wait.started(0);
+    for (let i = 0; i < jobs - running; i++) {
+      // The oldest running job ends and the next one starts at once: `running` are always in flight.
+      const t = handlerMs * (Math.floor(i / running) + 1);
+      wait.finished(t);
+      wait.started(t);
+    }
+    return wait;
+  };
+
+  it('expects nothing until a handler has finished', () => {
+    const wait = new ClaimWait();
+    wait.claimed(50);
+    wait.started(0);
+    expect(wait.expected(10)).toBe(0);
+    wait.finished(5);
+    expect(wait.expected(10)).toBe(10);
+  });
+
+  it('expects every running job to finish when claims take longer than handlers run, else their share', () => {
+    expect(steady(1_000, 10, 5, 50).expected(10)).toBe(10);
+    expect(steady(1_000, 10, 200, 20).expected(10)).toBe(1);
+    expect(steady(1_000, 10, 40, 20).expected(250)).toBe(125);
+    expect(steady(1_000, 10, 5, 50).expected(0)).toBe(0);
+  });
+
+  it('matches each end with the oldest start still open, however long jobs run without a break', () => {
+    // A job starts every millisecond and runs 7 ms, 200,000 of them: never fewer than 7 running, so the starts
+    // already matched are dropped on the way. Every end must still meet its own start (a start off by one would
+    // make runs of 6 or 8 ms): a claim of 3.5 ms then expects exactly half of 100 running jobs to finish.
+    const wait = new ClaimWait();
+    wait.claimed(3.5);
+    for (let t = 0; t < 200_000; t++) {
+      if (t >= 7) wait.finished(t);
+      wait.started(t);
+    }
+    expect(wait.expected(100)).toBe(50);
   });
 });
