@@ -1,4 +1,4 @@
-// Flow control in the reference model (docs/flow-control.md, sql/functions/engine/limits.sql): which jobs a
+// Flow control in the reference model (docs/flow-control.md, sql/functions/engine/limit_claim.sql): which jobs a
 // claim of a limited queue starts, which it sends to the gate, and what holds a key's or the queue's slots.
 // No SQL and no clock: a rate here has a period far longer than any model run (an hour), so every start it
 // logged is still inside its window, and "starts in the window" is a count. Sliding windows are checked as

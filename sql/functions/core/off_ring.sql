@@ -4,7 +4,7 @@
 -- once.
 --   scheduled, retryable          deferred_jobs     at = run_at (when it is due)
 --   blocked                       deferred_jobs     at = enqueued_at; waits for its dependencies (flows.sql)
---   available (at the gate)       deferred_jobs     at = enqueued_at; waits for its queue's limits (limits.sql)
+--   available (at the gate)       deferred_jobs     at = enqueued_at; waits for its queue's limits (limit_gate.sql)
 --   waiting_external              waiting_jobs      at = waiting_since; due_at = its callback's timeout
 --   failed, cancelled, completed  done_entries      at = finished_at (completed: settled by a callback)
 --   dlq                           dlq_entries       at = dlq_at

@@ -594,7 +594,7 @@ begin
 end
 $$;
 
--- The claim hosts call. A queue with limits (limits.sql) is claimed through claim_limited(), which decides
+-- The claim hosts call. A queue with limits (limit_claim.sql) is claimed through claim_limited(), which decides
 -- what may start; any other queue's claim is claim_lanes() as it is, after one read of its settings row (the
 -- same row the pause check reads). retry_ms: see claim_limited().
 create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int,

@@ -76,7 +76,7 @@ begin
                from {{schema}}.lanes l
                cross join lateral {{schema}}.lane_unclaimed_spans(l) span
               where l.queue = p_queue), 0)
-             -- and at a limited queue's gate (limits.sql)
+             -- and at a limited queue's gate (limit_gate.sql)
              + (select count(*) from {{schema}}.off_ring_jobs o where o.queue = p_queue and o.state = 'available'),
            'running', coalesce((
              select sum(o.open) from {{schema}}.open_receipts(p_queue) o), 0),

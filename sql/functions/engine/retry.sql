@@ -23,7 +23,7 @@ begin
     return;
   end if;
   -- A blocked job of a flow runs when its dependencies allow, and a job at a limited queue's gate when its limits
-  -- allow (limits.sql), not before: there is nothing to retry yet.
+  -- allow (limit_gate.sql), not before: there is nothing to retry yet.
   select d.state into v_state from {{schema}}.deferred_jobs d
    where d.job_id = p_id and d.state in ('blocked', 'available');
   if found then

@@ -67,7 +67,7 @@ begin
            order by r.lane_seq limit 1) h
        group by l.queue
       union all
-      -- Jobs waiting at a limited queue's gate (limits.sql) are available too: the oldest of them, by when it
+      -- Jobs waiting at a limited queue's gate (limit_gate.sql) are available too: the oldest of them, by when it
       -- was enqueued (a read of the queue's gate).
       select d.queue, min(d.enqueued_at) from {{schema}}.deferred_jobs d where d.state = 'available'
        group by d.queue
@@ -197,7 +197,7 @@ begin
     return query
       select * from {{schema}}.list_off_ring(p_state, p_queue, p_kind, v_before, v_before_at, v_after_at, p_limit);
   elsif p_state = 'available' then
-    -- In the ring's lanes, and at a limited queue's gate (limits.sql).
+    -- In the ring's lanes, and at a limited queue's gate (limit_gate.sql).
     return query
       select * from (
         select * from {{schema}}.list_available(p_queue, p_kind, v_before_at, v_after_at, p_limit)
