@@ -133,6 +133,7 @@ export class ClaimWait {
   private handlerMs: number | null = null;
   private starts: number[] = [];
   private head = 0;
+  private lastFinishMs = 0;
 
   claimed(ms: number): void {
     this.claimMs = this.claimMs === 0 ? ms : this.claimMs * 0.7 + ms * 0.3;
@@ -143,6 +144,7 @@ export class ClaimWait {
   }
 
   finished(nowMs: number): void {
+    this.lastFinishMs = nowMs;
     const startedAt = this.starts[this.head++];
     // Drop the matched starts once they are most of the array: jobs may run without a break for days.
     if (this.head >= this.starts.length) {
@@ -157,8 +159,14 @@ export class ClaimWait {
     this.handlerMs = this.handlerMs === null ? ms : this.handlerMs * 0.9 + ms * 0.1;
   }
 
-  expected(running: number): number {
+  /** Handlers that stall stop it, as they stop the pace: nothing finished for a window (or twice a handler's
+   * usual run, if longer) while the oldest running job began before that. (Jobs that only just started after a
+   * quiet spell, as a claim that waited its turn leaves them, are not a stall.) */
+  expected(running: number, nowMs: number): number {
     if (this.handlerMs === null || running <= 0) return 0;
+    const quietMs = Math.max(PACE_WINDOW_MS, 2 * this.handlerMs);
+    const oldest = this.starts[this.head];
+    if (nowMs - this.lastFinishMs > quietMs && oldest !== undefined && nowMs - oldest > quietMs) return 0;
     return Math.floor(running * Math.min(1, this.claimMs / Math.max(1, this.handlerMs)));
   }
 }

@@ -371,7 +371,10 @@ export class Dispatcher {
   private capacity(nowMs: number): number {
     const ahead = Math.min(
       this.prefetch,
-      Math.max(Math.floor(this.pace.perMs(nowMs) * AHEAD_HORIZON_MS), this.claimWait.expected(this.inFlight)),
+      Math.max(
+        Math.floor(this.pace.perMs(nowMs) * AHEAD_HORIZON_MS),
+        this.claimWait.expected(this.inFlight, nowMs),
+      ),
     );
     return this.concurrency + ahead;
   }

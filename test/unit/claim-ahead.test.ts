@@ -115,34 +115,50 @@ describe('HeldJobs ahead', () => {
 });
 
 describe('ClaimWait', () => {
-  /** `jobs` jobs of `handlerMs` each, `running` at a time without a break, one claim of `claimMs` observed. */
+  /** `jobs` jobs of `handlerMs` each, `running` at a time without a break, one claim of `claimMs` observed;
+   * `now` is when the last of them started. */
   const steady = (jobs: number, running: number, handlerMs: number, claimMs: number) => {
     const wait = new ClaimWait();
     wait.claimed(claimMs);
+    let now = 0;
     for (let i = 0; i < running; i++) wait.started(0);
     for (let i = 0; i < jobs - running; i++) {
       // The oldest running job ends and the next one starts at once: `running` are always in flight.
-      const t = handlerMs * (Math.floor(i / running) + 1);
-      wait.finished(t);
-      wait.started(t);
+      now = handlerMs * (Math.floor(i / running) + 1);
+      wait.finished(now);
+      wait.started(now);
     }
-    return wait;
+    return { wait, now };
   };
 
   it('expects nothing until a handler has finished', () => {
     const wait = new ClaimWait();
     wait.claimed(50);
     wait.started(0);
-    expect(wait.expected(10)).toBe(0);
+    expect(wait.expected(10, 1)).toBe(0);
     wait.finished(5);
-    expect(wait.expected(10)).toBe(10);
+    expect(wait.expected(10, 6)).toBe(10);
   });
 
   it('expects every running job to finish when claims take longer than handlers run, else their share', () => {
-    expect(steady(1_000, 10, 5, 50).expected(10)).toBe(10);
-    expect(steady(1_000, 10, 200, 20).expected(10)).toBe(1);
-    expect(steady(1_000, 10, 40, 20).expected(250)).toBe(125);
-    expect(steady(1_000, 10, 5, 50).expected(0)).toBe(0);
+    const expect10 = (w: ReturnType<typeof steady>, running = 10) => w.wait.expected(running, w.now);
+    expect(expect10(steady(1_000, 10, 5, 50))).toBe(10);
+    expect(expect10(steady(1_000, 10, 200, 20))).toBe(1);
+    expect(expect10(steady(1_000, 10, 40, 20), 250)).toBe(125);
+    expect(expect10(steady(1_000, 10, 5, 50), 0)).toBe(0);
+  });
+
+  it('expects nothing while its handlers stall, but does after a quiet spell that only waited for a claim', () => {
+    const { wait, now } = steady(1_000, 10, 5, 50);
+    // Nothing has finished for 40 ms: within a window, still a pace.
+    expect(wait.expected(10, now + 40)).toBe(10);
+    // Nothing for 60 ms while the jobs running began 60 ms ago: stalled.
+    expect(wait.expected(10, now + 60)).toBe(0);
+    // The running jobs all finish at once, then nothing for 80 ms (a claim waiting its turn), then 10 start: they
+    // only just began, so it expects them to finish while the next claim waits.
+    for (let i = 0; i < 10; i++) wait.finished(now + 5);
+    for (let i = 0; i < 10; i++) wait.started(now + 85);
+    expect(wait.expected(10, now + 85)).toBe(10);
   });
 
   it('matches each end with the oldest start still open, however long jobs run without a break', () => {
@@ -155,6 +171,6 @@ describe('ClaimWait', () => {
       if (t >= 7) wait.finished(t);
       wait.started(t);
     }
-    expect(wait.expected(100)).toBe(50);
+    expect(wait.expected(100, 200_000)).toBe(50);
   });
 });
