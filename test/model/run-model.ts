@@ -76,6 +76,7 @@ export async function runModel(serverUrl: string, opts: ModelRunOptions): Promis
 
 async function check(dbs: ModelDatabases, opts: ModelRunOptions): Promise<ModelRunStats> {
   const stats: ModelRunStats = { runs: 0, commands: 0 };
+  await dbs.warm();
   const property = fc.asyncProperty(
     fc.commands(opts.commands === 'limited' ? limitedCommandArbs() : commandArbs(), {
       maxCommands: opts.maxCommands,
