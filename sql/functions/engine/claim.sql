@@ -184,8 +184,9 @@ $$;
 -- slot by slot: rows of the other slot inside the range taken stay open, and the next claim takes them first.
 -- Returns the receipts.
 create function {{schema}}.claim_gap_rows(p_lane {{schema}}.lanes, p_open int8multirange, p_unsettled int8multirange,
-    p_max int, p_instance text, p_deadline_secs int)
-  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
+    p_max int, p_instance text, p_deadline_secs int, p_key_path text[])
+  returns table (batch_id bigint, claim_slot smallint, n int, jobs json, job_ids bigint[], keys text[],
+                 leases bigint[])
   language plpgsql
   as $$
 declare
@@ -211,7 +212,7 @@ begin
        order by r.lane_seq limit 1;
       exit when v_slot is null;
       v_taken := {{schema}}.claim_slot_rows(p_lane, v_slot, v_from, upper(v_run), null, v_left, false, p_instance,
-                                            p_deadline_secs);
+                                            p_deadline_secs, p_key_path);
       v_from := v_taken.last_seq + 1;
       continue when v_taken.n = 0;
       v_left := v_left - v_taken.n;
@@ -219,6 +220,9 @@ begin
       claim_slot := v_taken.claim_slot;
       n := v_taken.n;
       jobs := v_taken.jobs;
+      job_ids := v_taken.job_ids;
+      keys := v_taken.keys;
+      leases := v_taken.leases;
       return next;
     end loop;
     exit when v_left <= 0;
@@ -270,9 +274,15 @@ $$;
 -- that lane_open() counts what it covers. p_skip: blocks whose producers are in flight (lane_inflight_blocks()),
 -- not read: they cannot show a row, and walking their index entries would cost one visibility check each; they
 -- become gaps like any other position not seen. last_seq: the last position read (null: nothing was there).
+-- p_key_path: given by a limited queue's claim (limit_claim.sql), which decides per member: the receipt's
+-- members then come back also as arrays, in member order (job ids, run leases as the JSON gives them, and keys:
+-- meta.limitKey, else the args field at p_key_path, else ''; an empty path names no field). Read from the rows
+-- here, in the same pass, rather than parsed back out of the JSON. Null for any other claim, which pays one
+-- filter test per row.
 create function {{schema}}.claim_slot_rows(p_lane {{schema}}.lanes, p_slot smallint, p_from bigint,
     p_before bigint, p_skip int8multirange, p_max int, p_fresh boolean, p_instance text, p_deadline_secs int,
-    out batch_id bigint, out claim_slot smallint, out n int, out jobs json, out last_seq bigint)
+    p_key_path text[], out batch_id bigint, out claim_slot smallint, out n int, out jobs json, out last_seq bigint,
+    out job_ids bigint[], out keys text[], out leases bigint[])
   language plpgsql
   as $$
 declare
@@ -294,8 +304,12 @@ begin
            array_agg(r.lane_seq) filter (where not r.dead),
            array_agg(r.run_lease + 1) filter (where not r.dead),
            json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
-                                            r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead)
-      into last_seq, v_seen, v_seqs, v_leases, jobs
+                                            r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead),
+           array_agg(r.job_id) filter (where p_key_path is not null and not r.dead),
+           array_agg(coalesce(r.meta ->> 'limitKey',
+                              case when cardinality(p_key_path) > 0 then r.args #>> p_key_path end, ''))
+             filter (where p_key_path is not null and not r.dead)
+      into last_seq, v_seen, v_seqs, v_leases, jobs, job_ids, keys
       from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,
                    r.enqueued_at, r.ready_at, r.meta,
                    (v_has_tombstones and exists (
@@ -311,8 +325,12 @@ begin
            array_agg(r.lane_seq) filter (where not r.dead),
            array_agg(r.run_lease + 1) filter (where not r.dead),
            json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
-                                            r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead)
-      into last_seq, v_seen, v_seqs, v_leases, jobs
+                                            r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead),
+           array_agg(r.job_id) filter (where p_key_path is not null and not r.dead),
+           array_agg(coalesce(r.meta ->> 'limitKey',
+                              case when cardinality(p_key_path) > 0 then r.args #>> p_key_path end, ''))
+             filter (where p_key_path is not null and not r.dead)
+      into last_seq, v_seen, v_seqs, v_leases, jobs, job_ids, keys
       from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,
                    r.enqueued_at, r.ready_at, r.meta,
                    (v_has_tombstones and exists (
@@ -348,6 +366,7 @@ begin
   batch_id := v_receipt.batch_id;
   claim_slot := v_receipt.claim_slot;
   n := coalesce(cardinality(v_seqs), 0);
+  leases := case when p_key_path is not null then v_leases end;
 end
 $$;
 
@@ -356,7 +375,8 @@ $$;
 -- not a set: the caller assigns it. p_current: the ring's current slot as the caller last read it (a hint:
 -- see below).
 create function {{schema}}.claim_fresh_rows(p_lane {{schema}}.lanes, p_high bigint, p_current smallint, p_max int,
-    p_instance text, p_deadline_secs int, out batch_id bigint, out claim_slot smallint, out n int, out jobs json)
+    p_instance text, p_deadline_secs int, p_key_path text[], out batch_id bigint, out claim_slot smallint, out n int,
+    out jobs json, out job_ids bigint[], out keys text[], out leases bigint[])
   language plpgsql
   as $$
 declare
@@ -401,18 +421,23 @@ begin
     return;
   end if;
   v_taken := {{schema}}.claim_slot_rows(p_lane, v_head_slot, p_high + 1, 9223372036854775807, v_skip, p_max, true,
-                                        p_instance, p_deadline_secs);
+                                        p_instance, p_deadline_secs, p_key_path);
   batch_id := v_taken.batch_id;
   claim_slot := v_taken.claim_slot;
   n := v_taken.n;
   jobs := v_taken.jobs;
+  job_ids := v_taken.job_ids;
+  keys := v_taken.keys;
+  leases := v_taken.leases;
 end
 $$;
 
 -- Claims up to p_max jobs of one lane whose claim lock the caller holds: heal its high-water and floor, take
 -- rows that committed late into open gaps (the oldest), then fresh rows above the high-water.
-create function {{schema}}.claim_lane(p_lane {{schema}}.lanes, p_max int, p_instance text, p_deadline_secs int)
-  returns table (batch_id bigint, claim_slot smallint, n int, jobs json)
+create function {{schema}}.claim_lane(p_lane {{schema}}.lanes, p_max int, p_instance text, p_deadline_secs int,
+    p_key_path text[] default null)
+  returns table (batch_id bigint, claim_slot smallint, n int, jobs json, job_ids bigint[], keys text[],
+                 leases bigint[])
   language plpgsql
   as $$
 declare
@@ -424,25 +449,32 @@ begin
   v_heal := {{schema}}.heal_lane(p_lane);
   if not isempty(v_heal.open_gaps) then
     for b in select * from {{schema}}.claim_gap_rows(p_lane, v_heal.open_gaps, v_heal.unsettled, v_left, p_instance,
-                                                     p_deadline_secs) loop
+                                                     p_deadline_secs, p_key_path) loop
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
       n := b.n;
       jobs := b.jobs;
+      job_ids := b.job_ids;
+      keys := b.keys;
+      leases := b.leases;
       return next;
     end loop;
   end if;
   if v_left <= 0 then
     return;
   end if;
-  b := {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_heal.ring_slot, v_left, p_instance, p_deadline_secs);
+  b := {{schema}}.claim_fresh_rows(p_lane, v_heal.high, v_heal.ring_slot, v_left, p_instance, p_deadline_secs,
+                                   p_key_path);
   if b.n > 0 then
     v_left := v_left - b.n;
     batch_id := b.batch_id;
     claim_slot := b.claim_slot;
     n := b.n;
     jobs := b.jobs;
+    job_ids := b.job_ids;
+    keys := b.keys;
+    leases := b.leases;
     return next;
   end if;
   -- Fewer than asked: the lane was drained up to its last position when this claim began, so a producer
@@ -489,9 +521,12 @@ $$;
 -- parameters pick one partition (a slot) costs more as a generic plan on paper (every partition is in it,
 -- pruned only when it runs), so PostgreSQL kept a custom plan and planned it over sixteen partitions on every
 -- call. One claim of one job, one connection: 0.92 ms with custom plans, 0.69 ms generic.
+-- p_key_path: a limited queue's (see claim_slot_rows()); each receipt then comes with its members' job ids,
+-- leases and keys.
 create function {{schema}}.claim_lanes(p_queue text, p_max int, p_instance text, p_aging_secs int,
-    p_deadline_secs int, p_wait_ms int)
-  returns table (batch_id bigint, claim_slot smallint, jobs json, bulk boolean)
+    p_deadline_secs int, p_wait_ms int, p_key_path text[] default null)
+  returns table (batch_id bigint, claim_slot smallint, jobs json, bulk boolean, job_ids bigint[], keys text[],
+                 leases bigint[])
   language plpgsql
   set jit = off
   set plan_cache_mode = force_generic_plan
@@ -562,23 +597,29 @@ begin
     if v_lane.bulk then
       v_bulk_share[v_lane.priority] := 0;
     end if;
-    for b in select * from {{schema}}.claim_lane(v_lane, v_take, p_instance, p_deadline_secs) loop
+    for b in select * from {{schema}}.claim_lane(v_lane, v_take, p_instance, p_deadline_secs, p_key_path) loop
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
       jobs := b.jobs;
       bulk := v_lane.bulk;
+      job_ids := b.job_ids;
+      keys := b.keys;
+      leases := b.leases;
       return next;
     end loop;
   end loop;
   if v_busy > 0 and not v_locked and {{schema}}.wait_for_lane(v_first_busy.lane_id, p_wait_ms) then
     v_busy := v_busy - 1;
-    for b in select * from {{schema}}.claim_lane(v_first_busy, v_left, p_instance, p_deadline_secs) loop
+    for b in select * from {{schema}}.claim_lane(v_first_busy, v_left, p_instance, p_deadline_secs, p_key_path) loop
       v_left := v_left - b.n;
       batch_id := b.batch_id;
       claim_slot := b.claim_slot;
       jobs := b.jobs;
       bulk := v_first_busy.bulk;
+      job_ids := b.job_ids;
+      keys := b.keys;
+      leases := b.leases;
       return next;
     end loop;
   end if;
@@ -589,6 +630,9 @@ begin
     claim_slot := null;
     jobs := null;
     bulk := null;
+    job_ids := null;
+    keys := null;
+    leases := null;
     return next;
   end if;
 end
@@ -618,8 +662,8 @@ begin
     return query select * from {{schema}}.claim_limited(p_queue, v_limits, p_max, p_instance, p_aging_secs,
                                                         p_deadline_secs, p_wait_ms);
   else
-    return query select c.*, null::int from {{schema}}.claim_lanes(p_queue, p_max, p_instance, p_aging_secs,
-                                                                   p_deadline_secs, p_wait_ms) c;
+    return query select c.batch_id, c.claim_slot, c.jobs, c.bulk, null::int
+                   from {{schema}}.claim_lanes(p_queue, p_max, p_instance, p_aging_secs, p_deadline_secs, p_wait_ms) c;
   end if;
 end
 $$;

@@ -7,13 +7,15 @@
 -- (p_room). A member whose job holds its key's slot already (p_used_jobs: a strict FIFO key's job running again)
 -- runs first, in that slot, whoever waits. The others are closed at once and wait at the gate, their attempt not
 -- spent. Records the starts of those that run. Returns the receipt's JSON with null for each member that does not
--- run, how many run, and their job ids and keys. p_idxs, p_job_ids, p_leases, p_keys: the receipt's members
--- (receipt_keys()). p_hold_keys, p_hold_counts, p_own_keys: the slots held (slots_used()), so a key's room is
--- counted in memory, not looked up.
+-- run, how many run, their job ids and keys, and the hashes of the keys sent to the gate. p_job_ids, p_leases,
+-- p_keys: the receipt's members in order (claim_lanes()). p_hold_keys, p_hold_counts: the slots held
+-- (slots_used()), so a key's room is counted in memory, not looked up. p_gate_hashes: the hashes (hashtext())
+-- of the keys with jobs waiting at the gate when the claim began, and of those it sent there since; p_gate_all:
+-- those are all the keys that waited (else every key is looked for at the gate).
 create function {{schema}}.sort_receipt(p_queue text, p_limits jsonb, p_slot smallint, p_batch bigint,
-    p_jobs json, p_idxs int[], p_job_ids bigint[], p_leases bigint[], p_keys text[], p_room int,
-    p_hold_keys text[], p_hold_counts int[], p_own_keys text[], p_used_jobs bigint[], p_now timestamptz,
-    out jobs json, out n int, out run_jobs bigint[], out run_keys text[])
+    p_jobs json, p_job_ids bigint[], p_leases bigint[], p_keys text[], p_room int, p_hold_keys text[],
+    p_hold_counts int[], p_used_jobs bigint[], p_gate_hashes int[], p_gate_all boolean, p_now timestamptz,
+    out jobs json, out n int, out run_jobs bigint[], out run_keys text[], out gated_hashes int[])
   language plpgsql
   as $$
 declare
@@ -22,12 +24,12 @@ declare
   -- Only a strict FIFO key's job can hold its slot before its claim (see held_members()).
   v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
   v_runs boolean[];
-  -- Whether any job waits at the gate: only then is each key looked for there.
-  v_gated boolean := exists (select 1 from {{schema}}.deferred_jobs d where d.state = 'available' and d.queue = p_queue);
 begin
+  -- Keys are compared bytewise (collate "C"): they are only grouped and matched, never shown in order, and a
+  -- locale's comparison cost more than the rest of the decision.
   with m as (
-    select u.idx, u.key, v_fifo and u.job_id = any(p_used_jobs) as held
-      from unnest(p_idxs, p_keys, p_job_ids) u(idx, key, job_id)
+    select u.idx::int, u.key collate "C" as key, v_fifo and u.job_id = any(p_used_jobs) as held
+      from unnest(p_keys, p_job_ids) with ordinality u(key, job_id, idx)
   ), k as (
     select m.key, count(*) filter (where m.held)::int as held from m group by m.key
   ), rooms as (
@@ -37,12 +39,15 @@ begin
                       else {{schema}}.rate_room(p_queue, 'key', k.key, v_rate, p_now) end) as room,
            -- A probe per key of limit_gate_hash, all its columns given (a scalar subquery with a limit is never
            -- turned into a scan of the whole gate; a generic plan of "gate_key = any(keys)" read every waiting
-           -- job's entry and filtered it).
-           v_gated and (select true from {{schema}}.deferred_jobs d
-                         where d.state = 'available' and d.queue = p_queue and hashtext(d.gate_key) = hashtext(k.key)
-                           and d.gate_key = k.key
-                         limit 1) is not null as waiting
-      from k join {{schema}}.slots_used(p_keys, p_hold_keys, p_hold_counts, p_own_keys) u on u.key = k.key
+           -- job's entry and filtered it), and only for keys that were waiting when the claim began (jobs this
+           -- claim let through may have emptied their key's queue there). Hashes, not keys, are compared with
+           -- that list: one integer comparison each, where there can be hundreds of keys.
+           (not p_gate_all or hashtext(k.key) = any(p_gate_hashes))
+             and (select true from {{schema}}.deferred_jobs d
+                   where d.state = 'available' and d.queue = p_queue and hashtext(d.gate_key) = hashtext(k.key)
+                     and d.gate_key = k.key
+                   limit 1) is not null as waiting
+      from k join {{schema}}.slots_used(p_keys, p_hold_keys, p_hold_counts) u on u.key = k.key
   ), by_key as (
     select m.idx,
            (m.held or not r.waiting)
@@ -52,6 +57,7 @@ begin
   select array_agg(d.runs order by d.idx) into v_runs
     from (select b.idx, b.fits and count(*) filter (where b.fits) over (order by b.idx) <= p_room as runs
             from by_key b) d;
+  gated_hashes := '{}';
   if false = any(v_runs) then
     with gated as (
       select u.o::int as idx, u.elem, u.key
@@ -61,19 +67,22 @@ begin
     ), closure as (
       insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
       select p_slot, p_batch, range_agg(int4range(g.idx, g.idx + 1)), count(*), 'settled' from gated g
+    ), parked as (
+      insert into {{schema}}.deferred_jobs
+        (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta,
+         gate_key)
+      select (g.elem ->> 0)::bigint, g.elem ->> 1, p_queue, (g.elem ->> 6)::smallint, (g.elem -> 2)::jsonb,
+             (g.elem ->> 3)::smallint - 1, (g.elem ->> 4)::smallint, (g.elem ->> 5)::bigint, 'infinity', 'available',
+             to_timestamp((g.elem ->> 7)::float8 / 1000000), (g.elem -> 9)::jsonb, g.key
+        from gated g
+      returning gate_key
     )
-    insert into {{schema}}.deferred_jobs
-      (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta,
-       gate_key)
-    select (g.elem ->> 0)::bigint, g.elem ->> 1, p_queue, (g.elem ->> 6)::smallint, (g.elem -> 2)::jsonb,
-           (g.elem ->> 3)::smallint - 1, (g.elem ->> 4)::smallint, (g.elem ->> 5)::bigint, 'infinity', 'available',
-           to_timestamp((g.elem ->> 7)::float8 / 1000000), (g.elem -> 9)::jsonb, g.key
-      from gated g;
+    select array_agg(distinct hashtext(p.gate_key)) into gated_hashes from parked p;
   end if;
   run_jobs := array(select u.id from unnest(p_job_ids, v_runs) u(id, runs) where u.runs);
   run_keys := array(select u.key from unnest(p_keys, v_runs) u(key, runs) where u.runs);
   perform {{schema}}.record_starts(p_queue, p_limits, p_slot, p_batch,
-    array(select u.idx from unnest(p_idxs, v_runs) u(idx, runs) where u.runs), run_jobs,
+    array(select u.idx::int from unnest(v_runs) with ordinality u(runs, idx) where u.runs), run_jobs,
     array(select u.lease from unnest(p_leases, v_runs) u(lease, runs) where u.runs), run_keys, p_now);
   n := cardinality(run_jobs);
   if n = cardinality(v_runs) then
@@ -97,12 +106,12 @@ create function {{schema}}.claim_limited(p_queue text, p_limits jsonb, p_max int
 declare
   v_now timestamptz;
   v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
-  -- The slots held (not parked at the gate): the holds read (keys with their counts, how many in all), the keys
-  -- this claim starts (a key once per start), and for a strict FIFO queue the job ids of both.
+  -- The slots held (not parked at the gate): keys with their counts, of the holds read and then of the starts
+  -- this claim made (count 1 each: see slots_used()); how many the holds read; for a strict FIFO queue the job
+  -- ids of both.
   v_hold_keys text[];
   v_hold_counts int[];
   v_hold_total int;
-  v_own_keys text[] := '{}';
   v_used_jobs bigint[] := '{}';
   v_seen {{schema}}.limit_holds[];
   v_early record;
@@ -111,8 +120,13 @@ declare
   v_left int;
   v_contended boolean := false;
   v_sorted record;
-  v_members record;
+  -- Where a job's key is in its args (empty: nowhere, every job's key is its limitKey or '').
+  v_key_path text[] := coalesce(string_to_array(p_limits #>> '{key,arg}', '.'), '{}');
+  -- The keys waiting at the gate that this claim considers (gate_keys()); all of them while fewer than asked.
+  v_gate_ask int := greatest(64, 2 * p_max);
   v_gate text[];
+  v_gate_hashes int[];
+  v_gate_all boolean;
   -- This claim sent fresh jobs to the gate: more may be runnable behind them in the lanes.
   v_gated boolean := false;
   v_opens timestamptz;
@@ -148,15 +162,18 @@ begin
     v_hold_total := v_early.total + v_late.total;
   end if;
   -- The keys waiting at the gate that this claim considers (a bounded number: see gate_keys()).
-  v_gate := array(select k.key from {{schema}}.gate_keys(p_queue, greatest(64, 2 * p_max)) k);
+  v_gate := array(select k.key from {{schema}}.gate_keys(p_queue, v_gate_ask) k);
+  v_gate_all := cardinality(v_gate) < v_gate_ask;
+  v_gate_hashes := array(select hashtext(k.key) from unnest(v_gate) k(key));
   v_room := greatest(0, least(p_max,
     coalesce((p_limits #>> '{queue,concurrency}')::int - v_hold_total, 2147483647),
     {{schema}}.rate_room(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now)));
   v_left := v_room;
   if v_left > 0 then
     for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_gate, v_hold_keys, v_hold_counts,
-                                                  v_own_keys, p_instance, p_deadline_secs, v_now) loop
-      v_own_keys := v_own_keys || b.keys;
+                                                  p_instance, p_deadline_secs, v_now) loop
+      v_hold_keys := v_hold_keys || b.keys;
+      v_hold_counts := v_hold_counts || array_fill(1, array[b.n]);
       if v_fifo then
         v_used_jobs := v_used_jobs || b.job_ids;
       end if;
@@ -181,18 +198,19 @@ begin
                                                   case when exists (select 1 from {{schema}}.deferred_jobs d
                                                                      where d.state = 'available' and d.queue = p_queue)
                                                        then greatest(v_left, 64) else v_left end,
-                                                  p_instance, p_aging_secs, p_deadline_secs, p_wait_ms) loop
+                                                  p_instance, p_aging_secs, p_deadline_secs, p_wait_ms, v_key_path) loop
       if b.batch_id is null then
         v_contended := true;
         continue;
       end if;
-      v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
-      v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, v_members.idxs,
-                                          v_members.job_ids, v_members.leases, v_members.keys, v_left,
-                                          v_hold_keys, v_hold_counts, v_own_keys, v_used_jobs, v_now);
-      v_gated := v_gated or v_sorted.n < json_array_length(b.jobs);
+      v_sorted := {{schema}}.sort_receipt(p_queue, p_limits, b.claim_slot, b.batch_id, b.jobs, b.job_ids,
+                                          b.leases, b.keys, v_left, v_hold_keys, v_hold_counts, v_used_jobs, v_gate_hashes,
+                                          v_gate_all, v_now);
+      v_gated := v_gated or v_sorted.n < cardinality(b.job_ids);
+      v_gate_hashes := v_gate_hashes || v_sorted.gated_hashes;
       continue when v_sorted.n = 0;
-      v_own_keys := v_own_keys || v_sorted.run_keys;
+      v_hold_keys := v_hold_keys || v_sorted.run_keys;
+      v_hold_counts := v_hold_counts || array_fill(1, array[v_sorted.n]);
       if v_fifo then
         v_used_jobs := v_used_jobs || v_sorted.run_jobs;
       end if;

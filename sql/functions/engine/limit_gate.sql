@@ -75,8 +75,7 @@ $$;
 -- reservation, one insert) and claimed there at once, and their starts recorded. Returns the receipt with its
 -- members' keys and job ids.
 create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_gate_keys text[],
-    p_hold_keys text[], p_hold_counts int[], p_own_keys text[], p_instance text, p_deadline_secs int,
-    p_now timestamptz)
+    p_hold_keys text[], p_hold_counts int[], p_instance text, p_deadline_secs int, p_now timestamptz)
   returns table (batch_id bigint, claim_slot smallint, n int, jobs json, keys text[], job_ids bigint[])
   language plpgsql
   as $$
@@ -88,7 +87,6 @@ declare
   v_first bigint;
   v_slot smallint;
   v_set text;
-  v_members record;
   b record;
 begin
   if cardinality(p_gate_keys) = 0 then
@@ -100,7 +98,7 @@ begin
                    least(coalesce(v_cap - u.n, 2147483647),
                          case when v_rate is null then 2147483647
                               else {{schema}}.rate_room(p_queue, 'key', u.key, v_rate, p_now) end) as room
-              from {{schema}}.slots_used(p_gate_keys, p_hold_keys, p_hold_counts, p_own_keys) u) r
+              from {{schema}}.slots_used(p_gate_keys, p_hold_keys, p_hold_counts) u) r
       cross join lateral (select d.job_id from {{schema}}.deferred_jobs d
                            where d.state = 'available' and d.queue = p_queue and d.gate_key = r.gate_key
                            order by d.job_id limit greatest(r.room, 0)) w
@@ -130,16 +128,16 @@ begin
          u.max_attempts, u.run_lease, u.enqueued_at, p_now, u.meta
     from unnest(v_moved) with ordinality as u;
   v_set := pg_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id)::text;
-  for b in select * from {{schema}}.claim_lane(v_lane, cardinality(v_moved), p_instance, p_deadline_secs) loop
-    v_members := {{schema}}.receipt_keys(p_limits, b.jobs);
-    perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id, v_members.idxs,
-                                     v_members.job_ids, v_members.leases, v_members.keys, p_now);
+  for b in select * from {{schema}}.claim_lane(v_lane, cardinality(v_moved), p_instance, p_deadline_secs,
+                                               coalesce(string_to_array(p_limits #>> '{key,arg}', '.'), '{}')) loop
+    perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id,
+                                     array(select generate_series(1, b.n)), b.job_ids, b.leases, b.keys, p_now);
     batch_id := b.batch_id;
     claim_slot := b.claim_slot;
     n := b.n;
     jobs := b.jobs;
-    keys := v_members.keys;
-    job_ids := v_members.job_ids;
+    keys := b.keys;
+    job_ids := b.job_ids;
     return next;
   end loop;
 end

@@ -130,38 +130,18 @@ begin
 end
 $$;
 
--- How many attempts of each of p_keys hold a slot: those of the holds the claim read (p_hold_keys with
--- p_hold_counts, from open_holds() or read_fifo_holds(): a key may come more than once) and those the claim
--- started since (p_own_keys, a key once per start). Each key of p_keys once.
-create function {{schema}}.slots_used(p_keys text[], p_hold_keys text[], p_hold_counts int[], p_own_keys text[])
+-- How many attempts of each of p_keys hold a slot, as the claim counts them: p_hold_keys with p_hold_counts, the
+-- holds it read (open_holds(), read_fifo_holds()) and the starts it made since (count 1 each); a key may come more
+-- than once. Each key of p_keys once. Only the holds of p_keys are summed (a claim's keys are a few of those held).
+create function {{schema}}.slots_used(p_keys text[], p_hold_keys text[], p_hold_counts int[])
   returns table (key text, n int)
   language sql immutable
   as $$
-    select k.key, (coalesce(h.n, 0) + coalesce(o.n, 0))::int
+    select k.key, coalesce(sum(h.n), 0)::int
       from (select distinct u.key from unnest(p_keys) u(key)) k
-      left join (select h.key, sum(h.n) as n from unnest(p_hold_keys, p_hold_counts) h(key, n) group by h.key) h
-             on h.key = k.key
-      left join (select o.key, count(*) as n from unnest(p_own_keys) o(key) group by o.key) o on o.key = k.key
+      left join unnest(p_hold_keys, p_hold_counts) h(key, n) on h.key = k.key
+     group by k.key
   $$;
-
--- A receipt's members as its JSON lists them (claimed_json()), in member order: job id, run lease and key.
--- The JSON is converted once (a json value is parsed again by each field read of it). Members left null are
--- skipped.
-create function {{schema}}.receipt_keys(p_limits jsonb, p_jobs json, out idxs int[], out job_ids bigint[],
-    out leases bigint[], out keys text[])
-  language plpgsql stable
-  as $$
-declare
-  v_path text[] := string_to_array(p_limits #>> '{key,arg}', '.');
-begin
-  select array_agg(e.o::int order by e.o), array_agg((e.j ->> 0)::bigint order by e.o),
-         array_agg((e.j ->> 5)::bigint order by e.o),
-         array_agg(coalesce(e.j -> 9 ->> 'limitKey', e.j -> 2 #>> v_path, '') order by e.o)
-    into idxs, job_ids, leases, keys
-    from jsonb_array_elements(p_jobs::jsonb) with ordinality e(j, o)
-   where jsonb_typeof(e.j) = 'array';
-end
-$$;
 
 -- Records the starts of a receipt's members that run (given as parallel arrays): the receipt's hold row, and
 -- the rates' logs.
