@@ -170,8 +170,8 @@ begin
     {{schema}}.rate_room(p_queue, 'queue', '', p_limits #> '{queue,rate}', v_now)));
   v_left := v_room;
   if v_left > 0 then
-    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_left, v_gate, v_hold_keys, v_hold_counts,
-                                                  p_instance, p_deadline_secs, v_now) loop
+    for b in select * from {{schema}}.admit_gated(p_queue, p_limits, v_key_path, v_left, v_gate, v_hold_keys,
+                                                  v_hold_counts, p_instance, p_deadline_secs, v_now) loop
       v_hold_keys := v_hold_keys || b.keys;
       v_hold_counts := v_hold_counts || array_fill(1, array[b.n]);
       if v_fifo then

@@ -73,9 +73,10 @@ $$;
 -- Lets waiting jobs through the gate: the oldest of each waiting key with room (of the keys p_gate_keys that
 -- gate_keys() gave this claim), oldest first overall, at most p_room. They are appended to the gate lane (one
 -- reservation, one insert) and claimed there at once, and their starts recorded. Returns the receipt with its
--- members' keys and job ids.
-create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_room int, p_gate_keys text[],
-    p_hold_keys text[], p_hold_counts int[], p_instance text, p_deadline_secs int, p_now timestamptz)
+-- members' keys and job ids. p_key_path: where a job's key is in its args (claim_limited()).
+create function {{schema}}.admit_gated(p_queue text, p_limits jsonb, p_key_path text[], p_room int,
+    p_gate_keys text[], p_hold_keys text[], p_hold_counts int[], p_instance text, p_deadline_secs int,
+    p_now timestamptz)
   returns table (batch_id bigint, claim_slot smallint, n int, jobs json, keys text[], job_ids bigint[])
   language plpgsql
   as $$
@@ -129,7 +130,7 @@ begin
     from unnest(v_moved) with ordinality as u;
   v_set := pg_advisory_xact_lock({{schema}}.lock_ns('claim'), v_lane.lane_id)::text;
   for b in select * from {{schema}}.claim_lane(v_lane, cardinality(v_moved), p_instance, p_deadline_secs,
-                                               coalesce(string_to_array(p_limits #>> '{key,arg}', '.'), '{}')) loop
+                                               p_key_path) loop
     perform {{schema}}.record_starts(p_queue, p_limits, b.claim_slot, b.batch_id,
                                      array(select generate_series(1, b.n)), b.job_ids, b.leases, b.keys, p_now);
     batch_id := b.batch_id;
