@@ -25,8 +25,8 @@ declare
   v_fifo boolean := coalesce((p_limits #>> '{perKey,fifo}')::boolean, false);
   v_runs boolean[];
 begin
-  -- Keys are compared bytewise (collate "C"): they are only grouped and matched, never shown in order, and a
-  -- locale's comparison cost more than the rest of the decision.
+  -- Keys are compared bytewise (collate "C"): they are only grouped and matched, never shown in order, and the
+  -- sorts by key were a large share of the decision with the locale's comparison.
   with m as (
     select u.idx::int, u.key collate "C" as key, v_fifo and u.job_id = any(p_used_jobs) as held
       from unnest(p_keys, p_job_ids) with ordinality u(key, job_id, idx)
