@@ -29,6 +29,19 @@ begin
     return;
   end if;
   outcome := 'held';
+  -- Most ticks end here: the holder wrote the newest leader row when it took the lock (no row can be newer while
+  -- it holds), and that row is another instance's and heartbeats. pg_locks is read only when the seat looks
+  -- vacant, stale or ours: it copies every lock on the server, thousands under load (each claim locks the ring's
+  -- partitions), and holds the lock manager's partitions while it does.
+  if exists (select 1
+               from (select r.instance_id, r.heartbeat_at from {{schema}}.runtime_instances r
+                      where r.leader_pid is not null
+                      order by r.leader_since desc nulls last
+                      limit 1) s
+              where s.instance_id <> p_instance
+                and s.heartbeat_at >= now() - make_interval(secs => p_staleness_secs)) then
+    return;
+  end if;
   -- pg_locks shows the two int4 keys of pg_advisory_lock(int4, int4) as classid / objid with objsubid 2.
   select l.pid into v_holder
     from pg_locks l

@@ -103,14 +103,6 @@ create function {{schema}}.open_members(p_slot smallint, p_batch bigint)
                         where c.slot = p_slot and c.batch_id = p_batch and c.idxs @> m.idx)
   $$;
 
--- Members of a receipt that no closure names yet, counted.
-create function {{schema}}.receipt_open_count(p_slot smallint, p_batch bigint, p_size int) returns bigint
-  language sql stable
-  as $$
-    select p_size - coalesce((select sum(c.n) from {{schema}}.closure_batches c
-                               where c.slot = p_slot and c.batch_id = p_batch), 0)
-  $$;
-
 -- Receipts with a member no closure names yet (of one queue, or of all), and how many such members: the
 -- receipts of the slots not tallied (a tallied slot's are all settled, see tally_slots()) and their closures,
 -- each read once and joined, rather than every receipt's closures probed in turn.

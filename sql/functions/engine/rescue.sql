@@ -12,17 +12,25 @@ create function {{schema}}.rescue(p_staleness_secs int, p_max_batches int)
 declare
   b record;
 begin
+  -- The receipts due first (materialized), their closures counted after, by a subquery of this statement: as a
+  -- filter of the scan, every receipt in the ring had its closures summed on every tick, each through a call of a
+  -- SQL function (not inlined: its body has a subquery) that cost more than the sum.
   for b in
-    select cb.slot, cb.batch_id, cb.instance_id,
-           case when cb.deadline_at < now() then 'deadline_exceeded' else 'worker_lost' end as why
-      from {{schema}}.claim_batches cb
-      left join {{schema}}.runtime_instances ri on ri.instance_id = cb.instance_id
-     where (cb.deadline_at < now()
-            or ri.instance_id is null
-            or ri.stopped_at is not null
-            or ri.heartbeat_at < now() - make_interval(secs => p_staleness_secs))
-       and {{schema}}.receipt_open_count(cb.slot, cb.batch_id, cb.size) > 0
-     order by cb.claimed_at
+    with due as materialized (
+      select cb.slot, cb.batch_id, cb.instance_id, cb.size, cb.claimed_at, cb.deadline_at < now() as late
+        from {{schema}}.claim_batches cb
+        left join {{schema}}.runtime_instances ri on ri.instance_id = cb.instance_id
+       where cb.deadline_at < now()
+          or ri.instance_id is null
+          or ri.stopped_at is not null
+          or ri.heartbeat_at < now() - make_interval(secs => p_staleness_secs)
+    )
+    select d.slot, d.batch_id, d.instance_id,
+           case when d.late then 'deadline_exceeded' else 'worker_lost' end as why
+      from due d
+     where d.size > coalesce((select sum(c.n) from {{schema}}.closure_batches c
+                               where c.slot = d.slot and c.batch_id = d.batch_id), 0)
+     order by d.claimed_at
      limit p_max_batches
   loop
     return query
@@ -85,6 +93,8 @@ create function {{schema}}.release_unknown_receipts(p_instance text, p_queue tex
 declare
   b record;
 begin
+  -- Most of an instance's receipts in the ring are settled ones it has forgotten: each has its closures summed
+  -- by a subquery of this statement, not a function call per receipt (see rescue()).
   for b in
     select cb.slot, cb.batch_id
       from {{schema}}.claim_batches cb
@@ -92,7 +102,8 @@ begin
      where cb.instance_id = p_instance and l.queue = p_queue
        and cb.batch_id not in (select unnest(p_known))  -- hashed: "<> all" compares with every known one
        and cb.claimed_at < now() - make_interval(secs => p_older_than_secs)
-       and {{schema}}.receipt_open_count(cb.slot, cb.batch_id, cb.size) > 0
+       and cb.size > coalesce((select sum(c.n) from {{schema}}.closure_batches c
+                                where c.slot = cb.slot and c.batch_id = cb.batch_id), 0)
   loop
     return query
       select s.job_id, s.run_lease
