@@ -288,26 +288,29 @@ describe('telemetry with an SDK registered', () => {
     const kind = defineJob<{ n: number }>({ kind: 'tel_held', queue: 'tel_held' });
     let unstall!: () => void;
     const stall = new Promise<void>((r) => (unstall = r));
-    let stalled = false;
-    const h = (await start('tel_held', { queues: { tel_held: { concurrency: 1 } } })).register(
+    let stalled = 0;
+    // Eight permits, at most one job held ahead of them (prefetch 1). Eight permits of fast jobs give the host a
+    // pace to hold by even on a machine whose cores are busy (with one permit, a slow enough machine never
+    // finished 50 jobs a second, and held nothing); then jobs 201-208 stall all eight.
+    const h = (await start('tel_held', { queues: { tel_held: { concurrency: 8, prefetch: 1 } } })).register(
       kind,
       async (j) => {
-        if (j.args.n !== 150) return;
-        stalled = true;
+        if (j.args.n <= 200 || j.args.n > 208) return;
+        stalled++;
         await stall;
       },
     );
-    await client.enqueueMany(Array.from({ length: 200 }, (_, i) => ({ kind, args: { n: i + 1 } })));
+    await client.enqueueMany(Array.from({ length: 300 }, (_, i) => ({ kind, args: { n: i + 1 } })));
     await run(h);
     const at = { [Q]: 'tel_held' };
-    await waitFor('the staller to start', () => stalled);
-    // Fast jobs before it gave the host a pace: with the staller on its one permit, it holds the next job (for up
-    // to 250 ms; then it hands it back and, having no pace left, holds nothing).
+    await waitFor('the stallers to start', () => stalled === 8);
+    // With every permit stalled, the host holds the next job (for up to 250 ms; then it hands it back and, having
+    // no pace left, holds nothing).
     await waitFor('a held job', async () => (await sum(sdk.reader, 'awa.worker.held', at)) === 1, 2_000);
-    expect(await sum(sdk.reader, 'awa.worker.in_flight', at)).toBe(1);
-    expect(await sum(sdk.reader, 'awa.worker.capacity', at)).toBe(1);
+    expect(await sum(sdk.reader, 'awa.worker.in_flight', at)).toBe(8);
+    expect(await sum(sdk.reader, 'awa.worker.capacity', at)).toBe(8);
     unstall();
-    await waitFor('every job completed', () => h.stats.completed === 200);
+    await waitFor('every job completed', () => h.stats.completed === 300);
     expect(await sum(sdk.reader, 'awa.worker.held', at)).toBe(0);
     expect(await sum(sdk.reader, 'awa.worker.in_flight', at)).toBe(0);
   });
