@@ -276,9 +276,8 @@ $$;
 -- become gaps like any other position not seen. last_seq: the last position read (null: nothing was there).
 -- p_key_path: given by a limited queue's claim (limit_claim.sql), which decides per member: the receipt's
 -- members then come back also as arrays, in member order (job ids, run leases as the JSON gives them, and keys:
--- meta.limitKey, else the args field at p_key_path, else ''; an empty path names no field). Read from the rows
--- here, in the same pass, rather than parsed back out of the JSON. Null for any other claim, which pays one
--- filter test per row.
+-- limit_key()). Read from the rows here, in the same pass, rather than parsed back out of the JSON. Null for any
+-- other claim, which pays one filter test per row.
 create function {{schema}}.claim_slot_rows(p_lane {{schema}}.lanes, p_slot smallint, p_from bigint,
     p_before bigint, p_skip int8multirange, p_max int, p_fresh boolean, p_instance text, p_deadline_secs int,
     p_key_path text[], out batch_id bigint, out claim_slot smallint, out n int, out jobs json, out last_seq bigint,
@@ -306,8 +305,7 @@ begin
            json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
                                             r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead),
            array_agg(r.job_id) filter (where p_key_path is not null and not r.dead),
-           array_agg(coalesce(r.meta ->> 'limitKey',
-                              case when cardinality(p_key_path) > 0 then r.args #>> p_key_path end, ''))
+           array_agg({{schema}}.limit_key(r.meta, r.args, p_key_path))
              filter (where p_key_path is not null and not r.dead)
       into last_seq, v_seen, v_seqs, v_leases, jobs, job_ids, keys
       from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,
@@ -327,8 +325,7 @@ begin
            json_agg({{schema}}.claimed_json(r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease,
                                             r.priority, r.enqueued_at, r.ready_at, r.meta)) filter (where not r.dead),
            array_agg(r.job_id) filter (where p_key_path is not null and not r.dead),
-           array_agg(coalesce(r.meta ->> 'limitKey',
-                              case when cardinality(p_key_path) > 0 then r.args #>> p_key_path end, ''))
+           array_agg({{schema}}.limit_key(r.meta, r.args, p_key_path))
              filter (where p_key_path is not null and not r.dead)
       into last_seq, v_seen, v_seqs, v_leases, jobs, job_ids, keys
       from (select r.lane_seq, r.job_id, r.kind, r.args, r.attempt, r.max_attempts, r.run_lease, r.priority,

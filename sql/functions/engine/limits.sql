@@ -6,7 +6,8 @@
 --   per queue:  at most queue.concurrency attempts hold a slot of the queue; at most queue.rate starts.
 -- A rate is a sliding window, exact: at most `limit` starts in any window of `periodMs`, and at most `burst` in
 -- any window of periodMs * burst / limit (bursts bounded, smooth when burst is small).
--- A job's key: meta.limitKey (given at enqueue), else the args field limits.key.arg names (a dotted path), else ''.
+-- A job's key: meta.limitKey (given at enqueue), else the args field limits.key.arg names (a dotted path), else ''
+-- (limit_key()).
 -- A claim first lets waiting jobs through the gate (oldest first per key, keys that have room), then takes
 -- fresh rows from the lanes as any claim does and keeps those whose key has room and no job waiting at the
 -- gate; the rest are closed at once and wait at the gate (deferred_jobs 'available', gate_key) until their key
@@ -14,6 +15,15 @@
 -- This file: a queue's effective limits (declared, under an operator's override), its rates' windows, and
 -- opening its gate when limits are lifted. The slots: limit_holds.sql; the gate: limit_gate.sql; the claim:
 -- limit_claim.sql.
+
+-- A job's key, as every claim of a limited queue reads it from the job's row: meta.limitKey, else the args field
+-- at p_path (limits.key.arg split on dots; an empty path names no field), else ''. An expression the planner
+-- inlines: no call per row.
+create function {{schema}}.limit_key(p_meta jsonb, p_args jsonb, p_path text[]) returns text
+  language sql immutable
+  as $$
+    select coalesce(p_meta ->> 'limitKey', case when cardinality(p_path) > 0 then p_args #>> p_path end, '')
+  $$;
 
 -- Effective limits: the declared ones, field by field under the operator's override (a null there removes
 -- the field, a null section the section). Null when nothing is limited (a key alone limits nothing).
