@@ -167,6 +167,14 @@ export class LimitedFleet {
     return ids;
   }
 
+  /** Job ids a host handed back unstarted, with how many times: receipt members that did not run. */
+  handedBack(): Map<string, number> {
+    const ids = new Map<string, number>();
+    for (const l of this.lines())
+      if (l.event === 'handback') for (const id of l.jobIds) ids.set(id, (ids.get(id) ?? 0) + 1);
+    return ids;
+  }
+
   /** Errors the hosts reported. */
   errors(): string[] {
     return this.lines().flatMap((l) => (l.event === 'error' ? [l.message] : []));

@@ -4,7 +4,8 @@
 //
 // One WorkerHost serving the queues the config names (their limits declared there), every handler sleeping
 // sleepMs. It appends JSON lines to its own log with appendFileSync: 'ready', the handler's starts (for the
-// handler-clock view of a rate, which the tests only print), the leader's rescues, errors. SIGTERM stops the
+// handler-clock view of a rate, which the tests only print), the jobs it handed back unstarted, the leader's
+// rescues, errors. SIGTERM stops the
 // host gracefully and exits 0; the tests SIGKILL it mid-run.
 import { appendFileSync } from 'node:fs';
 import { WorkerHost, type Job } from '../../src/index.js';
@@ -63,6 +64,10 @@ async function main(): Promise<void> {
       rescued: rescued.map((r) => ({ jobId: r.jobId, runLease: r.runLease, instanceId: r.instanceId })),
     }),
   );
+  // Only this host's handler-less snoozes are hand-backs: the handlers here never snooze.
+  host.on('settled', (s, accepted) => {
+    if (accepted && s.outcome === 'snooze') write({ event: 'handback', jobIds: [s.jobId] });
+  });
   host.on('prune', (r) => {
     if (r.outcome === 'pruned' || r.outcome === 'carried')
       write({ event: 'prune', slot: r.slot, outcome: r.outcome, carried: r.carried });

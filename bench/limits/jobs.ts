@@ -50,6 +50,9 @@ export type LimitedLine =
       pid: number;
       t: number;
     }
+  /** Claimed jobs this host gave back unstarted (held ahead of a permit too long, or at stop), once the
+   * database accepted it: a snooze, no attempt spent. Each is a receipt member that did not run. */
+  | { event: 'handback'; jobIds: string[]; pid: number; t: number }
   /** The leader pruned a ring slot, or carried its open rows forward first. */
   | { event: 'prune'; slot: number | null; outcome: string; carried?: number; pid: number; t: number }
   | { event: 'error'; message: string; pid: number; t: number }

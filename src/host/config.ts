@@ -29,7 +29,8 @@ export interface QueueOptions {
   concurrency?: number;
   /** Under a backlog, most jobs a claim may take beyond the free permits, held until a permit is free; only
    * as many as this process finishes in about 20 ms at its recent pace, or, when its claims take longer than
-   * its handlers run, what finishes while a claim is in flight. Default: the concurrency; 0 turns it off. */
+   * its handlers run, what finishes while a claim is in flight. Default: the concurrency; 0 turns it off. A
+   * queue whose limits include a rate (declared or an operator's) holds nothing ahead, whatever this says. */
   prefetch?: number;
   /** Send jobs that fail for good to the dead-letter queue instead of failed history. Default false. */
   dlq?: boolean;
@@ -43,7 +44,7 @@ export interface QueueOptions {
   resultRetentionMs?: number;
   /** Limits on this queue's starts across every host (docs/flow-control.md): per key and per queue,
    * concurrency and rate. The last host to start declares them; an operator may override them. A job held
-   * ahead of a permit (prefetch) has started, for its limits: prefetch 0 holds none. */
+   * ahead of a permit (prefetch) has started, for its limits: prefetch 0 holds none, nor does a rate. */
   limits?: QueueLimits;
 }
 

@@ -98,6 +98,10 @@ export class Dispatcher {
    * it is what the claims saw of the queue, and release() and resume() read it whatever the mode.
    */
   private mayHaveMore = false;
+  /** The queue's limits include a rate, as its last claim said: then nothing is held ahead of a permit. A rate
+   * counts a start at its claim, so a held job would start after the window it was counted in and its
+   * handler, with the next window's, could see more starts in a second than the limit allows. */
+  private rateLimited = false;
 
   constructor(
     readonly queue: string,
@@ -301,8 +305,9 @@ export class Dispatcher {
   }
 
   /** Takes what a claim returned and says what the loop does next. */
-  private claimed({ batches, contended, limitedRetryMs }: ClaimResult, max: number): AfterClaim {
+  private claimed({ batches, contended, limitedRetryMs, rateLimited }: ClaimResult, max: number): AfterClaim {
     this.errorDelayMs = 0;
+    if (rateLimited !== undefined) this.rateLimited = rateLimited;
     if (!contended) this.contendedDelayMs = 0;
     let got = 0;
     for (const b of batches) got += b.jobs.length;
@@ -367,8 +372,9 @@ export class Dispatcher {
   }
 
   /** Permits plus what may be held ahead of them: what finishes in AHEAD_HORIZON_MS at the queue's recent
-   * pace, or what is expected to finish while the claim is in flight, whichever is more. */
+   * pace, or what is expected to finish while the claim is in flight, whichever is more (none under a rate). */
   private capacity(nowMs: number): number {
+    if (this.rateLimited) return this.concurrency;
     const ahead = Math.min(
       this.prefetch,
       Math.max(

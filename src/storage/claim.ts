@@ -61,11 +61,13 @@ type JobTuple = [
 
 /** What one claim call got. `contended`: a lane with work was skipped because another claimer held it, so
  * fewer jobs than asked does not mean the queue is empty. `limitedRetryMs`: a limited queue has jobs waiting
- * for their limits (docs/flow-control.md); claim again after this long. */
+ * for their limits (docs/flow-control.md); claim again after this long. `rateLimited`: the queue's limits, as
+ * they are now, include a rate (absent when the claim returned no row). */
 export interface ClaimResult {
   batches: ClaimBatch[];
   contended: boolean;
   limitedRetryMs?: number;
+  rateLimited?: boolean;
 }
 
 /** `named`: prepared once per connection (not through a transaction pooler: see pooler.ts). */
@@ -81,9 +83,10 @@ export async function claimJobs(
     jobs: string;
     bulk: boolean;
     retry_ms: number | null;
+    rate_limited: boolean;
   }>({
     name: named ? `awa-claim-${schema.name}` : undefined,
-    text: `select batch_id::text, claim_slot, jobs::text, bulk, retry_ms from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
+    text: `select batch_id::text, claim_slot, jobs::text, bulk, retry_ms, rate_limited from ${schema.ident}.claim($1, $2, $3, $4, $5, $6)`,
     values: [req.queue, req.max, req.instanceId, req.agingSeconds, req.deadlineSeconds, req.waitMs ?? 50],
   });
   const contended = rows.some((r) => r.batch_id === null && r.retry_ms === null);
@@ -97,7 +100,12 @@ export async function claimJobs(
       // One JSON.parse per batch is far cheaper than the driver building hundreds of row objects.
       jobs: toJobs(JSON.parse(r.jobs) as (JobTuple | null)[]),
     }));
-  return limited ? { batches, contended, limitedRetryMs: limited.retry_ms! } : { batches, contended };
+  return {
+    batches,
+    contended,
+    ...(limited ? { limitedRetryMs: limited.retry_ms! } : {}),
+    ...(rows.length > 0 ? { rateLimited: rows[0]!.rate_limited } : {}),
+  };
 }
 
 /** Member i of the receipt is element i; a limited queue's claim leaves null where a member waits at the gate

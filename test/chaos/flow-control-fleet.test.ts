@@ -1,5 +1,5 @@
 // Chaos: flow control across a fleet (issue 36, item 4). Four host processes (bench/limits/host.ts)
-// serve a queue limited to 100 starts/s per key and a queue limited to 3 running attempts per key, each host
+// serve a queue limited to 25 starts/s per key and a queue limited to 3 running attempts per key, each host
 // with far more permits than a limit lets one key use. The limits are checked against what the database
 // recorded, not against the limits' own bookkeeping: every start is a claim receipt's member (read while the
 // run goes, bench/limits/fleet.ts), and running attempts per key are sampled from the jobs view every ~20 ms.
@@ -13,15 +13,19 @@ import { maxPerKeyInWindow, sustainedOverKeys } from '../../bench/limits/windows
 import type { QueueOptions } from '../../src/index.js';
 import { closeScene, openScene, sample, type Scene } from './harness.js';
 
-const RATE = { limit: 100, periodMs: 1_000, burst: 100 };
+// The issue's figure, 100 starts/s per key over 10 keys, is measured by the bench (`limits`): it asks the fleet for
+// 1,000 starts a second, which a busy two-core machine does not always have (the suite's other files kept it to
+// 70-90% in CI). At a quarter of that, a key that falls short of its limit under backlog says the limiter gave
+// out fewer starts than it may, not that the machine was slow.
+const RATE = { limit: 25, periodMs: 1_000, burst: 25 };
 const RATE_KEYS = 10;
-const RATE_BACKLOG = 300;
+const RATE_BACKLOG = 100;
 const K = 3;
 const KEYS = 1_000;
 const PER_KEY = 6;
 
 const QUEUES: Record<'rate' | 'keys', QueueOptions> = {
-  // 100 permits a host: a burst of 100 starts of every key at once finds permits on the fleet.
+  // 100 permits a host: a burst of every key's whole limit at once finds permits on the fleet.
   rate: { concurrency: 100, limits: { key: { arg: 'tenant' }, perKey: { rate: RATE } } },
   keys: { concurrency: 100, limits: { key: { arg: 'tenant' }, perKey: { concurrency: K } } },
 };
@@ -75,34 +79,41 @@ describe('chaos: flow control across a fleet of four host processes', () => {
       readStartsEveryMs: 100,
     });
 
-  /** Every job completed; a job started more than once (in the database or by a handler) was rescued. */
+  /**
+   * Every job completed, and ran once unless rescued. The receipts record a claim of each attempt, and one more
+   * for each time a host handed the job back unstarted (held ahead of a permit past 250 ms: a snooze, no
+   * attempt spent): no other start is allowed.
+   */
   const checkEnds = (r: RunResult) => {
     expect(r.notCompleted).toBe(0);
     const notCompleted = r.ids.filter((id) => r.ends.get(id)?.state !== 'completed');
     expect(sample(notCompleted)).toEqual([]);
     const rescued = fleet!.rescued();
+    const handedBack = fleet!.handedBack();
     const dbStarts = new Map<string, number>();
     for (const s of r.starts.starts) dbStarts.set(s.jobId, (dbStarts.get(s.jobId) ?? 0) + 1);
     const handlerStarts = new Map<string, number>();
     for (const l of fleet!.lines())
       if (l.event === 'starts')
         for (const [id] of l.starts) handlerStarts.set(id, (handlerStarts.get(id) ?? 0) + 1);
-    // Each job's start is in the receipts read: none missing, none counted twice unless it ran twice.
+    // Each job's start is in the receipts read: none missing, none counted twice.
     expect(r.starts.unreadable).toBe(0);
     expect(sample(r.ids.filter((id) => !dbStarts.has(id)))).toEqual([]);
-    const ranTwice = r.ids.filter(
-      (id) => (dbStarts.get(id) ?? 0) > 1 || (handlerStarts.get(id) ?? 0) > 1 || r.ends.get(id)!.attempt > 1,
+    expect(sample(r.ids.filter((id) => !handlerStarts.has(id)))).toEqual([]);
+    const claimedOtherwise = r.ids.filter(
+      (id) => dbStarts.get(id) !== r.ends.get(id)!.attempt + (handedBack.get(id) ?? 0),
     );
+    expect(sample(claimedOtherwise)).toEqual([]);
+    const ranTwice = r.ids.filter((id) => (handlerStarts.get(id) ?? 0) > 1 || r.ends.get(id)!.attempt > 1);
     expect(sample(ranTwice.filter((id) => !rescued.has(id)))).toEqual([]);
-    // A rescued job's extra attempts are its rescues, nothing else (a wait at the gate spends no attempt); its
-    // errors say so where the job's row is still in the ring (compact history keeps no errors).
+    // A rescued job's extra attempts are its rescues, nothing else (a wait at the gate or a hand-back spends no
+    // attempt); its errors say so where the job's row is still in the ring (compact history keeps no errors).
     for (const id of ranTwice) {
       const end = r.ends.get(id)!;
       expect(end.attempt).toBe(1 + rescued.get(id)!);
       expect(end.errors.every((e) => e.startsWith('rescued: '))).toBe(true);
-      expect(dbStarts.get(id)).toBe(end.attempt);
     }
-    return ranTwice.length;
+    return { ranTwice: ranTwice.length, handedBack: r.ids.filter((id) => handedBack.has(id)).length };
   };
 
   const rateFigures = (r: RunResult) => {
@@ -120,10 +131,10 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     };
   };
 
-  it('rate 100/s per key over 10 keys: no key starts more than 100 in any 1 s window, and each keeps >= 95% of it under backlog', async () => {
+  it('rate 25/s per key over 10 keys: no key starts more than 25 in any 1 s window, each keeps >= 95% of it under backlog, and none is handed back', async () => {
     const r = await run(rateJobs());
     const f = rateFigures(r);
-    const ranTwice = checkEnds(r);
+    const { ranTwice, handedBack } = checkEnds(r);
     console.log(
       `[limits] rate: ${JSON.stringify({
         hosts: 4,
@@ -135,6 +146,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
         sustainedMinPercent: f.sustainedMinPercent,
         sustainedWindows: f.sustainedWindows,
         ranTwice,
+        handedBack,
         seconds: r.seconds,
       })}`,
     );
@@ -143,16 +155,19 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     expect(f.maxDbStartsPerKeyPerSecond).toBeLessThanOrEqual(RATE.limit);
     // The limit binds: a key can start its whole burst in one window.
     expect(f.maxDbStartsPerKeyPerSecond).toBe(RATE.limit);
-    // Backlog of 300 at 100/s: every key has at least two whole windows before its last start.
-    expect(f.sustainedWindows).toBeGreaterThanOrEqual(2 * RATE_KEYS);
+    // Backlog of 100 at 25/s: every key has at least three whole windows before its last start.
+    expect(f.sustainedWindows).toBeGreaterThanOrEqual(3 * RATE_KEYS);
     expect(f.sustainedMinPercent).toBeGreaterThanOrEqual(95);
     expect(ranTwice).toBe(0);
+    // A rated queue's hosts hold nothing ahead of their permits (a held job would start after the window its
+    // claim was counted in), so none is handed back.
+    expect(handedBack).toBe(0);
     expect(fleet!.errors()).toEqual([]);
   }, 60_000);
 
   it('3 running per key over 1,000 keys: sampled from the database, no key ever runs more than 3, and some reach 3', async () => {
     const r = await run(keyJobs(40));
-    const ranTwice = checkEnds(r);
+    const { ranTwice, handedBack } = checkEnds(r);
     console.log(
       `[limits] keys: ${JSON.stringify({
         hosts: 4,
@@ -164,6 +179,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
         busiestKeyBySample: r.running.busiestKey.get('keys') ?? {},
         dbStarts: r.starts.starts.length,
         ranTwice,
+        handedBack,
         endsFromHistory: r.endsFromHistory,
         seconds: r.seconds,
         jobsPerSec: Math.round(r.ids.length / r.seconds),
@@ -180,7 +196,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     const jobs = [...rateJobs(), ...keyJobs(40)];
     const r = await run(jobs, [1_000, 2_000]);
     const f = rateFigures(r);
-    const ranTwice = checkEnds(r);
+    const { ranTwice, handedBack } = checkEnds(r);
     const rescued = [...fleet!.rescued().keys()];
     console.log(
       `[limits] kills: ${JSON.stringify({
@@ -190,6 +206,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
         jobs: r.ids.length,
         rescued: rescued.length,
         ranTwice,
+        handedBack,
         lost: r.notCompleted,
         endsFromHistory: r.endsFromHistory,
         maxDbStartsPerKeyPerSecond: f.maxDbStartsPerKeyPerSecond,

@@ -370,6 +370,22 @@ describe('flow control: limits decided in the claim', () => {
     expect(started(await claim('before-jobs', 10))).toEqual([first[0]]);
   });
 
+  it('a claim says whether the queue has a rate now, declared or overridden, so its hosts hold nothing ahead', async () => {
+    await limit('paced', { key: { arg: 'k' }, perKey: { concurrency: 5 } });
+    await enqueue('paced', ['a', 'b', 'c', 'd']);
+    expect((await claim('paced', 1)).rateLimited).toBe(false);
+    await f.client.setQueueLimits('paced', { queue: { rate: { limit: 1000 } } });
+    expect((await claim('paced', 1)).rateLimited).toBe(true);
+    await f.client.setQueueLimits('paced', { queue: null, perKey: { rate: { limit: 1000 } } });
+    expect((await claim('paced', 1)).rateLimited).toBe(true);
+    await f.client.setQueueLimits('paced', null);
+    expect((await claim('paced', 1)).rateLimited).toBe(false);
+    await enqueue('plain-paced', ['a']);
+    expect((await claim('plain-paced', 1)).rateLimited).toBe(false);
+    // A claim that returned no row says nothing.
+    expect((await claim('plain-paced', 1)).rateLimited).toBeUndefined();
+  });
+
   it('merges an override over the declared limits field by field, as claims apply them', async () => {
     const declared = validateLimits('l', {
       key: { arg: 'tenant' },

@@ -328,8 +328,14 @@ describe('Dispatcher', () => {
     });
 
     /** A started dispatcher on a backlog (every claim comes back full, ids in claim order) that records what
-     * it starts and hands back; `finish(n)` releases the n oldest running jobs. */
-    const aheadOnBacklog = (concurrency: number, batchSize: number, prefetch: number) => {
+     * it starts and hands back; `finish(n)` releases the n oldest running jobs. Each claim says the queue is
+     * rate-limited as `rate.limited` is at the time. */
+    const aheadOnBacklog = (
+      concurrency: number,
+      batchSize: number,
+      prefetch: number,
+      rate: { limited?: boolean } = {},
+    ) => {
       const asks: number[] = [];
       /** Jobs running or held when each claim was made. */
       const occupied: number[] = [];
@@ -343,7 +349,11 @@ describe('Dispatcher', () => {
           occupied.push(d.running + d.held);
           const batch = fakeBatch(max, next);
           next += max;
-          return { batches: [batch], contended: false };
+          return {
+            batches: [batch],
+            contended: false,
+            ...(rate.limited === undefined ? {} : { rateLimited: rate.limited }),
+          };
         },
         execute: (_q, _b, job) => started.push(Number(job.id)),
         handBack: (_q, _b, job) => handedBack.push(Number(job.id)),
@@ -431,6 +441,23 @@ describe('Dispatcher', () => {
       await runAt(finish, 5, 120);
       expect(Math.max(...asks)).toBe(10);
       expect(d.held).toBe(0);
+      d.stopClaiming();
+    });
+
+    it('holds nothing while its claims say the queue has a rate, and holds again once the rate is lifted', async () => {
+      const rate = { limited: true };
+      const { d, asks, occupied, finish } = aheadOnBacklog(10, 40, 10, rate);
+      await vi.advanceTimersByTimeAsync(0);
+      // The pace that holds ahead above (5 jobs a millisecond): under a rate, every claim fits the free permits.
+      await runAt(finish, 5, 120);
+      expect(asks.length).toBeGreaterThan(20);
+      expect(asks.every((n, i) => n + occupied[i]! <= 10)).toBe(true);
+      expect(d.held).toBe(0);
+      rate.limited = false;
+      const lifted = asks.length;
+      await runAt(finish, 5, 120);
+      expect(asks.slice(lifted).some((n, i) => n + occupied[lifted + i]! > 10)).toBe(true);
+      expect(d.held).toBeGreaterThan(0);
       d.stopClaiming();
     });
 

@@ -637,10 +637,12 @@ $$;
 
 -- The claim hosts call. A queue with limits (limit_claim.sql) is claimed through claim_limited(), which decides
 -- what may start; any other queue's claim is claim_lanes() as it is, after one read of its settings row (the
--- same row the pause check reads). retry_ms: see claim_limited().
+-- same row the pause check reads). retry_ms: see claim_limited(). rate_limited: the queue's limits (declared or
+-- overridden) include a rate, so its hosts hold nothing ahead of their permits (a job held for a permit would
+-- start after the window its claim was counted in).
 create function {{schema}}.claim(p_queue text, p_max int, p_instance text, p_aging_secs int, p_deadline_secs int,
     p_wait_ms int)
-  returns table (batch_id bigint, claim_slot smallint, jobs json, bulk boolean, retry_ms int)
+  returns table (batch_id bigint, claim_slot smallint, jobs json, bulk boolean, retry_ms int, rate_limited boolean)
   language plpgsql
   set jit = off
   set plan_cache_mode = force_generic_plan
@@ -656,10 +658,12 @@ begin
   if v_paused then
     return;
   elsif v_limits is not null then
-    return query select * from {{schema}}.claim_limited(p_queue, v_limits, p_max, p_instance, p_aging_secs,
-                                                        p_deadline_secs, p_wait_ms);
+    return query select l.batch_id, l.claim_slot, l.jobs, l.bulk, l.retry_ms,
+                        v_limits #> '{perKey,rate}' is not null or v_limits #> '{queue,rate}' is not null
+                   from {{schema}}.claim_limited(p_queue, v_limits, p_max, p_instance, p_aging_secs,
+                                                 p_deadline_secs, p_wait_ms) l;
   else
-    return query select c.batch_id, c.claim_slot, c.jobs, c.bulk, null::int
+    return query select c.batch_id, c.claim_slot, c.jobs, c.bulk, null::int, false
                    from {{schema}}.claim_lanes(p_queue, p_max, p_instance, p_aging_secs, p_deadline_secs, p_wait_ms) c;
   end if;
 end
