@@ -5,8 +5,7 @@
 // One WorkerHost serving the queues the config names (their limits declared there), every handler sleeping
 // sleepMs. It appends JSON lines to its own log with appendFileSync: 'ready', the handler's starts (for the
 // handler-clock view of a rate, which the tests only print), the jobs it handed back unstarted, the leader's
-// rescues, errors. SIGTERM stops the
-// host gracefully and exits 0; the tests SIGKILL it mid-run.
+// rescues, errors. SIGTERM stops the host gracefully and exits 0; the tests SIGKILL it mid-run.
 import { appendFileSync } from 'node:fs';
 import { WorkerHost, type Job } from '../../src/index.js';
 import { LIMITED_KINDS, type LimitedArgs, type LimitedHostConfig, type LimitedLine } from './jobs.js';
