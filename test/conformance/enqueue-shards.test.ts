@@ -97,7 +97,7 @@ describe.each(STORAGE_VARIANTS)('enqueue shards ($name storage)', (variant) => {
           expect(a!.shard).not.toBe(b!.shard);
         } else {
           // One lane: the second claimer can only wait for it and come back empty-handed (contended).
-          expect(second).toEqual({ batches: [], contended: true });
+          expect(second).toEqual({ batches: [], contended: true, rateLimited: false });
         }
         await holder.query('commit');
       }

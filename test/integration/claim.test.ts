@@ -136,7 +136,7 @@ describe('claim', () => {
       expect(first.batches.flatMap((b) => b.jobs)).toHaveLength(1);
       expect(first.contended).toBe(false);
       const blocked = await claimJobs(f.pool, f.schema, { ...req, max: 10 });
-      expect(blocked).toEqual({ batches: [], contended: true });
+      expect(blocked).toEqual({ batches: [], contended: true, rateLimited: false });
       await holder.query('commit');
     } finally {
       holder.release();
