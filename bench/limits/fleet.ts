@@ -161,18 +161,12 @@ export class LimitedFleet {
 
   /** Job ids the leader rescued, with how many times. */
   rescued(): Map<string, number> {
-    const ids = new Map<string, number>();
-    for (const l of this.lines())
-      if (l.event === 'rescue') for (const r of l.rescued) ids.set(r.jobId, (ids.get(r.jobId) ?? 0) + 1);
-    return ids;
+    return countIds(this.lines().flatMap((l) => (l.event === 'rescue' ? l.rescued.map((r) => r.jobId) : [])));
   }
 
   /** Job ids a host handed back unstarted, with how many times: receipt members that did not run. */
   handedBack(): Map<string, number> {
-    const ids = new Map<string, number>();
-    for (const l of this.lines())
-      if (l.event === 'handback') for (const id of l.jobIds) ids.set(id, (ids.get(id) ?? 0) + 1);
-    return ids;
+    return countIds(this.lines().flatMap((l) => (l.event === 'handback' ? l.jobIds : [])));
   }
 
   /** Errors the hosts reported. */
@@ -194,6 +188,13 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
   const xs = m.get(k);
   if (xs) xs.push(v);
   else m.set(k, [v]);
+}
+
+/** How many times each id occurs. */
+function countIds(ids: readonly string[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
+  return counts;
 }
 
 /** Samples, as often as it can (at most every `everyMs`), the running attempts per key of some queues from the
