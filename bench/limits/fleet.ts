@@ -263,6 +263,9 @@ export interface DbStart {
   at: number;
   /** The host that claimed it. */
   instance: string;
+  /** Its receipt's batch id: a limited queue's claims take them under the queue's limits lock, so their order
+   * is the order in which the claims decided. */
+  batch: bigint;
 }
 
 /**
@@ -357,7 +360,14 @@ export class StartsCollector {
       }
       const at = Number(r.at);
       this.watermark = Math.max(this.watermark, at);
-      const member = { queue: r.queue, key: r.key, jobId: r.job_id, at, instance: r.instance };
+      const member = {
+        queue: r.queue,
+        key: r.key,
+        jobId: r.job_id,
+        at,
+        instance: r.instance,
+        batch: BigInt(r.batch),
+      };
       if (r.gated) this.gated.push(member);
       else this.starts.push(member);
     }

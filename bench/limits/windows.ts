@@ -64,3 +64,65 @@ export function sustainedOverKeys(
   }
   return { minPercent: byKey.size === 0 ? 0 : minPercent, windows, starts };
 }
+
+/** A start as its claim recorded it (bench/limits/fleet.ts, DbStart). */
+export interface ClaimedStart {
+  key: string;
+  jobId: string;
+  /** The claim's transaction time, epoch ms with µs in the fraction. */
+  at: number;
+  instance: string;
+  /** Its receipt's batch id. */
+  batch: bigint;
+}
+
+/** A claim that left a key room under its rate while the key still had a job that had never started. */
+export interface RoomLeft {
+  at: number;
+  instance: string;
+  key: string;
+  /** The key's starts in the window that ends at the claim, after it: fewer than the limit. */
+  inWindow: number;
+}
+
+/**
+ * The claims that gave out fewer starts than a per-key rate allowed. A limited queue's claims decide one at a
+ * time under the queue's limits lock, taking their receipts' batch ids as they go, and each counts every start
+ * logged before its turn later than one period before its own time (claim_limited(), rate_room()). So after each
+ * claim, a key that still has a job never started must have `limit` starts in that window; with fewer, the claim
+ * left room the key could have used. This compares the claims' own times with each other, never how soon a claim
+ * came, so it holds on a machine of any speed; it needs every job enqueued before the claims, a burst equal to the
+ * limit, and claims never short of permits (each host with more free permits than all the keys' limits together).
+ */
+export function roomLeftAtClaims(
+  starts: readonly ClaimedStart[],
+  jobsPerKey: ReadonlyMap<string, number>,
+  periodMs: number,
+  limit: number,
+): RoomLeft[] {
+  const micros = (ms: number) => Math.round(ms * 1000);
+  const claims = new Map<string, { at: number; instance: string; batch: bigint; starts: ClaimedStart[] }>();
+  for (const s of starts) {
+    const id = `${s.instance}@${micros(s.at)}`;
+    const c = claims.get(id) ?? { at: s.at, instance: s.instance, batch: s.batch, starts: [] };
+    if (s.batch < c.batch) c.batch = s.batch;
+    c.starts.push(s);
+    claims.set(id, c);
+  }
+  const times = new Map<string, number[]>();
+  const started = new Map<string, Set<string>>();
+  const left: RoomLeft[] = [];
+  for (const c of [...claims.values()].sort((a, b) => (a.batch < b.batch ? -1 : a.batch > b.batch ? 1 : 0))) {
+    for (const s of c.starts) {
+      times.set(s.key, [...(times.get(s.key) ?? []), micros(s.at)]);
+      started.set(s.key, (started.get(s.key) ?? new Set()).add(s.jobId));
+    }
+    const opens = micros(c.at) - micros(periodMs);
+    for (const [key, jobs] of jobsPerKey) {
+      if ((started.get(key)?.size ?? 0) >= jobs) continue;
+      const inWindow = (times.get(key) ?? []).filter((t) => t > opens).length;
+      if (inWindow < limit) left.push({ at: c.at, instance: c.instance, key, inWindow });
+    }
+  }
+  return left;
+}

@@ -9,14 +9,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LimitedFleet } from '../../bench/limits/fleet.js';
 import { runOnFleet, type PlannedJob, type RunResult } from '../../bench/limits/run.js';
-import { maxPerKeyInWindow, sustainedOverKeys } from '../../bench/limits/windows.js';
+import { maxPerKeyInWindow, roomLeftAtClaims, sustainedOverKeys } from '../../bench/limits/windows.js';
 import type { QueueOptions } from '../../src/index.js';
 import { closeScene, openScene, sample, type Scene } from './harness.js';
 
-// The issue's figure, 100 starts/s per key over 10 keys, is measured by the bench (`limits`): it asks the fleet for
-// 1,000 starts a second, which a busy two-core machine does not always have (the suite's other files kept it to
-// 70-90% in CI). At a quarter of that, a key that falls short of its limit under backlog says the limiter gave
-// out fewer starts than it may, not that the machine was slow.
+// The issue's figures (100 starts/s per key over 10 keys, kept >= 95% under backlog) are measured by the bench
+// (`limits`): how much of its rate a key keeps depends on how soon the hosts claim again when a window opens, a
+// matter of the machine's speed (a busy two-core CI machine kept 72-90% at 100/s and 89% at 25/s). What this test
+// asserts holds on a machine of any speed: no window ever holds more than the limit, a key's first burst takes
+// the whole limit, and every claim gives out all the starts the rate allows: after it, each key with a job not yet
+// started has the limit's worth of starts in the window that ends at the claim (roomLeftAtClaims()).
 const RATE = { limit: 25, periodMs: 1_000, burst: 25 };
 const RATE_KEYS = 10;
 const RATE_BACKLOG = 100;
@@ -25,8 +27,9 @@ const KEYS = 1_000;
 const PER_KEY = 6;
 
 const QUEUES: Record<'rate' | 'keys', QueueOptions> = {
-  // 100 permits a host: a burst of every key's whole limit at once finds permits on the fleet.
-  rate: { concurrency: 100, limits: { key: { arg: 'tenant' }, perKey: { rate: RATE } } },
+  // 512 permits a host (a claim asks for at most 512, claimBatchSize): with at most 250 started in any second,
+  // every claim asks for more than all the keys' rooms together, so only the rate holds a key back.
+  rate: { concurrency: 512, limits: { key: { arg: 'tenant' }, perKey: { rate: RATE } } },
   keys: { concurrency: 100, limits: { key: { arg: 'tenant' }, perKey: { concurrency: K } } },
 };
 
@@ -128,10 +131,16 @@ describe('chaos: flow control across a fleet of four host processes', () => {
       ),
       sustainedMinPercent: Math.round(sustained.minPercent * 10) / 10,
       sustainedWindows: sustained.windows,
+      roomLeft: roomLeftAtClaims(
+        r.starts.starts.filter((s) => s.queue === 'rate'),
+        new Map([...db.keys()].map((key) => [key, RATE_BACKLOG])),
+        RATE.periodMs,
+        RATE.limit,
+      ),
     };
   };
 
-  it('rate 25/s per key over 10 keys: no key starts more than 25 in any 1 s window, each keeps >= 95% of it under backlog, and none is handed back', async () => {
+  it('rate 25/s per key over 10 keys: no key starts more than 25 in any 1 s window, every claim gives out all the starts the rate allows, and none is handed back', async () => {
     const r = await run(rateJobs());
     const f = rateFigures(r);
     const { ranTwice, handedBack } = checkEnds(r);
@@ -145,6 +154,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
         maxHandlerStartsPerKeyPerSecond: f.maxHandlerStartsPerKeyPerSecond,
         sustainedMinPercent: f.sustainedMinPercent,
         sustainedWindows: f.sustainedWindows,
+        roomLeft: f.roomLeft.length,
         ranTwice,
         handedBack,
         seconds: r.seconds,
@@ -157,7 +167,8 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     expect(f.maxDbStartsPerKeyPerSecond).toBe(RATE.limit);
     // Backlog of 100 at 25/s: every key has at least three whole windows before its last start.
     expect(f.sustainedWindows).toBeGreaterThanOrEqual(3 * RATE_KEYS);
-    expect(f.sustainedMinPercent).toBeGreaterThanOrEqual(95);
+    // No claim left a key with jobs under its limit (the claims that did, and the keys, if any).
+    expect(sample(f.roomLeft)).toEqual([]);
     expect(ranTwice).toBe(0);
     // A rated queue's hosts hold nothing ahead of their permits (a held job would start after the window its
     // claim was counted in), so none is handed back.
@@ -211,6 +222,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
         endsFromHistory: r.endsFromHistory,
         maxDbStartsPerKeyPerSecond: f.maxDbStartsPerKeyPerSecond,
         maxHandlerStartsPerKeyPerSecond: f.maxHandlerStartsPerKeyPerSecond,
+        roomLeft: f.roomLeft.length,
         maxRunningPerKey: r.running.maxPerKey.get('keys') ?? 0,
         samples: r.running.samples,
         seconds: r.seconds,
@@ -227,6 +239,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     for (const id of diedRunning) expect(r.ends.get(id)?.attempt).toBeGreaterThanOrEqual(2);
     expect(ranTwice).toBeGreaterThanOrEqual(diedRunning.length);
     expect(f.maxDbStartsPerKeyPerSecond).toBeLessThanOrEqual(RATE.limit);
+    expect(sample(f.roomLeft)).toEqual([]);
     expect(r.running.maxPerKey.get('keys')).toBeLessThanOrEqual(K);
     expect(r.running.maxPerKey.get('keys')).toBe(K);
     for (const times of f.db.values()) expect(times.length).toBeGreaterThanOrEqual(RATE_BACKLOG);
