@@ -133,7 +133,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
       sustainedWindows: sustained.windows,
       roomLeft: roomLeftAtClaims(
         r.starts.starts.filter((s) => s.queue === 'rate'),
-        new Map([...db.keys()].map((key) => [key, RATE_BACKLOG])),
+        new Map(Array.from({ length: RATE_KEYS }, (_, i) => [`r${i}`, RATE_BACKLOG])),
         RATE.periodMs,
         RATE.limit,
       ),

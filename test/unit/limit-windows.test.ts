@@ -28,6 +28,10 @@ function claim(
   );
 }
 
+/** The claims that left room under a limit of 2 a second, with `jobs` jobs of each key. */
+const roomLeft = (starts: ClaimedStart[], jobs: Record<string, number>) =>
+  roomLeftAtClaims(starts, new Map(Object.entries(jobs)), 1_000, 2);
+
 describe('limit windows', () => {
   it('maxInWindow counts a half-open window: a start exactly one period later is in the next', () => {
     expect(maxInWindow([0, 500, 999.999], 1_000)).toBe(3);
@@ -53,48 +57,18 @@ describe('limit windows', () => {
       ...claim(2_000, 3, { a: 1 }, next),
     ];
     // b has no job left after the second claim; a's last job started at the third.
-    expect(
-      roomLeftAtClaims(
-        starts,
-        new Map([
-          ['a', 5],
-          ['b', 4],
-        ]),
-        1_000,
-        2,
-      ),
-    ).toEqual([]);
+    expect(roomLeft(starts, { a: 5, b: 4 })).toEqual([]);
   });
 
   it('roomLeftAtClaims names a claim that left a backlogged key under its limit, and only while it had jobs left', () => {
     const next = { id: 1 };
     const starts = [...claim(0, 1, { a: 2, b: 1 }, next), ...claim(1_000, 2, { a: 2, b: 1 }, next)];
-    expect(
-      roomLeftAtClaims(
-        starts,
-        new Map([
-          ['a', 4],
-          ['b', 3],
-        ]),
-        1_000,
-        2,
-      ),
-    ).toEqual([
+    expect(roomLeft(starts, { a: 4, b: 3 })).toEqual([
       { at: T0, instance: 'h1', key: 'b', inWindow: 1 },
       { at: T0 + 1_000, instance: 'h1', key: 'b', inWindow: 1 },
     ]);
-    // With b's jobs all started by then, the first claim left b nothing it could use.
-    expect(
-      roomLeftAtClaims(
-        starts,
-        new Map([
-          ['a', 4],
-          ['b', 1],
-        ]),
-        1_000,
-        2,
-      ),
-    ).toEqual([]);
+    // With two jobs of b, the second claim started its last one: only the first left it room it could use.
+    expect(roomLeft(starts, { a: 4, b: 2 })).toEqual([{ at: T0, instance: 'h1', key: 'b', inWindow: 1 }]);
   });
 
   it('roomLeftAtClaims judges a claim after all its receipts (one from the gate, one from the lanes)', () => {
@@ -105,37 +79,17 @@ describe('limit windows', () => {
       ...claim(1_000, 2, { a: 2 }, next),
       ...claim(1_000, 3, { b: 2 }, next),
     ];
-    expect(
-      roomLeftAtClaims(
-        starts,
-        new Map([
-          ['a', 6],
-          ['b', 6],
-        ]),
-        1_000,
-        2,
-      ),
-    ).toEqual([]);
+    expect(roomLeft(starts, { a: 6, b: 6 })).toEqual([]);
     // The same receipts from two hosts are two claims: the first of them left b's room.
     const twoHosts = starts.map((s) => (s.batch === 3n ? { ...s, instance: 'h2' } : s));
-    expect(
-      roomLeftAtClaims(
-        twoHosts,
-        new Map([
-          ['a', 6],
-          ['b', 6],
-        ]),
-        1_000,
-        2,
-      ),
-    ).toEqual([{ at: T0 + 1_000, instance: 'h1', key: 'b', inWindow: 0 }]);
+    expect(roomLeft(twoHosts, { a: 6, b: 6 })).toEqual([
+      { at: T0 + 1_000, instance: 'h1', key: 'b', inWindow: 0 },
+    ]);
   });
 
   it('roomLeftAtClaims: a start exactly one period before a claim is out of its window', () => {
     const next = { id: 1 };
     const starts = [...claim(0, 1, { a: 2 }, next), ...claim(1_000, 2, { a: 1 }, next)];
-    expect(roomLeftAtClaims(starts, new Map([['a', 4]]), 1_000, 2)).toEqual([
-      { at: T0 + 1_000, instance: 'h1', key: 'a', inWindow: 1 },
-    ]);
+    expect(roomLeft(starts, { a: 4 })).toEqual([{ at: T0 + 1_000, instance: 'h1', key: 'a', inWindow: 1 }]);
   });
 });
