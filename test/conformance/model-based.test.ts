@@ -5,7 +5,7 @@
 // (flow control: keys, per-key and queue concurrency, a per-key rate, strict FIFO, operator overrides), whose
 // every claim the model predicts exactly (which jobs start, which wait at the gate). Seeded (AWA_MODEL_SEED
 // overrides the seed); a failure prints the seed, the path and the shrunk sequence as a replayable test.
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverUrl } from '../helpers/database.js';
 import { STORAGE_VARIANTS } from './variants.js';
 import {
@@ -112,6 +112,7 @@ describe.each(STORAGE_VARIANTS)(
         timeLimitMs: 20_000,
       });
       console.log(`[model] ${stats.runs} runs, ${stats.commands} commands`);
+      expect(stats.runs).toBeGreaterThan(0);
     }, 240_000);
 
     it(`random command sequences about the limited queue (seed ${SEED})`, async () => {
@@ -127,6 +128,7 @@ describe.each(STORAGE_VARIANTS)(
       console.log(
         `[model] limited: ${stats.runs} runs, ${stats.commands} commands, ${JSON.stringify(flowCoverage)}`,
       );
+      expect(stats.runs).toBeGreaterThan(0);
     }, 240_000);
   },
 );

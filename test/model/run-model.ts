@@ -15,7 +15,8 @@ export interface ModelRunOptions {
   variant?: StorageVariant;
   numRuns: number;
   maxCommands: number;
-  /** Stop generating new runs after this long (shrinking a failure is not cut short). */
+  /** Start no new run after this long (the first always runs; a run and the shrinking of a failure are never
+   * cut short). */
   timeLimitMs?: number;
   /** A failing case to replay (from a report). */
   path?: string;
@@ -74,6 +75,13 @@ export async function runModel(serverUrl: string, opts: ModelRunOptions): Promis
   }
 }
 
+/**
+ * The seed's runs one at a time, in the order one fc.check() of `numRuns` would make them (run i is path "i"),
+ * while time is left; the first always runs. fast-check's own interruptAfterTimeLimit cuts an async run off
+ * half-way (it races the run against the clock and leaves it working on its database), and counts a limit
+ * reached before any run finished as a failure: a busy machine whose first run outlasted the limit failed that
+ * way. Here a run, and the shrinking of a failure, always finish.
+ */
 async function check(dbs: ModelDatabases, opts: ModelRunOptions): Promise<ModelRunStats> {
   const stats: ModelRunStats = { runs: 0, commands: 0 };
   await dbs.warm();
@@ -84,28 +92,33 @@ async function check(dbs: ModelDatabases, opts: ModelRunOptions): Promise<ModelR
     }),
     async (cmds) => runSequence(await dbs.next(), cmds, stats),
   );
-  const details = await fc.check(property, {
-    seed: opts.seed,
-    numRuns: opts.numRuns,
-    ...(opts.path ? { path: opts.path } : {}),
-    ...(opts.timeLimitMs ? { interruptAfterTimeLimit: opts.timeLimitMs } : {}),
-    markInterruptAsFailure: false,
-    endOnFailure: false,
-  });
-  if (details.failed) {
-    const counterexample = details.counterexample ? String(details.counterexample[0]) : '?';
-    const error =
-      details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
-    const test = replayTest(opts.seed, details.counterexamplePath ?? undefined, counterexample);
-    const report = [
-      `model-based run failed: seed ${opts.seed}, path ${details.counterexamplePath}, after ${details.numRuns} runs (shrunk ${details.numShrinks} times)`,
-      `error: ${error}`,
-      `shrunk sequence: ${counterexample}`,
-      test,
-    ].join('\n');
-    const file = join(tmpdir(), `awa-model-failure-${opts.seed}-${Date.now()}.txt`);
-    writeFileSync(file, report + '\n');
-    throw new Error(`${report}\n(written to ${file})`);
+  const deadline = Date.now() + (opts.timeLimitMs ?? Number.POSITIVE_INFINITY);
+  const paths = opts.path ? [opts.path] : Array.from({ length: opts.numRuns }, (_, i) => String(i));
+  for (const [i, path] of paths.entries()) {
+    if (i > 0 && Date.now() >= deadline) break;
+    const details = await fc.check(property, { seed: opts.seed, numRuns: 1, path, endOnFailure: false });
+    if (details.failed) report(opts, details, i);
   }
   return stats;
+}
+
+/** Throws a failure's report (seed, path, shrunk sequence, a test that replays it), also written to a file. */
+function report<Ts extends unknown[]>(
+  opts: ModelRunOptions,
+  details: fc.RunDetails<Ts>,
+  runsBefore: number,
+): never {
+  const counterexample = details.counterexample ? String(details.counterexample[0]) : '?';
+  const error =
+    details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
+  const test = replayTest(opts.seed, details.counterexamplePath ?? undefined, counterexample);
+  const text = [
+    `model-based run failed: seed ${opts.seed}, path ${details.counterexamplePath}, after ${runsBefore} runs that passed (shrunk ${details.numShrinks} times)`,
+    `error: ${error}`,
+    `shrunk sequence: ${counterexample}`,
+    test,
+  ].join('\n');
+  const file = join(tmpdir(), `awa-model-failure-${opts.seed}-${Date.now()}.txt`);
+  writeFileSync(file, text + '\n');
+  throw new Error(`${text}\n(written to ${file})`);
 }
