@@ -41,14 +41,15 @@ export async function post(url: string, body: unknown, options: PostOptions = {}
 /**
  * Streams up to `totalBytes` to `url` in chunks (chunked encoding, or with a declared Content-Length), a
  * chunk at a time with backpressure, and stops as soon as the answer arrives. Returns the answer's status
- * and how many bytes had been written by then.
+ * and how many bytes had been written by then; or, when the server closed the connection under the upload
+ * before its answer was read, status 0, the error's code (EPIPE, ECONNRESET) and what had been written.
  */
 export function streamPost(
   url: string,
   headers: Record<string, string>,
   totalBytes: number,
   chunkBytes = 64 * 1024,
-): Promise<{ status: number; written: number }> {
+): Promise<{ status: number; written: number; closed?: string }> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
     let written = 0;
@@ -62,9 +63,13 @@ export function streamPost(
         req.destroy();
       },
     );
-    // Once answered, the server may close the connection under the rest of the upload.
-    req.on('error', (err) => {
-      if (!answered) reject(err);
+    // Once answered, the server may close the connection under the rest of the upload; before, that is a
+    // close the caller may expect (an answer sent at once to a body it will not read), anything else fails.
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (answered) return;
+      if (err.code === 'EPIPE' || err.code === 'ECONNRESET')
+        resolve({ status: 0, written, closed: err.code });
+      else reject(err);
     });
     const chunk = Buffer.alloc(chunkBytes, 0x61);
     const pump = () => {

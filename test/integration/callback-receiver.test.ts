@@ -157,14 +157,17 @@ describe('refused requests change nothing', () => {
       10 * 1024 * 1024,
     );
     expect(chunked).toEqual({ status: 413, written: 10 * 1024 * 1024 });
-    // Declared larger than the receiver will read and drop (16 MiB): answered at once, long before it is sent.
+    // Declared larger than the receiver will read and drop (16 MiB): answered at once, long before it is sent, and
+    // the connection closed under the rest. The client reads the 413, or, when the close reaches it first (a busy
+    // machine did), a broken pipe or a reset: docs/callbacks.md says so. Either way it stopped early.
     const total = 256 * 1024 * 1024;
     const declared = await streamPost(
       url,
       { 'Awa-Signature': header, 'Content-Type': 'application/json', 'Content-Length': String(total) },
       total,
     );
-    expect(declared.status).toBe(413);
+    if (declared.closed === undefined) expect(declared.status).toBe(413);
+    else expect(['EPIPE', 'ECONNRESET']).toContain(declared.closed);
     expect(declared.written).toBeLessThan(32 * 1024 * 1024);
     // A signed, valid callback just over the limit: 413 too, and nothing changed.
     const big = await post(
