@@ -85,7 +85,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
   /**
    * Every job completed, and ran once unless rescued. The receipts record a claim of each attempt, and one more
    * for each time a host handed the job back unstarted (held ahead of a permit past 250 ms: a snooze, no
-   * attempt spent): no other start is allowed.
+   * attempt spent, logged by the host): no other start is allowed, but a hand-back a killed host could not log.
    */
   const checkEnds = (r: RunResult) => {
     expect(r.notCompleted).toBe(0);
@@ -103,8 +103,18 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     expect(r.starts.unreadable).toBe(0);
     expect(sample(r.ids.filter((id) => !dbStarts.has(id)))).toEqual([]);
     expect(sample(r.ids.filter((id) => !handlerStarts.has(id)))).toEqual([]);
+    // A host SIGKILLed after a hand-back committed but before it wrote the line leaves that receipt member
+    // unexplained: allowed only on a killed host, for a member that was not one of the job's rescued attempts.
+    const killed = new Set(r.kills.map((k) => k.instance));
+    const onKilled = new Map<string, number>();
+    for (const s of r.starts.starts)
+      if (killed.has(s.instance)) onKilled.set(s.jobId, (onKilled.get(s.jobId) ?? 0) + 1);
+    const unexplained = (id: string) =>
+      dbStarts.get(id)! - r.ends.get(id)!.attempt - (handedBack.get(id) ?? 0);
     const claimedOtherwise = r.ids.filter(
-      (id) => dbStarts.get(id) !== r.ends.get(id)!.attempt + (handedBack.get(id) ?? 0),
+      (id) =>
+        unexplained(id) < 0 ||
+        unexplained(id) > Math.max(0, (onKilled.get(id) ?? 0) - (rescued.get(id) ?? 0)),
     );
     expect(sample(claimedOtherwise)).toEqual([]);
     const ranTwice = r.ids.filter((id) => (handlerStarts.get(id) ?? 0) > 1 || r.ends.get(id)!.attempt > 1);
@@ -116,7 +126,11 @@ describe('chaos: flow control across a fleet of four host processes', () => {
       expect(end.attempt).toBe(1 + rescued.get(id)!);
       expect(end.errors.every((e) => e.startsWith('rescued: '))).toBe(true);
     }
-    return { ranTwice: ranTwice.length, handedBack: r.ids.filter((id) => handedBack.has(id)).length };
+    return {
+      ranTwice: ranTwice.length,
+      handedBack: r.ids.filter((id) => handedBack.has(id)).length,
+      unloggedHandBacks: r.ids.filter((id) => unexplained(id) > 0).length,
+    };
   };
 
   const rateFigures = (r: RunResult) => {
@@ -207,7 +221,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     const jobs = [...rateJobs(), ...keyJobs(40)];
     const r = await run(jobs, [1_000, 2_000]);
     const f = rateFigures(r);
-    const { ranTwice, handedBack } = checkEnds(r);
+    const { ranTwice, handedBack, unloggedHandBacks } = checkEnds(r);
     const rescued = [...fleet!.rescued().keys()];
     console.log(
       `[limits] kills: ${JSON.stringify({
@@ -218,6 +232,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
         rescued: rescued.length,
         ranTwice,
         handedBack,
+        unloggedHandBacks,
         lost: r.notCompleted,
         endsFromHistory: r.endsFromHistory,
         maxDbStartsPerKeyPerSecond: f.maxDbStartsPerKeyPerSecond,
