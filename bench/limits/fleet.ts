@@ -191,7 +191,7 @@ function push<K, V>(m: Map<K, V[]>, k: K, v: V): void {
 }
 
 /** How many times each id occurs. */
-function countIds(ids: readonly string[]): Map<string, number> {
+export function countIds(ids: readonly string[]): Map<string, number> {
   const counts = new Map<string, number>();
   for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
   return counts;

@@ -7,7 +7,7 @@
 // replaced: the leader rescues their attempts, and the limits still hold through the rescues, with every job
 // completed and only rescued ones run twice.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LimitedFleet } from '../../bench/limits/fleet.js';
+import { countIds, LimitedFleet } from '../../bench/limits/fleet.js';
 import { runOnFleet, type PlannedJob, type RunResult } from '../../bench/limits/run.js';
 import { maxPerKeyInWindow, roomLeftAtClaims, sustainedOverKeys } from '../../bench/limits/windows.js';
 import type { QueueOptions } from '../../src/index.js';
@@ -93,12 +93,10 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     expect(sample(notCompleted)).toEqual([]);
     const rescued = fleet!.rescued();
     const handedBack = fleet!.handedBack();
-    const dbStarts = new Map<string, number>();
-    for (const s of r.starts.starts) dbStarts.set(s.jobId, (dbStarts.get(s.jobId) ?? 0) + 1);
-    const handlerStarts = new Map<string, number>();
-    for (const l of fleet!.lines())
-      if (l.event === 'starts')
-        for (const [id] of l.starts) handlerStarts.set(id, (handlerStarts.get(id) ?? 0) + 1);
+    const dbStarts = countIds(r.starts.starts.map((s) => s.jobId));
+    const handlerStarts = countIds(
+      fleet!.lines().flatMap((l) => (l.event === 'starts' ? l.starts.map(([id]) => id) : [])),
+    );
     // Each job's start is in the receipts read: none missing, none counted twice.
     expect(r.starts.unreadable).toBe(0);
     expect(sample(r.ids.filter((id) => !dbStarts.has(id)))).toEqual([]);
@@ -106,9 +104,7 @@ describe('chaos: flow control across a fleet of four host processes', () => {
     // A host SIGKILLed after a hand-back committed but before it wrote the line leaves that receipt member
     // unexplained: allowed only on a killed host, for a member that was not one of the job's rescued attempts.
     const killed = new Set(r.kills.map((k) => k.instance));
-    const onKilled = new Map<string, number>();
-    for (const s of r.starts.starts)
-      if (killed.has(s.instance)) onKilled.set(s.jobId, (onKilled.get(s.jobId) ?? 0) + 1);
+    const onKilled = countIds(r.starts.starts.filter((s) => killed.has(s.instance)).map((s) => s.jobId));
     const unexplained = (id: string) =>
       dbStarts.get(id)! - r.ends.get(id)!.attempt - (handedBack.get(id) ?? 0);
     const claimedOtherwise = r.ids.filter(
