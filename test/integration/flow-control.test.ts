@@ -428,6 +428,47 @@ describe('flow control: limits decided in the claim', () => {
     });
   });
 
+  // The limits read (CLI `awa limits`, the dashboard) ran in milliseconds but took 0.3-2 s: the planner's
+  // estimates for its holds over every ring partition passed jit_above_cost, and JIT compiled them every time.
+  // auto_explain reports each statement the read runs, nested ones included, and a JIT section where one was
+  // compiled; with jit_above_cost 0 every statement that may compile does.
+  it('the limits read compiles nothing at run time (JIT), even with every statement over the threshold', async () => {
+    await limit('nojit', { key: { arg: 'k' }, perKey: { concurrency: 1, fifo: true } });
+    await enqueue('nojit', ['a', 'a', 'b']);
+    expect(started(await claim('nojit', 10))).toHaveLength(2);
+    const c = await f.pool.connect();
+    const notices: string[] = [];
+    c.on('notice', (n) => notices.push(n.message ?? ''));
+    try {
+      await c.query('begin');
+      await c.query(`load 'auto_explain'`);
+      await c.query(
+        `set local auto_explain.log_min_duration = 0; set local auto_explain.log_nested_statements = on;
+         set local auto_explain.log_analyze = on; set local client_min_messages = log;
+         set local jit = on; set local jit_above_cost = 0`,
+      );
+      const { rows } = await c.query<{ jit: boolean }>(`select pg_jit_available() as jit`);
+      if (rows[0]!.jit) {
+        // The probe sees a compilation where one happens.
+        notices.length = 0;
+        await c.query(`select sum(g) from generate_series(1, 10) g`);
+        expect(notices.some((m) => m.includes('JIT:'))).toBe(true);
+      }
+      notices.length = 0;
+      const call = `select running from awa.queue_limits('nojit', 20)`;
+      const read = await c.query<{ running: string }>(call);
+      expect(read.rows).toEqual([{ running: '2' }]);
+      // Its nested statements were reported (the holds, the gate), none with a compilation. (The call itself is
+      // this session's own statement, compiled at cost 0.)
+      const nested = notices.filter((m) => !m.includes(`Query Text: ${call}`));
+      expect(nested.filter((m) => m.includes('held_in')).length).toBeGreaterThan(0);
+      expect(nested.filter((m) => m.includes('JIT:')).map((m) => m.slice(0, 300))).toEqual([]);
+      await c.query('rollback');
+    } finally {
+      c.release();
+    }
+  });
+
   it('a paused limited queue starts nothing, not even jobs waiting at the gate', async () => {
     await limit('paused', { key: { arg: 'k' }, perKey: { concurrency: 1 } });
     const ids = await enqueue('paused', ['a', 'a']);
