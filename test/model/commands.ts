@@ -837,7 +837,7 @@ export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
     );
   const enqueueLimited = fc
     .record({
-      keys: fc.array(fc.nat({ max: LIMIT_KEYS.length - 1 }), { minLength: 1, maxLength: 5 }),
+      keys: fc.array(fc.nat({ max: LIMIT_KEYS.length - 1 }), { minLength: 2, maxLength: 6 }),
       rollback: fc.constantFrom(false, false, false, true),
       maxAttempts: fc.integer({ min: 1, max: 3 }),
     })
@@ -902,7 +902,7 @@ export function limitedCommandArbs(): fc.Arbitrary<ModelCommand>[] {
   const idx = fc.nat({ max: 40 });
   const enqueueLimited = fc
     .record({
-      keys: fc.array(fc.nat({ max: LIMIT_KEYS.length - 1 }), { minLength: 1, maxLength: 5 }),
+      keys: fc.array(fc.nat({ max: LIMIT_KEYS.length - 1 }), { minLength: 2, maxLength: 6 }),
       rollback: fc.constantFrom(false, false, false, true),
       maxAttempts: fc.integer({ min: 1, max: 3 }),
     })
@@ -916,6 +916,8 @@ export function limitedCommandArbs(): fc.Arbitrary<ModelCommand>[] {
   return [
     enqueueLimited,
     enqueueLimited,
+    enqueueLimited,
+    claim,
     claim,
     claim,
     claim,
