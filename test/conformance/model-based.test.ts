@@ -14,6 +14,7 @@ import {
   Enqueue,
   EnqueueLimited,
   Maintain,
+  Quiesce,
   RetryJob,
   Settle,
   SetLimits,
@@ -66,6 +67,20 @@ describe.each(STORAGE_VARIANTS)(
         new Claim(2, 6, 1),
         new Settle([[0, 'completed']]),
         new Claim(2, 1, 0),
+      ]);
+    });
+    // Found by seed 3 (path 38): a limited claim that sent the last row it read to the gate started nothing, and
+    // Quiesce took it for a claim that ran dry; it stopped a claim before the positions rolled back at the
+    // lane's tail were passed, and counted them as available.
+    it('limited: quiet means two claims that read nothing, not two that started nothing', async () => {
+      await replayCommands(db, [
+        new EnqueueLimited([3, 0, 0, 2, 0], false, 1),
+        new Claim(2, 2, 0),
+        new Settle([[19, 'completed']]),
+        new Claim(2, 2, 0),
+        new Settle([[0, 'completed']]),
+        new EnqueueLimited([0, 0], true, 1),
+        new Quiesce(),
       ]);
     });
     it('limited: a cancelled row waiting in the lane is read by a claim as one of its rows', async () => {

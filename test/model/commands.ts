@@ -439,6 +439,8 @@ export class Claim implements ModelCommand {
   }
 }
 
+/** Claims, checks the claim against the model and lets the model follow it. Returns what the claim moved: the
+ * jobs it started and, of a limited queue, the lane rows it read. */
 async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: number): Promise<number> {
   const queue = m.queues[q % m.queues.length]!;
   const instance = r.instances[inst % r.instances.length]!;
@@ -479,7 +481,8 @@ async function claimInto(m: QueueModel, r: Real, q: number, max: number, inst: n
   } else fail(m.checkClaim(queue, claimed));
   if (claimed.length > max) throw new CheckFailed(`claim of ${max} returned ${claimed.length}`);
   for (const c of claimed) m.claimed(c.ref, instance);
-  return claimed.length;
+  // A limited queue's claim that sent every row it read to the gate started nothing, but it moved its lane on.
+  return claimed.length + (read ?? 0);
 }
 
 /** The newest receipt's id before a claim. */
@@ -768,6 +771,8 @@ export class Quiesce implements ModelCommand {
     if (r.tx) await commitPending(m, r);
     for (let q = 0; q < m.queues.length; q++) {
       if (m.paused.has(m.queues[q]!)) continue;
+      // Dry: two claims in a row that moved nothing (the first finds the lane drained and marks it, the next
+      // passes the positions rolled back at its tail).
       for (let empty = 0, i = 0; empty < 2; i++) {
         if (i > 50) throw new CheckFailed(`claims of ${m.queues[q]} never ran dry`);
         empty = (await claimInto(m, r, q, 50, 0)) === 0 ? empty + 1 : 0;
