@@ -28,6 +28,14 @@ create function {{schema}}.claimed_json(p_job_id bigint, p_kind text, p_args jso
                             (date_part('epoch', p_ready_at) * 1000000)::int8, p_meta)
   $$;
 
+-- When this transaction's claim took place: its transaction time, or, for a limited queue's claim, the moment
+-- it decided under its queue's limits lock (claim_limited() sets awa.claim_time for the transaction).
+create function {{schema}}.claim_time() returns timestamptz
+  language sql stable
+  as $$
+    select coalesce(nullif(current_setting('awa.claim_time', true), '')::timestamptz, now())
+  $$;
+
 -- Appends one receipt. Members are the taken rows in lane order: member i is the row at first_seq + i - 1
 -- when the range holds nothing else, otherwise lane_seqs[i]; run leases likewise (lease when uniform). The
 -- receipt goes to the slot that is current now, read after its rows were: a row's producer read its slot
@@ -46,12 +54,12 @@ begin
   select r.slot into claim_slot from {{schema}}.ring_rotations r order by r.generation desc limit 1;
   insert into {{schema}}.claim_batches
     (slot, batch_id, lane_id, ready_slot, first_seq, last_seq, size, lease, lane_seqs, run_leases,
-     instance_id, deadline_at, gaps, gap_horizon)
+     instance_id, claimed_at, deadline_at, gaps, gap_horizon)
   values (claim_slot, batch_id, p_lane_id, p_ready_slot, p_first, p_last, v_n,
           case when v_uniform then p_leases[1] end,
           case when p_last - p_first + 1 <> v_n then p_seqs end,
           case when not v_uniform and v_n > 0 then p_leases end,
-          p_instance,
+          p_instance, {{schema}}.claim_time(),
           case when p_deadline_secs > 0 then now() + make_interval(secs => p_deadline_secs) end,
           p_gaps, p_gap_horizon);
   -- The ring turned between the read above and this insert, so the receipt landed in a slot just sealed: a

@@ -65,8 +65,10 @@ begin
              as u(elem, key, runs, o)
        where not u.runs
     ), closure as (
-      insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome)
-      select p_slot, p_batch, range_agg(int4range(g.idx, g.idx + 1)), count(*), 'settled' from gated g
+      -- Closed at the claim's time, which its receipt records: a member closed 'settled' at its claim's own time
+      -- is one its claim sent to the gate (any other closure is a later transaction's).
+      insert into {{schema}}.closure_batches (slot, batch_id, idxs, n, outcome, closed_at)
+      select p_slot, p_batch, range_agg(int4range(g.idx, g.idx + 1)), count(*), 'settled', p_now from gated g
     ), parked as (
       insert into {{schema}}.deferred_jobs
         (job_id, kind, queue, priority, args, attempt, max_attempts, run_lease, run_at, state, enqueued_at, meta,
@@ -141,10 +143,13 @@ begin
     v_early := {{schema}}.open_holds(v_seen);
   end if;
   perform pg_advisory_xact_lock({{schema}}.lock_ns('limits'), hashtext(p_queue));
-  -- A start is logged at the claim's transaction time, which its receipts record (claimed_at): exact in those
-  -- terms. A claim that waited for the lock logs its starts earlier than it made them; it counted every start
-  -- logged after its time as inside its window, so any window still holds at most the limit.
-  v_now := now();
+  -- A start is logged at the moment its claim decides, once it holds the lock, and its receipts record that
+  -- moment (claimed_at, through claim_time(): see record_receipt()). Not at the transaction's start: a claim
+  -- waits its turn for the lock (tens of milliseconds under load, and a different wait for each claim), and a
+  -- rate window reckoned from before that wait was that much, and that unevenly, ahead of its handlers' starts.
+  -- The claims decide in turn, so the logged times follow their order.
+  v_now := clock_timestamp();
+  perform set_config('awa.claim_time', v_now::text, true);
   -- What holds a slot now; hold rows none of whose members does any more are given back.
   if v_fifo then
     v_late := {{schema}}.read_fifo_holds(p_queue);
@@ -243,5 +248,7 @@ begin
                                                                         - clock_timestamp()) * 1000)))::int end;
     return next;
   end if;
+  -- Receipts written after this claim in the same transaction (a caller's own) are claimed at their own time.
+  perform set_config('awa.claim_time', '', true);
 end
 $$;
