@@ -159,6 +159,20 @@ export class LimitedFleet {
     return byKey;
   }
 
+  /** How long after its start in the database (`starts`, the run's) each job's handler began on its host: the
+   * first handler start of each job, in ms. */
+  handlerLags(queue: string, starts: readonly DbStart[]): number[] {
+    const at = new Map(starts.filter((s) => s.queue === queue).map((s) => [s.jobId, s.at]));
+    const lags = new Map<string, number>();
+    for (const l of this.lines())
+      if (l.event === 'starts')
+        for (const [id, , , q, handlerAt] of l.starts) {
+          const dbAt = at.get(id);
+          if (q === queue && dbAt !== undefined && !lags.has(id)) lags.set(id, handlerAt - dbAt);
+        }
+    return [...lags.values()];
+  }
+
   /** Job ids the leader rescued, with how many times. */
   rescued(): Map<string, number> {
     return countIds(this.lines().flatMap((l) => (l.event === 'rescue' ? l.rescued.map((r) => r.jobId) : [])));

@@ -10,7 +10,8 @@ import { round, type Scenario } from '../scenario.js';
 // in seconds. One run measures, in order, on the same four processes:
 //   rate    10 keys x 500 jobs on a queue limited to 100 starts/s per key (burst 100), handlers sleeping 5 ms:
 //           the most starts of one key in any 1 s window, from the database (claim receipts) and from handler
-//           clocks, and the rate each key kept under backlog (% of the limit, the lowest key), on the fresh
+//           clocks, the rate each key kept under backlog (% of the limit, the lowest key), and how long after
+//           its start in the database each handler began (handlerLagMs: median, p99, most), on the fresh
 //           hosts (rateCold) and again once they are warm (rate); then 10 keys x 300 with burst 10 (an
 //           operator's override: at most 10 starts of a key in any 100 ms), the same figures (smoothRate);
 //   drains  after a warm-up of two full sets on each queue, --jobs jobs over 1,000 keys, handlers sleeping 5 ms,
@@ -73,18 +74,31 @@ const rateJobs = (backlog: number): PlannedJob[] =>
 
 const perSec = (r: RunResult) => Math.round(r.ids.length / r.seconds);
 
-/** A rate run's maxima, in the database and on handler clocks, and the rate each key kept under backlog. */
+/** The median, 99th percentile and most of some milliseconds, to a tenth. */
+function lagSummary(lags: number[]) {
+  const sorted = [...lags].sort((a, b) => a - b);
+  const at = (q: number) =>
+    round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN, 1);
+  return { p50: at(0.5), p99: at(0.99), max: at(1) };
+}
+
+/** A rate run's maxima, in the database and on handler clocks, the rate each key kept under backlog, and how far
+ * handlers began behind their starts in the database. */
 function rateFigures(r: RunResult, rate: typeof RATE, backlogPerKey: number, fleet: LimitedFleet) {
   const db = r.starts.byKey('rate');
+  const ids = new Set(r.ids);
   const sustained = sustainedOverKeys(db, rate.periodMs, rate.limit);
   return {
     limit: `${rate.limit}/${rate.periodMs}ms burst ${rate.burst}`,
     keys: RATE_KEYS,
     backlogPerKey,
     maxDbStartsPerKeyPerSecond: maxPerKeyInWindow(db, rate.periodMs),
-    maxHandlerStartsPerKeyPerSecond: maxPerKeyInWindow(
-      fleet.handlerStarts('rate', new Set(r.ids)),
-      rate.periodMs,
+    maxHandlerStartsPerKeyPerSecond: maxPerKeyInWindow(fleet.handlerStarts('rate', ids), rate.periodMs),
+    handlerLagMs: lagSummary(
+      fleet.handlerLags(
+        'rate',
+        r.starts.starts.filter((s) => ids.has(s.jobId)),
+      ),
     ),
     sustainedMinPercent: round(sustained.minPercent, 1),
     sustainedMeanPercent: round((100 * sustained.starts) / (sustained.windows * rate.limit), 1),
