@@ -157,6 +157,42 @@ describe('flow control: limits decided in the claim', () => {
     }
   });
 
+  it('a claim that waited its turn logs its starts, its receipt and its gated members at the moment it decided', async () => {
+    await limit('decided', { key: { arg: 'k' }, perKey: { rate: { limit: 1, periodMs: 60_000 } } });
+    await enqueue('decided', ['a', 'a']);
+    const [gate, claimer] = await Promise.all([f.pool.connect(), f.pool.connect()]);
+    try {
+      await gate.query('begin');
+      await gate.query(`select pg_advisory_xact_lock(awa.lock_ns('limits'), hashtext('decided'))`);
+      const waiting = claim('decided', 5, claimer, 'waiter');
+      await until('the claim waiting for the limits lock', async () => {
+        const { rows } = await f.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_locks
+            where locktype = 'advisory' and not granted
+              and database = (select oid from pg_database where datname = current_database())`,
+        );
+        return rows[0]!.n === 1;
+      });
+      // The claim's transaction began before this moment: it is waiting.
+      const released = (await gate.query<{ t: string }>(`select clock_timestamp()::text as t`)).rows[0]!.t;
+      await gate.query('commit');
+      expect(started(await waiting)).toHaveLength(1);
+      const { rows } = await f.pool.query<{ after: boolean; logged: boolean; gated: boolean }>(
+        `select b.claimed_at > $1::timestamptz as after,
+                exists (select 1 from awa.limit_starts s where s.queue = 'decided' and s.at = b.claimed_at) as logged,
+                exists (select 1 from awa.closure_batches c
+                         where c.batch_id = b.batch_id and c.outcome = 'settled' and c.closed_at = b.claimed_at) as gated
+           from awa.claim_batches b join awa.lanes l on l.lane_id = b.lane_id
+          where l.queue = 'decided' and b.instance_id = 'waiter'`,
+        [released],
+      );
+      expect(rows).toEqual([{ after: true, logged: true, gated: true }]);
+    } finally {
+      await gate.query('rollback').catch(() => {});
+      for (const c of [gate, claimer]) c.release();
+    }
+  });
+
   it('a limited claim that rolls back loses nothing: every job still starts once afterwards', async () => {
     // A claim reads each lane once (a transaction of its own). A second pass in the same transaction would store
     // the lanes' cursors past its own receipts (sequences ignore the rollback): a limited claim that sorted twice
