@@ -273,7 +273,8 @@ export interface DbStart {
   queue: string;
   key: string;
   jobId: string;
-  /** The claim's time (claim_batches.claimed_at; a limited claim's is when it decided), epoch ms with µs in the fraction. */
+  /** The claim's time (claim_batches.claimed_at; a limited claim's is the moment it decided), epoch ms with µs
+   * in the fraction. */
   at: number;
   /** The host that claimed it. */
   instance: string;

@@ -60,7 +60,7 @@ begin
           case when p_last - p_first + 1 <> v_n then p_seqs end,
           case when not v_uniform and v_n > 0 then p_leases end,
           p_instance, {{schema}}.claim_time(),
-          case when p_deadline_secs > 0 then now() + make_interval(secs => p_deadline_secs) end,
+          case when p_deadline_secs > 0 then {{schema}}.claim_time() + make_interval(secs => p_deadline_secs) end,
           p_gaps, p_gap_horizon);
   -- The ring turned between the read above and this insert, so the receipt landed in a slot just sealed: a
   -- tally of that slot taken meanwhile (tally_slots()) no longer holds.
