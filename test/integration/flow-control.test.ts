@@ -499,8 +499,8 @@ describe('flow control: limits decided in the claim', () => {
       const nested = notices.filter((m) => !m.includes(`Query Text: ${call}`));
       expect(nested.filter((m) => m.includes('held_in')).length).toBeGreaterThan(0);
       expect(nested.filter((m) => m.includes('JIT:')).map((m) => m.slice(0, 300))).toEqual([]);
-      await c.query('rollback');
     } finally {
+      await c.query('rollback').catch(() => {});
       c.release();
     }
   });
