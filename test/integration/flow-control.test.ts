@@ -193,6 +193,41 @@ describe('flow control: limits decided in the claim', () => {
     }
   });
 
+  // A history once saw the queue run 6 against a limit of 5 while the ring turned: a claim read the holds with a
+  // snapshot taken before a prune committed, waited for the prune's lock on the slot, then read the slot truncated
+  // (TRUNCATE is not MVCC-safe) and missed the copy the prune carried forward. The hold looked given back.
+  it('a hold whose receipt a prune carries forward while a claim waits to read it still counts', async () => {
+    await limit('carried', { queue: { concurrency: 1 } });
+    await enqueue('carried', ['a', 'b']);
+    expect(started(await claim('carried', 5))).toHaveLength(1);
+    // Every receipt so far is in a slot the next rotation seals; a prune with carry then moves the open ones.
+    await f.storage.maintenance.rotate(f.pool);
+    const [pruner, claimer] = await Promise.all([f.pool.connect(), f.pool.connect()]);
+    try {
+      await pruner.query('begin');
+      const { rows } = await pruner.query<{ outcome: string }>(
+        `select outcome from awa.prune(1000, 100000, 2)`,
+      );
+      expect(rows[0]!.outcome).toBe('carried');
+      const pid = (await claimer.query<{ pid: number }>(`select pg_backend_pid() as pid`)).rows[0]!.pid;
+      const second = claim('carried', 5, claimer, 'second');
+      await until('the claim waiting for the pruned slot', async () => {
+        const { rows } = await f.pool.query<{ n: number }>(
+          `select count(*)::int as n from pg_locks where pid = $1 and not granted`,
+          [pid],
+        );
+        return rows[0]!.n > 0;
+      });
+      await pruner.query('commit');
+      // The first attempt still runs: the queue has no room.
+      expect(started(await second)).toEqual([]);
+      expect(await countsOf('carried')).toMatchObject({ running: 1, available: 1 });
+    } finally {
+      await pruner.query('rollback').catch(() => {});
+      for (const c of [pruner, claimer]) c.release();
+    }
+  });
+
   it('a limited claim that rolls back loses nothing: every job still starts once afterwards', async () => {
     // A claim reads each lane once (a transaction of its own). A second pass in the same transaction would store
     // the lanes' cursors past its own receipts (sequences ignore the rollback): a limited claim that sorted twice

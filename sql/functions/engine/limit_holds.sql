@@ -1,6 +1,10 @@
 -- Flow control's slots (docs/flow-control.md, "How it works"): a limited claim writes one hold row per receipt
 -- (its members' job ids, leases and keys) and logs its starts for the rates; claims count the slots held from
 -- those rows and the receipts' closures, and give back the rows none of whose members holds one any more.
+-- The readers of the receipts here are volatile, not stable: a statement of a volatile function takes its
+-- snapshot after the locks on the ring's partitions, one of a stable function before them (its caller's). A
+-- read that waited for a prune's lock on a slot then saw the slot truncated (TRUNCATE is not MVCC-safe) and not
+-- the receipts the prune carried forward: the holds in it looked given back, and were.
 
 -- The receipts the hold rows p_rows name, each with its members as the row lists them, whether the receipt is
 -- still in the ring (a receipt is gone only once all its members closed) and which of its members closed.
@@ -10,7 +14,7 @@
 create function {{schema}}.hold_receipts(p_rows {{schema}}.limit_holds[])
   returns table (batch_id bigint, idxs int[], job_ids bigint[], run_leases bigint[], keys text[], present boolean,
                  closed int4multirange)
-  language plpgsql stable
+  language plpgsql
   as $$
 begin
   -- PL/pgSQL, not SQL: an inlined function's subqueries would run again for every member its caller unnests.
@@ -31,7 +35,7 @@ $$;
 -- (promoted, not claimed yet, not cancelled). For a strict FIFO key, a few probes per member that closed.
 create function {{schema}}.held_in(p_rows {{schema}}.limit_holds[], p_fifo boolean)
   returns table (batch_id bigint, job_id bigint, key text, running boolean, parked boolean)
-  language plpgsql stable
+  language plpgsql
   as $$
 begin
   if coalesce(cardinality(p_rows), 0) = 0 then
@@ -71,7 +75,7 @@ $$;
 -- held_in() of all a queue's hold rows: what operator reads show.
 create function {{schema}}.held_members(p_queue text, p_fifo boolean)
   returns table (batch_id bigint, job_id bigint, key text, running boolean, parked boolean)
-  language plpgsql stable
+  language plpgsql
   as $$
 begin
   return query select * from {{schema}}.held_in(array(select h from {{schema}}.limit_holds h where h.queue = p_queue),
@@ -84,7 +88,7 @@ $$;
 -- of whose members holds one any more (to give back). A pure read, one statement: every open member once.
 create function {{schema}}.open_holds(p_rows {{schema}}.limit_holds[], out keys text[], out counts int[],
     out total int, out gone bigint[])
-  language plpgsql stable
+  language plpgsql
   as $$
 begin
   keys := '{}';
