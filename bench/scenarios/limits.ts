@@ -17,10 +17,10 @@ import { round, type Scenario } from '../scenario.js';
 //           operator's override: at most 10 starts of a key in any 100 ms), the same figures (smoothRate);
 //   drains  after a warm-up of two full sets on each queue, --jobs jobs over 1,000 keys, handlers sleeping 5 ms,
 //           drained by an unlimited queue and by a queue limited to 3 running per key, the keys shuffled (many
-//           keys: the cost of the limited claim) and side by side (each key's jobs adjacent: the limit holds
-//           every key back); then the same shuffled pair with no-op handlers, and with handlers of very
-//           different lengths (every 50th sleeps 1.5 s: a claim's attempts end far apart, so the holds of many
-//           claims stay open at once). Running attempts per key are sampled from the jobs view every 20 ms.
+//           keys: the cost of the limited claim; three pairs in turn, the pair of median ratio reported) and
+//           side by side (each key's jobs adjacent: the limit holds every key back); then the same shuffled
+//           pair with no-op handlers, and with handlers of very different lengths (every 50th sleeps 1.5 s: a
+//           claim's attempts end far apart, so the holds of many claims stay open at once). Running attempts per key are sampled from the jobs view every 20 ms.
 //   kill    the rate and the side-by-side key jobs at once, the busiest host SIGKILLed (from 0.5 s, once it has
 //           attempts running) and replaced: the same maxima, and lost jobs.
 // pg-boss and graphile-worker have no fleet-wide limits in their open versions: nothing to compare.
@@ -31,6 +31,8 @@ const RATE_KEYS = 10;
 const RATE_BACKLOG = 500;
 const KEYS = 1_000;
 const K = 3;
+// Unlimited and limited drains of the shuffled keys, in turn, for the headline ratio.
+const PAIRS = 3;
 const SLEEP_MS = 5;
 // Handlers of very different lengths: every LONG_EVERY-th job sleeps LONG_MS, so a claim's attempts end far apart.
 const LONG_EVERY = 50;
@@ -148,8 +150,16 @@ export function limitsScenario(): Scenario {
           await run(keyJobs('free', n, SLEEP_MS, 'shuffled'));
           await run(keyJobs('keys', n, SLEEP_MS, 'shuffled'));
         }
-        const free = await run(keyJobs('free', n, SLEEP_MS, 'shuffled'));
-        const keys = await run(keyJobs('keys', n, SLEEP_MS, 'shuffled'));
+        // The headline ratio from PAIRS drains of each, in turn (one drain of 20,000 jobs takes a second or two,
+        // and single pairs of one run ranged from 0.35 to 0.67 on a loaded machine): the pair with the median
+        // ratio is reported, with every pair's ratio beside it.
+        const pairs: { free: RunResult; keys: RunResult; ratio: number }[] = [];
+        for (let i = 0; i < PAIRS; i++) {
+          const free = await run(keyJobs('free', n, SLEEP_MS, 'shuffled'));
+          const keys = await run(keyJobs('keys', n, SLEEP_MS, 'shuffled'));
+          pairs.push({ free, keys, ratio: perSec(keys) / perSec(free) });
+        }
+        const { free, keys } = [...pairs].sort((a, b) => a.ratio - b.ratio)[Math.floor(PAIRS / 2)]!;
         const adjacent = await run(keyJobs('keys', n, SLEEP_MS, 'adjacent'));
         const freeNoop = await run(keyJobs('free', n, 0, 'shuffled'));
         const keysNoop = await run(keyJobs('keys', n, 0, 'shuffled'));
@@ -173,7 +183,8 @@ export function limitsScenario(): Scenario {
             unlimitedJobsPerSec: perSec(free),
             limitedJobsPerSec: perSec(keys),
             ratio: round(perSec(keys) / perSec(free), 3),
-            maxRunningPerKey: keys.running.maxPerKey.get('keys') ?? 0,
+            pairRatios: pairs.map((p) => round(p.ratio, 3)),
+            maxRunningPerKey: Math.max(...pairs.map((p) => p.keys.running.maxPerKey.get('keys') ?? 0)),
             adjacentJobsPerSec: perSec(adjacent),
             adjacentRatio: round(perSec(adjacent) / perSec(free), 3),
             adjacentMaxRunningPerKey: adjacent.running.maxPerKey.get('keys') ?? 0,
