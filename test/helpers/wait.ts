@@ -17,3 +17,16 @@ export async function until<T>(
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
+
+/** Polls until backend `pid` waits for a lock (a row of pg_locks not granted): the step a race test has to
+ * reach before it lets the session holding that lock go on. */
+export async function untilWaitingForLock(
+  db: { query: (text: string, values: unknown[]) => Promise<{ rows: unknown[] }> },
+  pid: number,
+  what: string,
+): Promise<void> {
+  await until(what, async () => {
+    const { rows } = await db.query(`select 1 from pg_locks where pid = $1 and not granted`, [pid]);
+    return rows.length > 0;
+  });
+}

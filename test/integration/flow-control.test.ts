@@ -3,7 +3,7 @@ import { InvalidOptionError, UnknownQueueError } from '../../src/index.js';
 import { validateLimits } from '../../src/model/limits.js';
 import type { ClaimBatch, ClaimResult, Queryable } from '../../src/storage/operations.js';
 import { settle } from '../helpers/claim.js';
-import { until } from '../helpers/wait.js';
+import { until, untilWaitingForLock } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Flow control (docs/flow-control.md): what a limited queue's claim starts, decided in the database. Claims here
@@ -211,13 +211,7 @@ describe('flow control: limits decided in the claim', () => {
       expect(rows[0]!.outcome).toBe('carried');
       const pid = (await claimer.query<{ pid: number }>(`select pg_backend_pid() as pid`)).rows[0]!.pid;
       const second = claim('carried', 5, claimer, 'second');
-      await until('the claim waiting for the pruned slot', async () => {
-        const { rows } = await f.pool.query<{ n: number }>(
-          `select count(*)::int as n from pg_locks where pid = $1 and not granted`,
-          [pid],
-        );
-        return rows[0]!.n > 0;
-      });
+      await untilWaitingForLock(f.pool, pid, 'the claim waiting for the pruned slot');
       await pruner.query('commit');
       // The first attempt still runs: the queue has no room.
       expect(started(await second)).toEqual([]);

@@ -11,7 +11,7 @@ import {
   setQueuePaused,
 } from '../../src/storage/operations.js';
 import { claimBatches, settleAll } from '../helpers/claim.js';
-import { until } from '../helpers/wait.js';
+import { untilWaitingForLock } from '../helpers/wait.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Ghost queues and their removal, at the storage level: pause, resume and shards refuse a queue nothing names
@@ -151,12 +151,7 @@ describe('queue existence and removal', () => {
       expect((await removeQueue(remover, f.schema, 'rm_race', 30, by)).value.history).toBe(0);
       // The removal is not committed: the producer still sees the lane, and waits for its 'producing' lock.
       const enqueued = row('rm_race').then((r) => enqueueRows(producer, f.schema, [r]));
-      await until('the producer to wait for the removal', async () => {
-        const { rows } = await f.pool.query(`select 1 from pg_locks where pid = $1 and not granted`, [
-          pid[0]!.pid,
-        ]);
-        return rows.length > 0;
-      });
+      await untilWaitingForLock(f.pool, pid[0]!.pid, 'the producer to wait for the removal');
       await remover.query('commit');
       const id = (await enqueued)[0]!.id;
       const { rows: placed } = await f.pool.query<{ lane_id: number; queue: string }>(

@@ -4,12 +4,28 @@
 -- it was taken with; the holder's transitions never write here: the next producer of the key reads the
 -- holder's state (job_state()) and either reports a duplicate or takes the key over.
 
--- True when job p_job_id is in one of p_states now (false once its history is gone).
+-- True when job p_job_id is in one of p_states now (false once its history is gone). A holder found nowhere is
+-- looked for again in a statement of its own, as enqueue_flow() does: job_state() is stable, so its reads run on
+-- the snapshot of the statement that calls it, taken before they lock the ring partitions; one that waited there
+-- for a prune truncating the holder's slot found the slot empty (TRUNCATE is not MVCC-safe) and not the rows the
+-- prune carried forward or the history it kept, both newer than that snapshot. The holder read as gone, and a
+-- duplicate took its key (prune-snapshot.test.ts). The first read leaves this transaction holding every
+-- ready_entries partition, which a prune must lock too: the second read's snapshot is newer than any prune that
+-- emptied a slot for the first, and no other prune can run before this transaction ends. Volatile, so that each
+-- read takes a snapshot of its own.
 create function {{schema}}.holder_blocks(p_job_id bigint, p_states text[]) returns boolean
-  language plpgsql stable
+  language plpgsql
   as $$
+declare
+  v_state text;
 begin
-  return coalesce((select s.state = any(p_states) from {{schema}}.job_state(p_job_id) s), false);
+  for i in 1..2 loop
+    select s.state into v_state from {{schema}}.job_state(p_job_id) s;
+    if found then
+      return v_state = any(p_states);
+    end if;
+  end loop;
+  return false;
 end
 $$;
 

@@ -263,9 +263,19 @@ $$;
 -- rotation reads the ring behind it, and reads every partition.
 -- (These helpers are PL/pgSQL, not SQL, so their statements' plans are cached per session: planning a
 -- query over sixteen partitions on every call costs more than running it.)
+-- Volatile, not stable: its read of the receipts is the first a claim makes of claim_batches (heal_lane()), so it
+-- is the one that waits when a prune holds the slot it truncates. A stable function's statement runs on its
+-- caller's snapshot, taken before that wait: it then read the truncated slot as empty (TRUNCATE is not MVCC-safe)
+-- and not the receipts the prune carried into the current slot, so a lane whose newest receipt was carried healed
+-- to a high-water below it, and the claim took that receipt's rows (carried too) a second time: two attempts of
+-- one job at once (prune-snapshot.test.ts). A volatile function's statement takes its snapshot after its locks.
+-- The lane functions below stay stable: every caller that decides from them (heal_lane() after this, cancel_job(),
+-- held_in()) holds, from an earlier statement or the calling one, a lock on every partition of a ring table (a
+-- generic plan locks them all), and a prune must lock its slot's partitions of all four: none can truncate under
+-- them, and one that held its locks first was waited for before their snapshot.
 create function {{schema}}.lane_high(p_lane {{schema}}.lanes, out high bigint, out gapped boolean,
     out generation bigint, out slot smallint)
-  language plpgsql stable
+  language plpgsql
   as $$
 declare
   v_since bigint := coalesce(pg_sequence_last_value(p_lane.receipt_gen_seq), 0);

@@ -80,8 +80,10 @@ $$;
 -- queue was removed. "Gone" is job_state()'s answer (sql/functions/reads/admin.sql: the one rule of where a job
 -- stands, which an operator's getJob() reads too): no row. A job it finds in any state (available, running,
 -- scheduled, sleeping, retryable, parked, in the DLQ, finished but retained) keeps its steps: a DLQ retry replays
--- them. One statement, and job_state() is stable, so every job is judged on the statement's one snapshot: a job
--- moving from one table to another is seen in one of them.
+-- them. job_state() is stable, so every job is judged on its statement's one snapshot: a job moving from one table
+-- to another is seen in one of them. The jobs found nowhere are judged again in a statement of its own before
+-- their steps go, as holder_blocks() does (see there): a read that waited for a prune truncating a job's slot
+-- found the job gone, and a running job lost the steps its next attempt would replay (prune-snapshot.test.ts).
 -- Bounded: it looks at the next p_limit jobs (by id) after p_after whose newest step is older than
 -- p_min_age_secs (no job is gone sooner than the shortest retention after its last step), and returns how many
 -- rows it deleted and where to go on from (0: it reached the end; start again). Moving on over jobs it keeps
@@ -101,11 +103,13 @@ begin
     having max(s.recorded_at) < now() - make_interval(secs => p_min_age_secs)
      order by s.job_id limit p_limit);
   next_after := case when cardinality(v_jobs) < p_limit then 0 else v_jobs[cardinality(v_jobs)] end;
-  with gone_jobs as materialized (
-    -- Each job judged once, however many steps it recorded.
-    select j.id from unnest(v_jobs) j(id) where not exists (select 1 from {{schema}}.job_state(j.id))
-  ), gone as (
-    delete from {{schema}}.job_steps s using gone_jobs g where s.job_id = g.id
+  -- Each job judged once (twice when found nowhere), however many steps it recorded.
+  for i in 1..2 loop
+    v_jobs := array(select j.id from unnest(v_jobs) j(id)
+                     where not exists (select 1 from {{schema}}.job_state(j.id)));
+  end loop;
+  with gone as (
+    delete from {{schema}}.job_steps s where s.job_id = any(v_jobs)
     returning 1)
   select count(*) into deleted from gone;
 end
