@@ -360,16 +360,23 @@ export const LIMIT_OVERRIDES = {
 } as const;
 export type LimitOverride = keyof typeof LIMIT_OVERRIDES;
 
+const fifoOf = (l: ModelLimits): ModelLimits => (l.fifo !== undefined ? { fifo: l.fifo } : {});
+
 function overridden(declared: ModelLimits, o: LimitOverride): ModelLimits | null {
   switch (o) {
     case 'reset':
       return declared;
+    // An override replaces the fields it names and keeps the others: a declared strict FIFO stays.
     case 'no-rate':
-      return { keyConcurrency: declared.keyConcurrency!, queueConcurrency: declared.queueConcurrency! };
+      return {
+        keyConcurrency: declared.keyConcurrency!,
+        queueConcurrency: declared.queueConcurrency!,
+        ...fifoOf(declared),
+      };
     case 'tight':
       return { ...declared, keyConcurrency: 1, queueConcurrency: 1 };
     case 'wide':
-      return { keyConcurrency: 2 };
+      return { keyConcurrency: 2, ...fifoOf(declared) };
     case 'queue-rate':
       return { ...declared, queueRate: 6 };
     case 'fifo':
@@ -903,7 +910,7 @@ export function commandArbs(): fc.Arbitrary<ModelCommand>[] {
  * way an attempt ends (settlements of every outcome, rescue, cancel, a parked callback), operator retry,
  * promotion and time, pause, the operator's overrides, and Quiesce. Its slots are taken and given back far
  * more often than in the mixed runs of commandArbs(). */
-export function limitedCommandArbs(): fc.Arbitrary<ModelCommand>[] {
+export function limitedCommandArbs(opts: { fifo?: boolean } = {}): fc.Arbitrary<ModelCommand>[] {
   const idx = fc.nat({ max: 40 });
   const enqueueLimited = fc
     .record({
@@ -918,6 +925,8 @@ export function limitedCommandArbs(): fc.Arbitrary<ModelCommand>[] {
   const settle = fc
     .array(fc.tuple(idx, outcomeArb), { minLength: 1, maxLength: 3 })
     .map((items) => new Settle(items) as ModelCommand);
+  const retryDue = idx.map((i) => new Settle([[i, 'retry-due']]) as ModelCommand);
+  const promote = fc.constant(new Maintain('promote', 2) as ModelCommand);
   return [
     enqueueLimited,
     enqueueLimited,
@@ -943,6 +952,9 @@ export function limitedCommandArbs(): fc.Arbitrary<ModelCommand>[] {
       .constantFrom<LimitOverride>(...(Object.keys(LIMIT_OVERRIDES) as LimitOverride[]))
       .map((o) => new SetLimits(o) as ModelCommand),
     fc.constant(new Quiesce() as ModelCommand),
+    // With strict FIFO, a job that failed and retries keeps its key's slot and runs again in it: more retries
+    // that are due at once, and more promotions to bring them back, while the run is young.
+    ...(opts.fifo ? [retryDue, retryDue, promote, promote] : []),
   ];
 }
 

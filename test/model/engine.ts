@@ -4,19 +4,22 @@
 // (promote, rescue, rotate, prune, callback timeouts) as explicit steps. No worker host: its timers would make
 // a step's outcome depend on the clock.
 import pg from 'pg';
-import { AwaClient } from '../../src/index.js';
+import { AwaClient, type QueueLimits } from '../../src/index.js';
 import { resolveSchema, type Schema, type Storage } from '../../src/storage/operations.js';
 import { ringVariant, type StorageVariant } from '../conformance/variants.js';
-import { MODEL_RATE_PERIOD_MS, type ModelLimits } from './flow-control.js';
+import { limitsJson, type ModelLimits } from './flow-control.js';
 import { QueueModel, TERMINAL } from './model.js';
 
 /** The limits a run's limited queue declares (as a host would): one attempt per key, four starts per key
  * per hour (a window no run outlives, see flow-control.ts), three attempts of the queue. */
 export const DECLARED_LIMITS: ModelLimits = { keyConcurrency: 1, keyRate: 4, queueConcurrency: 3 };
+/** Strict FIFO per key declared, for the runs that exercise it from their first claim on (an operator's override
+ * to it comes late in a random run, if at all). One attempt per key, no rate and no cap on the queue: the
+ * declared rate (four starts of a key an hour) and the queue's three attempts mostly left a job that failed and
+ * retries no room to run again in its own slot. */
+export const FIFO_DECLARED_LIMITS: ModelLimits = { keyConcurrency: 1, fifo: true };
 /** The args field a limited job's key comes from. */
 export const KEY_ARG = 'tenant';
-
-const rateJson = (limit: number) => ({ limit, periodMs: MODEL_RATE_PERIOD_MS, burst: limit });
 
 /** A database on `serverUrl`, created and migrated for this test; dropped by `drop()`. */
 export interface ModelDatabase {
@@ -181,17 +184,16 @@ export class Real {
     readonly instances: readonly string[],
   ) {}
 
-  /** A run's queues: two unlimited (the second with a DLQ) and a third with limits its hosts declare. */
-  static async open(db: ModelDatabase, run: string): Promise<{ model: QueueModel; real: Real }> {
+  /** A run's queues: two unlimited (the second with a DLQ) and a third with the limits its hosts declare. */
+  static async open(
+    db: ModelDatabase,
+    run: string,
+    declared: ModelLimits = DECLARED_LIMITS,
+  ): Promise<{ model: QueueModel; real: Real }> {
     const queues = [`${run}_a`, `${run}_b`, `${run}_l`];
     const dlq = new Set([queues[1]!]);
     const limited = queues[2]!;
     const instances = [`${run}-i1`, `${run}-i2`];
-    const declared = {
-      key: { arg: KEY_ARG },
-      perKey: { concurrency: DECLARED_LIMITS.keyConcurrency, rate: rateJson(DECLARED_LIMITS.keyRate!) },
-      queue: { concurrency: DECLARED_LIMITS.queueConcurrency },
-    };
     for (const id of instances)
       await db.storage.instances.registerInstance(
         db.pool,
@@ -200,12 +202,12 @@ export class Real {
           queue: q,
           dlq: dlq.has(q),
           concurrency: 10,
-          ...(q === limited ? { limits: declared } : {}),
+          ...(q === limited ? { limits: limitsJson(declared, KEY_ARG) as QueueLimits } : {}),
         })),
         'model',
       );
     return {
-      model: new QueueModel(queues, dlq, new Map([[limited, DECLARED_LIMITS]])),
+      model: new QueueModel(queues, dlq, new Map([[limited, declared]])),
       real: new Real(db, run, queues, dlq, instances),
     };
   }

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { commandArbs, limitedCommandArbs, type ModelCommand } from './commands.js';
 import type { StorageVariant } from '../conformance/variants.js';
-import { ModelDatabases, Real, type ModelDatabase } from './engine.js';
+import { DECLARED_LIMITS, FIFO_DECLARED_LIMITS, ModelDatabases, Real, type ModelDatabase } from './engine.js';
 
 export interface ModelRunOptions {
   seed: number;
@@ -22,6 +22,8 @@ export interface ModelRunOptions {
   path?: string;
   /** Which commands: every kind (default), or those about the limited queue (limitedCommandArbs()). */
   commands?: 'all' | 'limited';
+  /** The limited queue declares strict FIFO per key (FIFO_DECLARED_LIMITS) rather than DECLARED_LIMITS. */
+  fifo?: boolean;
 }
 
 export interface ModelRunStats {
@@ -34,9 +36,11 @@ let runCounter = 0;
 async function runSequence(
   db: ModelDatabase,
   cmds: Iterable<ModelCommand>,
+  opts: { fifo?: boolean },
   stats?: ModelRunStats,
 ): Promise<void> {
-  const { model, real } = await Real.open(db, `m${process.pid}x${++runCounter}`);
+  const declared = opts.fifo ? FIFO_DECLARED_LIMITS : DECLARED_LIMITS;
+  const { model, real } = await Real.open(db, `m${process.pid}x${++runCounter}`, declared);
   try {
     await fc.asyncModelRun(() => ({ model, real }), cmds);
     if (stats) {
@@ -49,17 +53,21 @@ async function runSequence(
 }
 
 /** Replays one sequence (as a failure report prints it) against a fresh run of `db`. */
-export async function replayCommands(db: ModelDatabase, cmds: ModelCommand[]): Promise<void> {
-  await runSequence(db, cmds);
+export async function replayCommands(
+  db: ModelDatabase,
+  cmds: ModelCommand[],
+  opts: { fifo?: boolean } = {},
+): Promise<void> {
+  await runSequence(db, cmds, opts);
 }
 
 /** The replayable test printed for a shrunk failure. */
-function replayTest(seed: number, path: string | undefined, counterexample: string): string {
+function replayTest(seed: number, path: string | undefined, counterexample: string, fifo: boolean): string {
   const cmds = counterexample.replace(/^\[|\]$/g, '').trim();
   return [
     `// seed ${seed}, path ${path ?? '?'}: paste into test/conformance/model-based.test.ts`,
     `it('replays model failure seed ${seed}', async () => {`,
-    `  await replayCommands(db, [${cmds}]);`,
+    `  await replayCommands(db, [${cmds}]${fifo ? ', { fifo: true }' : ''});`,
     `});`,
   ].join('\n');
 }
@@ -86,11 +94,11 @@ async function check(dbs: ModelDatabases, opts: ModelRunOptions): Promise<ModelR
   const stats: ModelRunStats = { runs: 0, commands: 0 };
   await dbs.warm();
   const property = fc.asyncProperty(
-    fc.commands(opts.commands === 'limited' ? limitedCommandArbs() : commandArbs(), {
+    fc.commands(opts.commands === 'limited' ? limitedCommandArbs({ fifo: opts.fifo }) : commandArbs(), {
       maxCommands: opts.maxCommands,
       size: 'max',
     }),
-    async (cmds) => runSequence(await dbs.next(), cmds, stats),
+    async (cmds) => runSequence(await dbs.next(), cmds, opts, stats),
   );
   const deadline = Date.now() + (opts.timeLimitMs ?? Number.POSITIVE_INFINITY);
   const paths = opts.path ? [opts.path] : Array.from({ length: opts.numRuns }, (_, i) => String(i));
@@ -111,7 +119,12 @@ function report<Ts extends unknown[]>(
   const counterexample = details.counterexample ? String(details.counterexample[0]) : '?';
   const error =
     details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
-  const test = replayTest(opts.seed, details.counterexamplePath ?? undefined, counterexample);
+  const test = replayTest(
+    opts.seed,
+    details.counterexamplePath ?? undefined,
+    counterexample,
+    opts.fifo === true,
+  );
   const text = [
     `model-based run failed: seed ${opts.seed}, path ${details.counterexamplePath}, after ${runsBefore} runs that passed (shrunk ${details.numShrinks} times)`,
     `error: ${error}`,
