@@ -20,7 +20,8 @@ import { round, type Scenario } from '../scenario.js';
 //           keys: the cost of the limited claim; three pairs in turn, the pair of median ratio reported) and
 //           side by side (each key's jobs adjacent: the limit holds every key back); then the same shuffled
 //           pair with no-op handlers, and with handlers of very different lengths (every 50th sleeps 1.5 s: a
-//           claim's attempts end far apart, so the holds of many claims stay open at once). Running attempts per key are sampled from the jobs view every 20 ms.
+//           claim's attempts end far apart, so the holds of many claims stay open at once). Running attempts per
+//           key are sampled from the jobs view every 20 ms.
 //   kill    the rate and the side-by-side key jobs at once, the busiest host SIGKILLed (from 0.5 s, once it has
 //           attempts running) and replaced: the same maxima, and lost jobs.
 // pg-boss and graphile-worker have no fleet-wide limits in their open versions: nothing to compare.

@@ -3,7 +3,8 @@ import { InvalidOptionError, UnknownQueueError } from '../../src/index.js';
 import { validateLimits } from '../../src/model/limits.js';
 import type { ClaimBatch, ClaimResult, Queryable } from '../../src/storage/operations.js';
 import { settle } from '../helpers/claim.js';
-import { until, untilWaitingForLock } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
+import { duringPrune } from './during-prune.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // Flow control (docs/flow-control.md): what a limited queue's claim starts, decided in the database. Claims here
@@ -201,25 +202,10 @@ describe('flow control: limits decided in the claim', () => {
     await enqueue('carried', ['a', 'b']);
     expect(started(await claim('carried', 5))).toHaveLength(1);
     // Every receipt so far is in a slot the next rotation seals; a prune with carry then moves the open ones.
-    await f.storage.maintenance.rotate(f.pool);
-    const [pruner, claimer] = await Promise.all([f.pool.connect(), f.pool.connect()]);
-    try {
-      await pruner.query('begin');
-      const { rows } = await pruner.query<{ outcome: string }>(
-        `select outcome from awa.prune(1000, 100000, 2)`,
-      );
-      expect(rows[0]!.outcome).toBe('carried');
-      const pid = (await claimer.query<{ pid: number }>(`select pg_backend_pid() as pid`)).rows[0]!.pid;
-      const second = claim('carried', 5, claimer, 'second');
-      await untilWaitingForLock(f.pool, pid, 'the claim waiting for the pruned slot');
-      await pruner.query('commit');
-      // The first attempt still runs: the queue has no room.
-      expect(started(await second)).toEqual([]);
-      expect(await countsOf('carried')).toMatchObject({ running: 1, available: 1 });
-    } finally {
-      await pruner.query('rollback').catch(() => {});
-      for (const c of [pruner, claimer]) c.release();
-    }
+    const second = await duringPrune(f, 'carried', (c) => claim('carried', 5, c, 'second'));
+    // The first attempt still runs: the queue has no room.
+    expect(started(second)).toEqual([]);
+    expect(await countsOf('carried')).toMatchObject({ running: 1, available: 1 });
   });
 
   it('a limited claim that rolls back loses nothing: every job still starts once afterwards', async () => {

@@ -1,8 +1,8 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { jobOutcome, pruneRing, rotateRing, settleAttempts } from '../../src/storage/operations.js';
+import { jobOutcome, settleAttempts } from '../../src/storage/operations.js';
 import { claimBatches, settle } from '../helpers/claim.js';
-import { untilWaitingForLock } from '../helpers/wait.js';
+import { duringPrune } from './during-prune.js';
 import { storageFixture, type StorageFixture } from './storage-fixture.js';
 
 // TRUNCATE is not MVCC-safe, and a statement inside a stable function runs on its caller's snapshot, taken before
@@ -22,8 +22,6 @@ describe('decisions that read the ring while prune truncates a slot', () => {
   afterEach(async () => {
     await f.close();
   });
-
-  const PRUNE = { lockTimeoutMs: 1_000, carryLimit: 100_000, carryAfterSlots: 1 };
 
   const claim = (queue: string, max: number, db: pg.ClientBase | pg.Pool = f.pool) =>
     claimBatches(f.storage, db, {
@@ -55,39 +53,12 @@ describe('decisions that read the ring while prune truncates a slot', () => {
     return rows;
   };
 
-  /** Seals the current slot (what the test put there), then runs `op` on a connection of its own while a prune
-   * of that slot, in a transaction of its own, holds its locks; commits the prune once `op` waits behind them and
-   * returns what `op` answered. */
-  const duringPrune = async <T>(
-    outcome: 'carried' | 'pruned',
-    op: (c: pg.Client) => Promise<T>,
-  ): Promise<T> => {
-    const sealed = (await f.pool.query<{ s: number }>(`select awa.current_slot() as s`)).rows[0]!.s;
-    expect(await rotateRing(f.pool, f.schema)).not.toBeNull();
-    const pruner = new pg.Client({ connectionString: f.url });
-    const actor = new pg.Client({ connectionString: f.url });
-    await Promise.all([pruner.connect(), actor.connect()]);
-    try {
-      const pid = (await actor.query<{ pid: number }>(`select pg_backend_pid() as pid`)).rows[0]!.pid;
-      await pruner.query('begin');
-      expect(await pruneRing(pruner, f.schema, PRUNE)).toMatchObject({ slot: sealed, outcome });
-      const answer = op(actor);
-      answer.catch(() => {}); // awaited below; a failure meanwhile must not count as unhandled
-      await untilWaitingForLock(f.pool, pid, 'the operation to wait for the prune');
-      await pruner.query('commit');
-      return await answer;
-    } finally {
-      await pruner.query('rollback').catch(() => {});
-      await Promise.all([pruner.end(), actor.end()]);
-    }
-  };
-
   it('a claim whose lane heal waits for a prune carrying an open receipt does not claim that receipt again', async () => {
     const [a, b] = await enqueue('snap_claim', [null, null]);
     expect(jobsOf(await claim('snap_claim', 1))).toEqual([a!.job_id]);
     // The receipt of job a is the lane's newest, above the claimed high-water the lane has cached: the next
     // claim's heal must find it (carried into the current slot), or it takes a's row (carried too) again.
-    const second = await duringPrune('carried', (c) => claim('snap_claim', 5, c));
+    const second = await duringPrune(f, 'carried', (c) => claim('snap_claim', 5, c));
     expect(jobsOf(second)).toEqual([b!.job_id]);
     // One receipt with members per job: a's (where the prune carried it) and b's.
     const { rows } = await f.pool.query<{ n: number }>(
@@ -103,7 +74,7 @@ describe('decisions that read the ring while prune truncates a slot', () => {
     const [held] = await enqueue('snap_unique', [unique]);
     expect(held!.inserted).toBe(true);
     expect(jobsOf(await claim('snap_unique', 1))).toEqual([held!.job_id]);
-    const dup = await duringPrune('carried', (c) => enqueue('snap_unique', [unique], c));
+    const dup = await duringPrune(f, 'carried', (c) => enqueue('snap_unique', [unique], c));
     expect(dup).toEqual([{ job_id: held!.job_id, inserted: false }]);
     const { rows } = await f.pool.query(`select job_id::text from awa.unique_claims where key = 'snap:one'`);
     expect(rows).toEqual([{ job_id: held!.job_id }]);
@@ -116,14 +87,14 @@ describe('decisions that read the ring while prune truncates a slot', () => {
     expect([
       ...(await settleAttempts(f.pool, f.schema, [settle(batches[0]!, batches[0]!.jobs[0]!, 'completed')])),
     ]).toEqual([held!.job_id]);
-    const dup = await duringPrune('pruned', (c) => enqueue('snap_unique_done', [unique], c));
+    const dup = await duringPrune(f, 'pruned', (c) => enqueue('snap_unique_done', [unique], c));
     expect(dup).toEqual([{ job_id: held!.job_id, inserted: false }]);
   });
 
   it('a result wait that begins while its running job is carried finds the job and keeps its row', async () => {
     const [job] = await enqueue('snap_wait', [null]);
     expect(jobsOf(await claim('snap_wait', 1))).toEqual([job!.job_id]);
-    const begun = await duringPrune('carried', async (c) => {
+    const begun = await duringPrune(f, 'carried', async (c) => {
       const { rows } = await c.query(`select * from awa.result_wait_begin($1::bigint, 'snap-waiter')`, [
         job!.job_id,
       ]);
@@ -142,7 +113,7 @@ describe('decisions that read the ring while prune truncates a slot', () => {
     expect([
       ...(await settleAttempts(f.pool, f.schema, [settle(batches[0]!, batches[0]!.jobs[0]!, 'completed')])),
     ]).toEqual([job!.job_id]);
-    const outcome = await duringPrune('pruned', (c) => jobOutcome(c, f.schema, job!.job_id));
+    const outcome = await duringPrune(f, 'pruned', (c) => jobOutcome(c, f.schema, job!.job_id));
     expect(outcome).toEqual({ state: 'completed', result: null, lastError: null });
   });
 
@@ -155,7 +126,7 @@ describe('decisions that read the ring while prune truncates a slot', () => {
       [batch!.claimSlot, batch!.batchId, member.idx, member.id, member.runLease],
     );
     expect(recorded).toEqual([{ status: 'recorded' }]);
-    const pruned = await duringPrune('carried', async (c) => {
+    const pruned = await duringPrune(f, 'carried', async (c) => {
       const { rows } = await c.query(`select deleted::int from awa.prune_steps($1::bigint - 1, 100, 0)`, [
         job!.job_id,
       ]);
@@ -177,7 +148,7 @@ describe('decisions that read the ring while prune truncates a slot', () => {
     );
     const [{ flow_id: flowId, job_id: jobId }] = made as [{ flow_id: string; job_id: string }];
     expect(jobsOf(await claim('snap_flow', 1))).toEqual([jobId]);
-    const pruned = await duringPrune('carried', async (c) => {
+    const pruned = await duringPrune(f, 'carried', async (c) => {
       const { rows } = await c.query(`select deleted::int from awa.prune_flows($1::bigint - 1, 100, 0)`, [
         flowId,
       ]);
