@@ -3,6 +3,8 @@ import { LatencyHistogram } from '../latency-histogram.js';
 import type { LimitedQueue } from '../limits/jobs.js';
 import { LimitedFleet } from '../limits/fleet.js';
 import { runOnFleet, type PlannedJob, type RunResult } from '../limits/run.js';
+import { claimCadence } from '../limits/claims.js';
+import { measureClaimCost } from '../limits/claim-cost.js';
 import { maxPerKeyInWindow, sustainedOverKeys } from '../limits/windows.js';
 import { round, type Scenario } from '../scenario.js';
 
@@ -21,7 +23,9 @@ import { round, type Scenario } from '../scenario.js';
 //           side by side (each key's jobs adjacent: the limit holds every key back); then the same shuffled
 //           pair with no-op handlers, and with handlers of very different lengths (every 50th sleeps 1.5 s: a
 //           claim's attempts end far apart, so the holds of many claims stay open at once). Running attempts per
-//           key are sampled from the jobs view every 20 ms.
+//           key are sampled from the jobs view every 20 ms. For the median pair, the claims that started its
+//           jobs (bench/limits/claims.ts): how many, jobs per claim, and for the limited drain the gap between
+//           consecutive decisions under the queue's lock and the ceiling it sets (jobs per claim / gap).
 //   kill    the rate and the side-by-side key jobs at once, the busiest host SIGKILLed (from 0.5 s, once it has
 //           attempts running) and replaced: the same maxima, and lost jobs.
 // pg-boss and graphile-worker have no fleet-wide limits in their open versions: nothing to compare.
@@ -75,6 +79,12 @@ const rateJobs = (backlog: number): PlannedJob[] =>
     tenant: `r${i % RATE_KEYS}`,
     sleepMs: SLEEP_MS,
   }));
+
+/** The starts the database recorded for a run's own jobs of `queue`. */
+const startsOf = (r: RunResult, queue: LimitedQueue) => {
+  const ids = new Set(r.ids);
+  return r.starts.starts.filter((s) => s.queue === queue && ids.has(s.jobId));
+};
 
 const perSec = (r: RunResult) => Math.round(r.ids.length / r.seconds);
 
@@ -133,6 +143,8 @@ export function limitsScenario(): Scenario {
       const run = (jobs: PlannedJob[], killAfterMs: number[] = []) =>
         runOnFleet(fleet, client, url, adapter.schema, { jobs, killAfterMs, timeoutMs: 120_000 });
       try {
+        // Before any host runs: the claims' own cost, steady where the drains' ratio is not.
+        const claimCost = await measureClaimCost(client, url, adapter.schema);
         await fleet.grow(4);
         // The first burst on fresh host processes starts its 1,000 jobs over up to 0.8 s (the hosts' first
         // claims), so its later windows can run past a key's second: reported, then measured again warm.
@@ -186,6 +198,12 @@ export function limitsScenario(): Scenario {
             ratio: round(perSec(keys) / perSec(free), 3),
             pairRatios: pairs.map((p) => round(p.ratio, 3)),
             maxRunningPerKey: Math.max(...pairs.map((p) => p.keys.running.maxPerKey.get('keys') ?? 0)),
+            claimCost,
+            // The median pair's claims: the limited drain's come one at a time under the queue's lock.
+            limitedClaims: claimCadence(startsOf(keys, 'keys')),
+            unlimitedClaims: (({ claims, jobsPerClaim }) => ({ claims, jobsPerClaim }))(
+              claimCadence(startsOf(free, 'free')),
+            ),
             adjacentJobsPerSec: perSec(adjacent),
             adjacentRatio: round(perSec(adjacent) / perSec(free), 3),
             adjacentMaxRunningPerKey: adjacent.running.maxPerKey.get('keys') ?? 0,

@@ -1,0 +1,123 @@
+// What a claim costs the database per job, limited against unlimited, on one connection with nothing else
+// running: the limits bench's drains share two cores among four hosts and the server, and their ratio moves by
+// ±0.15 from pair to pair; this is the steady figure behind it. Each queue gets the same backlog over 1,000 keys;
+// claims of 236 jobs follow one another, and after each the claim from four claims back is completed (as
+// settleAttempts() does it for a host), so about 900 attempts hold slots while a limited claim counts them, as in
+// the fleet's drains. The first claims (the plans' first runs) are not counted.
+import pg from 'pg';
+import { defineJob, type AwaClient } from '../../src/index.js';
+import { claimJobs, resolveSchema, settleAttempts, type ClaimBatch } from '../../src/storage/operations.js';
+
+const CLAIM = 236;
+const OPEN_CLAIMS = 4;
+const WARM_CLAIMS = 5;
+const KEYS = 1_000;
+
+export interface ClaimCost {
+  /** A claim call's time, round trip and decoding its jobs included, over the jobs it started, µs. */
+  unlimitedUsPerJob: number;
+  limitedUsPerJob: number;
+  /** Jobs a limited claim started, per claim (the others its claim sent to the gate), median. */
+  limitedJobsPerClaim: number;
+}
+
+interface Pass {
+  usPerJob: number;
+  jobsPerClaim: number;
+}
+
+async function pass(db: pg.Client, schemaName: string, queue: string, claims: number): Promise<Pass> {
+  const schema = resolveSchema(schemaName);
+  const open: ClaimBatch[][] = [];
+  let micros = 0;
+  let jobs = 0;
+  const perClaim: number[] = [];
+  for (let i = 0; i < claims + WARM_CLAIMS; i++) {
+    const started = process.hrtime.bigint();
+    const { batches } = await claimJobs(db, schema, {
+      queue,
+      max: CLAIM,
+      instanceId: 'claim-cost',
+      agingSeconds: 60,
+      deadlineSeconds: 600,
+    });
+    const took = Number(process.hrtime.bigint() - started) / 1_000;
+    const got = batches.reduce((n, b) => n + b.jobs.length, 0);
+    if (i >= WARM_CLAIMS) {
+      micros += took;
+      jobs += got;
+      perClaim.push(got);
+    }
+    open.push(batches);
+    if (open.length > OPEN_CLAIMS) await complete(db, schemaName, open.shift()!);
+  }
+  for (const batches of open) await complete(db, schemaName, batches);
+  perClaim.sort((a, b) => a - b);
+  return {
+    usPerJob: jobs === 0 ? 0 : micros / jobs,
+    jobsPerClaim: perClaim[Math.floor(perClaim.length / 2)] ?? 0,
+  };
+}
+
+async function complete(db: pg.Client, schemaName: string, batches: readonly ClaimBatch[]): Promise<void> {
+  const items = batches.flatMap((b) =>
+    b.jobs.map((j) => ({
+      claimSlot: b.claimSlot,
+      batchId: b.batchId,
+      idx: j.idx,
+      jobId: j.id,
+      runLease: j.runLease,
+      outcome: 'completed' as const,
+    })),
+  );
+  await settleAttempts(db, resolveSchema(schemaName), items);
+}
+
+/** A seeded key for each job (the same every run). */
+function keysFor(n: number): string[] {
+  let s = 36;
+  return Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1_664_525) + 1_013_904_223) >>> 0;
+    return `k${Math.floor((s / 4_294_967_296) * KEYS)}`;
+  });
+}
+
+/**
+ * Measures on queues of its own (`claim_cost_free`, `claim_cost_keys`: no host serves them), in `rounds` passes
+ * of each in turn, `claims` counted claims a pass; returns the medians over passes.
+ */
+export async function measureClaimCost(
+  client: AwaClient,
+  url: string,
+  schema: string,
+  { rounds = 3, claims = 40 } = {},
+): Promise<ClaimCost> {
+  const perPass = (claims + WARM_CLAIMS) * CLAIM;
+  const total = rounds * perPass;
+  const free = defineJob<{ tenant: string }>({ kind: 'claim_cost_free', queue: 'claim_cost_free' });
+  const keys = defineJob<{ tenant: string }>({ kind: 'claim_cost_keys', queue: 'claim_cost_keys' });
+  const tenants = keysFor(total);
+  for (const kind of [free, keys])
+    for (let i = 0; i < total; i += 2_000)
+      await client.enqueueMany(tenants.slice(i, i + 2_000).map((tenant) => ({ kind, args: { tenant } })));
+  await client.setQueueLimits('claim_cost_keys', { key: { arg: 'tenant' }, perKey: { concurrency: 3 } });
+  const db = new pg.Client({ connectionString: url, application_name: 'awa-bench-claim-cost' });
+  await db.connect();
+  try {
+    const unlimited: Pass[] = [];
+    const limited: Pass[] = [];
+    for (let r = 0; r < rounds; r++) {
+      unlimited.push(await pass(db, schema, 'claim_cost_free', claims));
+      limited.push(await pass(db, schema, 'claim_cost_keys', claims));
+    }
+    const mid = <T>(xs: T[], by: (x: T) => number) =>
+      [...xs].sort((a, b) => by(a) - by(b))[Math.floor(xs.length / 2)]!;
+    return {
+      unlimitedUsPerJob: Math.round(mid(unlimited, (p) => p.usPerJob).usPerJob * 10) / 10,
+      limitedUsPerJob: Math.round(mid(limited, (p) => p.usPerJob).usPerJob * 10) / 10,
+      limitedJobsPerClaim: mid(limited, (p) => p.jobsPerClaim).jobsPerClaim,
+    };
+  } finally {
+    await db.end();
+  }
+}
