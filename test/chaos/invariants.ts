@@ -260,7 +260,10 @@ function staleSettlementsExplained(logs: RunLogs, records: Map<string, JobRecord
 /** No worker logged an error, unless the scenario breaks connections on purpose. */
 function noWorkerErrors(logs: RunLogs, opts: VerifyOptions): string[] {
   if (opts.allowWorkerErrors) return [];
-  return logs.errors.map((e) => `worker ${e.instanceId} logged an error at ${e.line.t}: ${e.line.message}`);
+  return logs.errors.map(
+    (e) =>
+      `worker ${e.instanceId} logged an error at ${e.line.t}: ${e.line.message}${e.line.context ? ` [${e.line.context}]` : ''}`,
+  );
 }
 
 /** Runs every invariant; `violations` lists what failed (empty when the run was clean). */
