@@ -3,9 +3,10 @@
 // ±0.15 from pair to pair; this is the steady figure behind it. Each queue gets the same backlog over 1,000 keys;
 // claims of 236 jobs follow one another, and after each the claim from four claims back is completed (as
 // settleAttempts() does it for a host), so about 900 attempts hold slots while a limited claim counts them, as in
-// the fleet's drains. The first claims (the plans' first runs) are not counted.
+// the fleet's drains. The first claims (the plans' first runs) are not counted. It runs in a schema of its own,
+// dropped after, so the fleet's runs find nothing of it (its rows would weigh on their readers).
 import pg from 'pg';
-import { defineJob, type AwaClient } from '../../src/index.js';
+import { AwaClient, defineJob } from '../../src/index.js';
 import { claimJobs, resolveSchema, settleAttempts, type ClaimBatch } from '../../src/storage/operations.js';
 
 const CLAIM = 236;
@@ -83,34 +84,31 @@ function keysFor(n: number): string[] {
 }
 
 /**
- * Measures on queues of its own (`claim_cost_free`, `claim_cost_keys`: no host serves them), in `rounds` passes
- * of each in turn, `claims` counted claims a pass; returns the medians over passes.
+ * Measures in a schema of its own on the database at `url` (created, migrated, and dropped after), in `rounds`
+ * passes of each queue in turn, `claims` counted claims a pass; returns the medians over passes.
  */
-export async function measureClaimCost(
-  client: AwaClient,
-  url: string,
-  schema: string,
-  { rounds = 3, claims = 40 } = {},
-): Promise<ClaimCost> {
-  const perPass = (claims + WARM_CLAIMS) * CLAIM;
-  const total = rounds * perPass;
-  const free = defineJob<{ tenant: string }>({ kind: 'claim_cost_free', queue: 'claim_cost_free' });
-  const keys = defineJob<{ tenant: string }>({ kind: 'claim_cost_keys', queue: 'claim_cost_keys' });
-  const tenants = keysFor(total);
-  for (const kind of [free, keys])
-    for (let i = 0; i < total; i += 2_000)
-      await client.enqueueMany(tenants.slice(i, i + 2_000).map((tenant) => ({ kind, args: { tenant } })));
-  await client.setQueueLimits('claim_cost_keys', { key: { arg: 'tenant' }, perKey: { concurrency: 3 } });
+export async function measureClaimCost(url: string, { rounds = 3, claims = 40 } = {}): Promise<ClaimCost> {
+  const schema = 'awa_claim_cost';
+  const client = new AwaClient({ connectionString: url, schema, poolSize: 2 });
   const db = new pg.Client({ connectionString: url, application_name: 'awa-bench-claim-cost' });
   await db.connect();
   try {
+    await client.migrate();
+    const total = rounds * (claims + WARM_CLAIMS) * CLAIM;
+    const free = defineJob<{ tenant: string }>({ kind: 'claim_cost_free', queue: 'claim_cost_free' });
+    const keys = defineJob<{ tenant: string }>({ kind: 'claim_cost_keys', queue: 'claim_cost_keys' });
+    const tenants = keysFor(total);
+    for (const kind of [free, keys])
+      for (let i = 0; i < total; i += 2_000)
+        await client.enqueueMany(tenants.slice(i, i + 2_000).map((tenant) => ({ kind, args: { tenant } })));
+    await client.setQueueLimits('claim_cost_keys', { key: { arg: 'tenant' }, perKey: { concurrency: 3 } });
     const unlimited: Pass[] = [];
     const limited: Pass[] = [];
     for (let r = 0; r < rounds; r++) {
       unlimited.push(await pass(db, schema, 'claim_cost_free', claims));
       limited.push(await pass(db, schema, 'claim_cost_keys', claims));
     }
-    const mid = <T>(xs: T[], by: (x: T) => number) =>
+    const mid = (xs: Pass[], by: (p: Pass) => number) =>
       [...xs].sort((a, b) => by(a) - by(b))[Math.floor(xs.length / 2)]!;
     return {
       unlimitedUsPerJob: Math.round(mid(unlimited, (p) => p.usPerJob).usPerJob * 10) / 10,
@@ -118,6 +116,8 @@ export async function measureClaimCost(
       limitedJobsPerClaim: mid(limited, (p) => p.jobsPerClaim).jobsPerClaim,
     };
   } finally {
+    await client.close();
+    await db.query(`drop schema if exists ${schema} cascade`).catch(() => {});
     await db.end();
   }
 }

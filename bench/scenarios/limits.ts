@@ -144,7 +144,7 @@ export function limitsScenario(): Scenario {
         runOnFleet(fleet, client, url, adapter.schema, { jobs, killAfterMs, timeoutMs: 120_000 });
       try {
         // Before any host runs: the claims' own cost, steady where the drains' ratio is not.
-        const claimCost = await measureClaimCost(client, url, adapter.schema);
+        const claimCost = await measureClaimCost(url);
         await fleet.grow(4);
         // The first burst on fresh host processes starts its 1,000 jobs over up to 0.8 s (the hosts' first
         // claims), so its later windows can run past a key's second: reported, then measured again warm.
