@@ -8,6 +8,7 @@
 import pg from 'pg';
 import { AwaClient, defineJob } from '../../src/index.js';
 import { claimJobs, resolveSchema, settleAttempts, type ClaimBatch } from '../../src/storage/operations.js';
+import { median } from './claims.js';
 
 const CLAIM = 236;
 const OPEN_CLAIMS = 4;
@@ -53,11 +54,7 @@ async function pass(db: pg.Client, schemaName: string, queue: string, claims: nu
     if (open.length > OPEN_CLAIMS) await complete(db, schemaName, open.shift()!);
   }
   for (const batches of open) await complete(db, schemaName, batches);
-  perClaim.sort((a, b) => a - b);
-  return {
-    usPerJob: jobs === 0 ? 0 : micros / jobs,
-    jobsPerClaim: perClaim[Math.floor(perClaim.length / 2)] ?? 0,
-  };
+  return { usPerJob: jobs === 0 ? 0 : micros / jobs, jobsPerClaim: median(perClaim) };
 }
 
 async function complete(db: pg.Client, schemaName: string, batches: readonly ClaimBatch[]): Promise<void> {
@@ -108,12 +105,10 @@ export async function measureClaimCost(url: string, { rounds = 3, claims = 40 } 
       unlimited.push(await pass(db, schema, 'claim_cost_free', claims));
       limited.push(await pass(db, schema, 'claim_cost_keys', claims));
     }
-    const mid = (xs: Pass[], by: (p: Pass) => number) =>
-      [...xs].sort((a, b) => by(a) - by(b))[Math.floor(xs.length / 2)]!;
     return {
-      unlimitedUsPerJob: Math.round(mid(unlimited, (p) => p.usPerJob).usPerJob * 10) / 10,
-      limitedUsPerJob: Math.round(mid(limited, (p) => p.usPerJob).usPerJob * 10) / 10,
-      limitedJobsPerClaim: mid(limited, (p) => p.jobsPerClaim).jobsPerClaim,
+      unlimitedUsPerJob: Math.round(median(unlimited.map((p) => p.usPerJob)) * 10) / 10,
+      limitedUsPerJob: Math.round(median(limited.map((p) => p.usPerJob)) * 10) / 10,
+      limitedJobsPerClaim: median(limited.map((p) => p.jobsPerClaim)),
     };
   } finally {
     await client.close();

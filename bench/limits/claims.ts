@@ -17,7 +17,8 @@ export interface ClaimCadence {
   ceilingJobsPerSec: number;
 }
 
-function median(xs: readonly number[]): number {
+/** The middle value (of an even count, the upper middle one). */
+export function median(xs: readonly number[]): number {
   if (xs.length === 0) return 0;
   const sorted = [...xs].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)]!;
