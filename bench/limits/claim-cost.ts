@@ -7,8 +7,15 @@
 // dropped after, so the fleet's runs find nothing of it (its rows would weigh on their readers).
 import pg from 'pg';
 import { AwaClient, defineJob } from '../../src/index.js';
-import { claimJobs, resolveSchema, settleAttempts, type ClaimBatch } from '../../src/storage/operations.js';
+import {
+  claimJobs,
+  resolveSchema,
+  settleAttempts,
+  type ClaimBatch,
+  type Schema,
+} from '../../src/storage/operations.js';
 import { median } from './claims.js';
+import { seededRandom } from './seeded.js';
 
 const CLAIM = 236;
 const OPEN_CLAIMS = 4;
@@ -28,8 +35,7 @@ interface Pass {
   jobsPerClaim: number;
 }
 
-async function pass(db: pg.Client, schemaName: string, queue: string, claims: number): Promise<Pass> {
-  const schema = resolveSchema(schemaName);
+async function pass(db: pg.Client, schema: Schema, queue: string, claims: number): Promise<Pass> {
   const open: ClaimBatch[][] = [];
   let micros = 0;
   let jobs = 0;
@@ -51,13 +57,13 @@ async function pass(db: pg.Client, schemaName: string, queue: string, claims: nu
       perClaim.push(got);
     }
     open.push(batches);
-    if (open.length > OPEN_CLAIMS) await complete(db, schemaName, open.shift()!);
+    if (open.length > OPEN_CLAIMS) await complete(db, schema, open.shift()!);
   }
-  for (const batches of open) await complete(db, schemaName, batches);
+  for (const batches of open) await complete(db, schema, batches);
   return { usPerJob: jobs === 0 ? 0 : micros / jobs, jobsPerClaim: median(perClaim) };
 }
 
-async function complete(db: pg.Client, schemaName: string, batches: readonly ClaimBatch[]): Promise<void> {
+async function complete(db: pg.Client, schema: Schema, batches: readonly ClaimBatch[]): Promise<void> {
   const items = batches.flatMap((b) =>
     b.jobs.map((j) => ({
       claimSlot: b.claimSlot,
@@ -68,16 +74,13 @@ async function complete(db: pg.Client, schemaName: string, batches: readonly Cla
       outcome: 'completed' as const,
     })),
   );
-  await settleAttempts(db, resolveSchema(schemaName), items);
+  await settleAttempts(db, schema, items);
 }
 
 /** A seeded key for each job (the same every run). */
 function keysFor(n: number): string[] {
-  let s = 36;
-  return Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1_664_525) + 1_013_904_223) >>> 0;
-    return `k${Math.floor((s / 4_294_967_296) * KEYS)}`;
-  });
+  const next = seededRandom();
+  return Array.from({ length: n }, () => `k${Math.floor(next() * KEYS)}`);
 }
 
 /**
@@ -86,6 +89,7 @@ function keysFor(n: number): string[] {
  */
 export async function measureClaimCost(url: string, { rounds = 3, claims = 40 } = {}): Promise<ClaimCost> {
   const schema = 'awa_claim_cost';
+  const resolved = resolveSchema(schema);
   const client = new AwaClient({ connectionString: url, schema, poolSize: 2 });
   const db = new pg.Client({ connectionString: url, application_name: 'awa-bench-claim-cost' });
   await db.connect();
@@ -102,8 +106,8 @@ export async function measureClaimCost(url: string, { rounds = 3, claims = 40 } 
     const unlimited: Pass[] = [];
     const limited: Pass[] = [];
     for (let r = 0; r < rounds; r++) {
-      unlimited.push(await pass(db, schema, 'claim_cost_free', claims));
-      limited.push(await pass(db, schema, 'claim_cost_keys', claims));
+      unlimited.push(await pass(db, resolved, 'claim_cost_free', claims));
+      limited.push(await pass(db, resolved, 'claim_cost_keys', claims));
     }
     return {
       unlimitedUsPerJob: Math.round(median(unlimited.map((p) => p.usPerJob)) * 10) / 10,

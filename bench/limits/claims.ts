@@ -4,7 +4,7 @@
 // each records the moment it decided as its receipts' claim time; while claims wait for the lock, the next one
 // decides as soon as the last one commits, so the gap between two decisions is about one claim's time under the
 // lock. Jobs per claim over that gap is then the most the drain can start per second, whatever the handlers do.
-import type { ClaimedStart } from './windows.js';
+import { claimsOf, type ClaimedStart } from './windows.js';
 
 export interface ClaimCadence {
   /** Claims that started at least one job. */
@@ -24,19 +24,11 @@ export function median(xs: readonly number[]): number {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
-/** Groups starts into claims (one host's starts at one claim time: a claim's receipts share it) and reads the
- * cadence. Two claims at the same instant on different hosts count as two. */
+/** Reads the cadence of the claims the starts belong to (claimsOf()). */
 export function claimCadence(starts: readonly ClaimedStart[]): ClaimCadence {
-  const claims = new Map<string, { at: number; jobs: number }>();
-  for (const s of starts) {
-    const id = `${s.instance}@${Math.round(s.at * 1000)}`;
-    const c = claims.get(id) ?? { at: s.at, jobs: 0 };
-    c.jobs++;
-    claims.set(id, c);
-  }
-  const ordered = [...claims.values()].sort((a, b) => a.at - b.at);
+  const ordered = claimsOf(starts).sort((a, b) => a.at - b.at);
   const gaps = ordered.slice(1).map((c, i) => c.at - ordered[i]!.at);
-  const jobsPerClaim = median(ordered.map((c) => c.jobs));
+  const jobsPerClaim = median(ordered.map((c) => c.starts.length));
   const gapMs = median(gaps);
   return {
     claims: ordered.length,

@@ -76,6 +76,31 @@ export interface ClaimedStart {
   batch: bigint;
 }
 
+const micros = (ms: number) => Math.round(ms * 1000);
+
+/** The starts of one claim: one host's starts at one claim time (a claim's receipts share it), with its first
+ * receipt's batch id. */
+export interface Claim {
+  at: number;
+  instance: string;
+  batch: bigint;
+  starts: ClaimedStart[];
+}
+
+/** Groups starts into their claims, in no particular order. Two claims at the same instant on different hosts are
+ * two claims. */
+export function claimsOf(starts: readonly ClaimedStart[]): Claim[] {
+  const claims = new Map<string, Claim>();
+  for (const s of starts) {
+    const id = `${s.instance}@${micros(s.at)}`;
+    const c = claims.get(id) ?? { at: s.at, instance: s.instance, batch: s.batch, starts: [] };
+    if (s.batch < c.batch) c.batch = s.batch;
+    c.starts.push(s);
+    claims.set(id, c);
+  }
+  return [...claims.values()];
+}
+
 /** A claim that left a key room under its rate while the key still had a job that had never started. */
 export interface RoomLeft {
   at: number;
@@ -100,19 +125,11 @@ export function roomLeftAtClaims(
   periodMs: number,
   limit: number,
 ): RoomLeft[] {
-  const micros = (ms: number) => Math.round(ms * 1000);
-  const claims = new Map<string, { at: number; instance: string; batch: bigint; starts: ClaimedStart[] }>();
-  for (const s of starts) {
-    const id = `${s.instance}@${micros(s.at)}`;
-    const c = claims.get(id) ?? { at: s.at, instance: s.instance, batch: s.batch, starts: [] };
-    if (s.batch < c.batch) c.batch = s.batch;
-    c.starts.push(s);
-    claims.set(id, c);
-  }
+  const claims = claimsOf(starts);
   const times = new Map<string, number[]>();
   const started = new Map<string, Set<string>>();
   const left: RoomLeft[] = [];
-  for (const c of [...claims.values()].sort((a, b) => (a.batch < b.batch ? -1 : a.batch > b.batch ? 1 : 0))) {
+  for (const c of claims.sort((a, b) => (a.batch < b.batch ? -1 : a.batch > b.batch ? 1 : 0))) {
     for (const s of c.starts) {
       times.set(s.key, [...(times.get(s.key) ?? []), micros(s.at)]);
       started.set(s.key, (started.get(s.key) ?? new Set()).add(s.jobId));

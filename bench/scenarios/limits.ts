@@ -4,6 +4,7 @@ import type { LimitedQueue } from '../limits/jobs.js';
 import { LimitedFleet } from '../limits/fleet.js';
 import { runOnFleet, type PlannedJob, type RunResult } from '../limits/run.js';
 import { claimCadence } from '../limits/claims.js';
+import { seededRandom } from '../limits/seeded.js';
 import { measureClaimCost } from '../limits/claim-cost.js';
 import { maxPerKeyInWindow, sustainedOverKeys } from '../limits/windows.js';
 import { round, type Scenario } from '../scenario.js';
@@ -45,11 +46,7 @@ const LONG_MS = 1_500;
 
 /** A seeded shuffle (the same order every run). */
 function shuffled<T>(xs: T[], seed = 36): T[] {
-  let s = seed >>> 0;
-  const next = () => {
-    s = (Math.imul(s, 1_664_525) + 1_013_904_223) >>> 0;
-    return s / 4_294_967_296;
-  };
+  const next = seededRandom(seed);
   for (let i = xs.length - 1; i > 0; i--) {
     const j = Math.floor(next() * (i + 1));
     [xs[i], xs[j]] = [xs[j]!, xs[i]!];
