@@ -30,11 +30,11 @@ export class ServerCpu {
       // is the postmaster.
       const [cmdline, backend] = await Promise.all([
         readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => ''),
-        statFields(String(pid)),
+        postgresFields(String(pid)),
       ]);
       if (!backend || !cmdline.includes(db)) return null;
       const postmaster = String(backend.ppid);
-      return (await statFields(postmaster)) ? new ServerCpu(postmaster) : null;
+      return (await postgresFields(postmaster)) ? new ServerCpu(postmaster) : null;
     } finally {
       await client.end();
     }
@@ -45,28 +45,46 @@ export class ServerCpu {
     let ticks = 0;
     for (const pid of await readdir('/proc')) {
       if (!/^\d+$/.test(pid) || pid === this.postmaster) continue;
-      const fields = await statFields(pid);
+      const fields = await postgresFields(pid);
       if (fields && String(fields.ppid) === this.postmaster) ticks += fields.utime + fields.stime;
     }
     // The postmaster is read after its children: a backend that exits during the scan is then counted once
     // or twice (live, then among the reaped), never missed (which could make a stretch's total go down).
-    const own = await statFields(this.postmaster);
+    const own = await postgresFields(this.postmaster);
     if (own) ticks += own.utime + own.stime + own.cutime + own.cstime;
     return (ticks * 1000) / TICKS_PER_SECOND;
   }
 }
 
-/** A postgres process's parent and CPU ticks from /proc/<pid>/stat, or null when it is not one (or has gone). */
-async function statFields(
-  pid: string,
-): Promise<{ ppid: number; utime: number; stime: number; cutime: number; cstime: number } | null> {
+/** A process's command name, parent and CPU ticks from /proc/<pid>/stat, or null when it has gone. */
+async function statFields(pid: string): Promise<{
+  comm: string;
+  ppid: number;
+  utime: number;
+  stime: number;
+  cutime: number;
+  cstime: number;
+} | null> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  if (!stat.includes('(postgres)')) return null;
+  if (!stat) return null;
   // The fields after the command name (which may hold spaces): the state, the parent's pid, …; utime and
   // stime, then the reaped children's cutime and cstime are the 12th to 15th.
   const f = stat
     .slice(stat.lastIndexOf(')') + 2)
     .split(' ')
     .map(Number);
-  return { ppid: f[1]!, utime: f[11]!, stime: f[12]!, cutime: f[13]!, cstime: f[14]! };
+  const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+  return { comm, ppid: f[1]!, utime: f[11]!, stime: f[12]!, cutime: f[13]!, cstime: f[14]! };
+}
+
+/** A postgres process's fields (statFields()), or null when it is not one (or has gone). */
+async function postgresFields(pid: string) {
+  const fields = await statFields(pid);
+  return fields?.comm === 'postgres' ? fields : null;
+}
+
+/** CPU milliseconds a live process (all its threads) has used so far, or null when it has gone. */
+export async function processCpuMs(pid: number): Promise<number | null> {
+  const fields = await statFields(String(pid));
+  return fields ? ((fields.utime + fields.stime) * 1000) / TICKS_PER_SECOND : null;
 }

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { processCpuMs } from '../server-cpu.js';
 import type { LimitedHostConfig, LimitedLine } from './jobs.js';
 
 // Next to this module: host.ts run through tsx from source, host.js once built.
@@ -87,6 +88,11 @@ export class LimitedHost {
     this.proc.kill('SIGCONT');
   }
 
+  /** CPU milliseconds the process (all its threads) has used so far; null once it has exited. */
+  cpuMs(): Promise<number | null> {
+    return processCpuMs(this.proc.pid!);
+  }
+
   async kill(): Promise<void> {
     this.killedAt = Date.now();
     this.proc.kill('SIGKILL');
@@ -133,6 +139,12 @@ export class LimitedFleet {
     );
     this.hosts.push(...started);
     return started;
+  }
+
+  /** CPU milliseconds the live hosts have used so far, together. */
+  async hostsCpuMs(): Promise<number> {
+    const each = await Promise.all(this.alive().map((h) => h.cpuMs()));
+    return each.reduce<number>((sum, ms) => sum + (ms ?? 0), 0);
   }
 
   alive(): LimitedHost[] {

@@ -3,6 +3,7 @@
 // replaced by a new one), and read every job's end. The chaos test asserts on what this returns; the bench
 // scenario reports it.
 import type pg from 'pg';
+import type { ServerCpu } from '../server-cpu.js';
 import type { AwaClient } from '../../src/index.js';
 import { LIMITED_KINDS, type LimitedQueue } from './jobs.js';
 import { RunningSampler, StartsCollector, samplerClient, type LimitedFleet } from './fleet.js';
@@ -23,6 +24,16 @@ export interface RunSpec {
   sampleEveryMs?: number;
   /** How often the claim receipts are read (they must be read before the ring prunes their slot). */
   readStartsEveryMs?: number;
+  /** When given, the run's CPU time (RunResult.cpu) is read from these processes. */
+  serverCpu?: ServerCpu | null;
+}
+
+/** CPU the server's processes and the live hosts used from just before the enqueue until every job had ended
+ * (as the run saw it, within one poll of the last end), and that stretch's length. */
+export interface RunCpu {
+  serverMs: number;
+  hostsMs: number;
+  wallMs: number;
 }
 
 export interface JobEnd {
@@ -47,6 +58,8 @@ export interface RunResult {
   ends: Map<string, JobEnd>;
   /** Of `ends`, those read from compact history (their ring slot pruned during the run). */
   endsFromHistory: number;
+  /** Only when the spec gave serverCpu and no host was killed (a killed host's time is lost with it). */
+  cpu?: RunCpu;
 }
 
 const CHUNK = 2_000;
@@ -135,6 +148,12 @@ export async function runOnFleet(
   const before = await ended(client, queues);
   const startsDb = await samplerClient(url, 'limits-starts');
   const runningDb = await samplerClient(url, 'limits-running');
+  const cpuAt = async () => ({
+    serverMs: await spec.serverCpu!.totalMs(),
+    hostsMs: await fleet.hostsCpuMs(),
+    wallMs: performance.now(),
+  });
+  const cpuBefore = spec.serverCpu ? await cpuAt() : undefined;
   const enqueuedAt = Date.now();
   const starts = new StartsCollector(startsDb, schema, queues, enqueuedAt - 1_000, spec.readStartsEveryMs);
   const running = new RunningSampler(runningDb, schema, queues, spec.sampleEveryMs ?? 20);
@@ -166,11 +185,22 @@ export async function runOnFleet(
     killing.catch(() => {}); // awaited below; a run that fails first must not leave it unhandled
     const deadline = Date.now() + spec.timeoutMs;
     let done = before;
+    let cpu: RunCpu | undefined;
     for (;;) {
       fleet.assertNoCrash();
       for (const p of replacements) await Promise.race([p, Promise.resolve()]);
       done = await ended(client, queues);
-      if (done.ended >= before.ended + ids.length) break;
+      if (done.ended >= before.ended + ids.length) {
+        if (cpuBefore) {
+          const after = await cpuAt();
+          cpu = {
+            serverMs: after.serverMs - cpuBefore.serverMs,
+            hostsMs: after.hostsMs - cpuBefore.hostsMs,
+            wallMs: after.wallMs - cpuBefore.wallMs,
+          };
+        }
+        break;
+      }
       if (Date.now() > deadline)
         throw new Error(
           `${done.ended - before.ended} of ${ids.length} jobs ended after ${spec.timeoutMs} ms; ${await stuck(startsDb, schema, queues)}; ${await missing(startsDb, schema, ids, starts, kills, fleet)}`,
@@ -232,6 +262,7 @@ export async function runOnFleet(
       notCompleted: ids.length - (done.completed - before.completed),
       ends,
       endsFromHistory: fromHistory,
+      ...(cpu && kills.length === 0 && replacements.length === 0 ? { cpu } : {}),
     };
   } finally {
     drained = true;

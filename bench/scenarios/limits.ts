@@ -8,6 +8,7 @@ import { seededRandom } from '../limits/seeded.js';
 import { measureClaimCost } from '../limits/claim-cost.js';
 import { maxPerKeyInWindow, sustainedOverKeys } from '../limits/windows.js';
 import { round, type Scenario } from '../scenario.js';
+import { ServerCpu } from '../server-cpu.js';
 
 // Flow control across a fleet (awa only; issue 36): four host processes (bench/limits/host.ts) on the
 // run's database, with the chaos suite's short heartbeat and rescue timings so a killed host's attempts come back
@@ -26,7 +27,9 @@ import { round, type Scenario } from '../scenario.js';
 //           claim's attempts end far apart, so the holds of many claims stay open at once). Running attempts per
 //           key are sampled from the jobs view every 20 ms. For the median pair, the claims that started its
 //           jobs (bench/limits/claims.ts): how many, jobs per claim, and for the limited drain the gap between
-//           consecutive decisions under the queue's lock and the ceiling it sets (jobs per claim / gap).
+//           consecutive decisions under the queue's lock and the ceiling it sets (jobs per claim / gap), and each
+//           drain's CPU per job, the server's and the four hosts' (from the enqueue to the last end), with the
+//           cores the two kept busy.
 //   kill    the rate and the side-by-side key jobs at once, the busiest host SIGKILLed (from 0.5 s, once it has
 //           attempts running) and replaced: the same maxima, and lost jobs.
 // pg-boss and graphile-worker have no fleet-wide limits in their open versions: nothing to compare.
@@ -85,6 +88,18 @@ const startsOf = (r: RunResult, queue: LimitedQueue) => {
 
 const perSec = (r: RunResult) => Math.round(r.ids.length / r.seconds);
 
+/** A drain's CPU per job, the server's and the hosts', and how many cores the two kept busy together (on this
+ * machine's two cores, a drain that keeps both busy is bound by its CPU per job). Null when not measured. */
+function cpuPerJob(r: RunResult) {
+  if (!r.cpu) return null;
+  const { serverMs, hostsMs, wallMs } = r.cpu;
+  return {
+    serverUsPerJob: Math.round((serverMs * 1000) / r.ids.length),
+    hostsUsPerJob: Math.round((hostsMs * 1000) / r.ids.length),
+    coresBusy: round((serverMs + hostsMs) / wallMs, 2),
+  };
+}
+
 /** The median, 95th and 99th percentiles and most of some milliseconds (the latency scenarios' histogram). */
 function lagSummary(lags: readonly number[]) {
   const h = new LatencyHistogram();
@@ -137,8 +152,9 @@ export function limitsScenario(): Scenario {
         short: true,
       });
       const client = new AwaClient({ connectionString: url, schema: adapter.schema, poolSize: 4 });
+      const serverCpu = await ServerCpu.open(url);
       const run = (jobs: PlannedJob[], killAfterMs: number[] = []) =>
-        runOnFleet(fleet, client, url, adapter.schema, { jobs, killAfterMs, timeoutMs: 120_000 });
+        runOnFleet(fleet, client, url, adapter.schema, { jobs, killAfterMs, timeoutMs: 120_000, serverCpu });
       try {
         // Before any host runs: the claims' own cost, steady where the drains' ratio is not.
         const claimCost = await measureClaimCost(url);
@@ -198,6 +214,8 @@ export function limitsScenario(): Scenario {
             claimCost,
             // The median pair's claims: the limited drain's come one at a time under the queue's lock.
             limitedClaims: claimCadence(startsOf(keys, 'keys')),
+            // The median pair's CPU from the enqueue to the last end: what each job cost the server and the hosts.
+            cpu: { unlimited: cpuPerJob(free), limited: cpuPerJob(keys) },
             unlimitedClaims: (({ claims, jobsPerClaim }) => ({ claims, jobsPerClaim }))(
               claimCadence(startsOf(free, 'free')),
             ),

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServerCpu } from '../../bench/server-cpu.js';
+import { processCpuMs, ServerCpu } from '../../bench/server-cpu.js';
 import { processUid } from '../../src/embedded/processes.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { until } from '../helpers/wait.js';
@@ -17,11 +17,10 @@ import { until } from '../helpers/wait.js';
 // launcher's test cluster did, in CI), their time leaves the total, which then fell short of what this server's
 // backends had burned. The test server runs on this machine, as bench.test.ts also assumes.
 
-/** A process's own user + system CPU so far, in ms (USER_HZ ticks of 10 ms). */
-function ownCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10;
+/** A live process's own user + system CPU so far, in ms (processCpuMs(), which the limits bench reads for its
+ * hosts); 0 once it has gone. */
+async function ownCpuMs(pid: number): Promise<number> {
+  return (await processCpuMs(pid)) ?? 0;
 }
 
 /** The uid the server's backends run as (read from one of them). */
@@ -56,7 +55,7 @@ describe('bench: PostgreSQL CPU over a stretch', () => {
     const foreign = spawn(join(dir, 'postgres'), ['-c', 'while :; do :; done'], { stdio: 'ignore', ...as });
     const foreignGone = new Promise((resolve) => foreign.once('exit', resolve));
     try {
-      await until('the foreign process to burn 300 ms', async () => ownCpuMs(foreign.pid!) >= 300);
+      await until('the foreign process to burn 300 ms', async () => (await ownCpuMs(foreign.pid!)) >= 300);
       expect(readFileSync(`/proc/${foreign.pid}/comm`, 'utf8').trim()).toBe('postgres');
 
       const cpu = await ServerCpu.open(db.url);
@@ -70,7 +69,7 @@ describe('bench: PostgreSQL CPU over a stretch', () => {
       const { rows } = await backend.query<{ pid: number }>('select pg_backend_pid() as pid');
       const pid = rows[0]!.pid;
       await backend.query('select count(*) from generate_series(1, 5000000)');
-      const burnedMs = ownCpuMs(pid);
+      const burnedMs = await ownCpuMs(pid);
       await backend.end();
       await until('the backend to be gone', async () => !existsSync(`/proc/${pid}`));
 
@@ -84,5 +83,22 @@ describe('bench: PostgreSQL CPU over a stretch', () => {
       foreign.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("reads a live process's CPU as it grows, and nothing once it has exited", async () => {
+    const spinner = spawn('/bin/sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' });
+    const gone = new Promise((resolve) => spinner.once('exit', resolve));
+    try {
+      const first = await processCpuMs(spinner.pid!);
+      expect(first).not.toBeNull();
+      await until(
+        'the spinner to burn 100 ms more',
+        async () => (await ownCpuMs(spinner.pid!)) >= first! + 100,
+      );
+    } finally {
+      spinner.kill('SIGKILL');
+    }
+    await gone;
+    expect(await processCpuMs(spinner.pid!)).toBeNull();
   });
 });
