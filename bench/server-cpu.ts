@@ -9,7 +9,8 @@ import { benchClient } from './database.js';
 // stretch's total negative. Only this server's processes count: another PostgreSQL on the machine (an
 // embedded cluster of a test, say) that stops inside the stretch would take its processes' time, and its
 // reaped children's, out of a total that counted them. Where the server is not local (or there is no
-// /proc), open() returns null and nothing is reported.
+// /proc), open() returns null and nothing is reported. processCpuMs() reads one live process the same way (the
+// limits bench's host processes).
 
 /** Linux's USER_HZ: /proc reports CPU time in these ticks (100 a second on every mainstream architecture). */
 const TICKS_PER_SECOND = 100;
