@@ -14,7 +14,7 @@ import {
   type ClaimBatch,
   type Schema,
 } from '../../src/storage/operations.js';
-import { median } from './claims.js';
+import { median, round } from '../scenario.js';
 import { seededRandom } from './seeded.js';
 
 const CLAIM = 236;
@@ -110,8 +110,8 @@ export async function measureClaimCost(url: string, { rounds = 3, claims = 40 } 
       limited.push(await pass(db, resolved, 'claim_cost_keys', claims));
     }
     return {
-      unlimitedUsPerJob: Math.round(median(unlimited.map((p) => p.usPerJob)) * 10) / 10,
-      limitedUsPerJob: Math.round(median(limited.map((p) => p.usPerJob)) * 10) / 10,
+      unlimitedUsPerJob: round(median(unlimited.map((p) => p.usPerJob)), 1),
+      limitedUsPerJob: round(median(limited.map((p) => p.usPerJob)), 1),
       limitedJobsPerClaim: median(limited.map((p) => p.jobsPerClaim)),
     };
   } finally {

@@ -4,6 +4,7 @@
 // each records the moment it decided as its receipts' claim time; while claims wait for the lock, the next one
 // decides as soon as the last one commits, so the gap between two decisions is about one claim's time under the
 // lock. Jobs per claim over that gap is then the most the drain can start per second, whatever the handlers do.
+import { median, round } from '../scenario.js';
 import { claimsOf, type ClaimedStart } from './windows.js';
 
 export interface ClaimCadence {
@@ -17,13 +18,6 @@ export interface ClaimCadence {
   ceilingJobsPerSec: number;
 }
 
-/** The middle value (of an even count, the upper middle one). */
-export function median(xs: readonly number[]): number {
-  if (xs.length === 0) return 0;
-  const sorted = [...xs].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
 /** Reads the cadence of the claims the starts belong to (claimsOf()). */
 export function claimCadence(starts: readonly ClaimedStart[]): ClaimCadence {
   const ordered = claimsOf(starts).sort((a, b) => a.at - b.at);
@@ -33,7 +27,7 @@ export function claimCadence(starts: readonly ClaimedStart[]): ClaimCadence {
   return {
     claims: ordered.length,
     jobsPerClaim,
-    gapMs: Math.round(gapMs * 100) / 100,
+    gapMs: round(gapMs, 2),
     ceilingJobsPerSec: gapMs > 0 ? Math.round((jobsPerClaim * 1000) / gapMs) : 0,
   };
 }

@@ -27,6 +27,7 @@ import {
   type HandlerEntry,
   type WorkerOptions,
 } from '../../src/index.js';
+import { median } from '../scenario.js';
 
 const BLOCK = Buffer.alloc(64 * 1024, 3);
 
@@ -120,11 +121,6 @@ async function runMode(url: string, client: AwaClient, mode: Mode, run: number):
     jobsPerSec: mode.jobs / seconds,
     eldP99Ms: delay.percentile(99) / 1e6,
   };
-}
-
-function median(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 async function main(): Promise<void> {
